@@ -1,0 +1,47 @@
+import { z } from 'zod';
+
+/**
+ * Runtime configuration, read from the environment once and validated (DESIGN §10).
+ * A bad value fails at start with the variable named, never later in the middle of work.
+ */
+const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const envSchema = z.object({
+  DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/test'),
+  AMQP_URL: z.string().url().default('amqp://guest:guest@127.0.0.1:5672'),
+  RABBITMQ_MANAGEMENT_URL: z.string().url().default('http://guest:guest@127.0.0.1:15672'),
+  PORT: intFrom(0, 65_535).default(3000),
+  FAULTS: z.string().default(''),
+  /** Rows per relay round. */
+  RELAY_BATCH_SIZE: intFrom(1, 5_000).default(500),
+  /** Failed publishes before a row needs attention and leaves the batches. */
+  RELAY_MAX_ATTEMPTS: intFrom(1, 1_000).default(10),
+  /** Idle wait between empty relay rounds (ms). */
+  RELAY_IDLE_WAIT_MS: intFrom(1, 60_000).default(100),
+  /** How long one scheduled relay invocation keeps draining (ms); the rest of the minute is margin. */
+  RELAY_DRAIN_BUDGET_MS: intFrom(0, 900_000).default(50_000),
+  /** Confirms awaited at once per channel. */
+  PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
+  /** How long a publish waits for a broker confirm before the message counts as failed (ms). */
+  PUBLISH_TIMEOUT_MS: intFrom(100, 120_000).default(10_000),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export class ConfigError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'ConfigError';
+  }
+}
+
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const parsed = envSchema.safeParse(
+    Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== '')),
+  );
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${lines.join('; ')}`, { cause: parsed.error });
+  }
+  return parsed.data;
+}

@@ -1,0 +1,158 @@
+import pg from 'pg';
+import {
+  ConstraintViolationError,
+  DbError,
+  TransientDbError,
+  UniqueViolationError,
+} from '../errors.js';
+import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
+
+// SQLSTATEs after which the same statement may succeed later.
+const TRANSIENT_SQLSTATES = new Set([
+  '40001', // serialization_failure
+  '40P01', // deadlock_detected
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '53300', // too_many_connections
+  '55P03', // lock_not_available
+  '57014', // query_canceled (statement_timeout)
+]);
+// Node socket errors that mean "the database was not reachable", not "the SQL was wrong".
+const TRANSIENT_SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+]);
+
+interface PgLikeError {
+  code?: string;
+  constraint?: string;
+  message?: string;
+}
+
+/** Maps a node-postgres error to the SQL port's classes. Already-mapped errors pass through. */
+export function mapPgError(err: unknown): Error {
+  if (err instanceof DbError) return err;
+  const e = (err ?? {}) as PgLikeError;
+  const message = e.message ?? String(err);
+  const code = typeof e.code === 'string' ? e.code : undefined;
+  if (code === '23505') {
+    return new UniqueViolationError(message, { cause: err, code, constraint: e.constraint });
+  }
+  if (code?.startsWith('23')) {
+    return new ConstraintViolationError(message, { cause: err, code, constraint: e.constraint });
+  }
+  if (code !== undefined && (TRANSIENT_SQLSTATES.has(code) || code.startsWith('08'))) {
+    return new TransientDbError(message, { cause: err, code });
+  }
+  if (code !== undefined && TRANSIENT_SOCKET_CODES.has(code)) {
+    return new TransientDbError(message, { cause: err, code });
+  }
+  if (
+    /Connection terminated|connection timeout|Client has encountered a connection error/i.test(
+      message,
+    )
+  ) {
+    return new TransientDbError(message, { cause: err });
+  }
+  return new DbError(message, { cause: err, code });
+}
+
+function toPgParams(params: readonly SqlParam[] | undefined): unknown[] | undefined {
+  return params as unknown[] | undefined;
+}
+
+class PgExecutor implements SqlExecutor {
+  constructor(private readonly client: pg.ClientBase | pg.Pool) {}
+  async query<T extends object = Row>(
+    sql: string,
+    params?: readonly SqlParam[],
+  ): Promise<QueryResult<T>> {
+    try {
+      const raw = (await this.client.query<T>(sql, toPgParams(params))) as
+        | pg.QueryResult<T>
+        | pg.QueryResult<T>[];
+      // A multi-statement script (migrations) yields one result per statement: report the last.
+      const res = Array.isArray(raw) ? (raw[raw.length - 1] as pg.QueryResult<T>) : raw;
+      return { rows: res?.rows ?? [], rowCount: res?.rowCount ?? res?.rows?.length ?? 0 };
+    } catch (err) {
+      throw mapPgError(err);
+    }
+  }
+}
+
+export interface PgDatabaseOptions {
+  connectionString: string;
+  /** Pool size. Lambda handlers use 1–2; the local runtime more. */
+  max?: number;
+  /** Name shown in pg_stat_activity. */
+  applicationName?: string;
+  /** Milliseconds to wait for a connection before failing with a transient error. */
+  connectionTimeoutMillis?: number;
+  /** Server-side statement timeout (ms); 0 = none. */
+  statementTimeoutMillis?: number;
+}
+
+/** The node-postgres adapter of the SQL port, backed by a `pg.Pool`. */
+export class PgDatabase implements SqlDatabase {
+  readonly pool: pg.Pool;
+  private readonly executor: PgExecutor;
+  private closed = false;
+
+  constructor(options: PgDatabaseOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.max ?? 10,
+      application_name: options.applicationName ?? 'reliable-messaging',
+      connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
+      statement_timeout: options.statementTimeoutMillis ?? 0,
+      idleTimeoutMillis: 30_000,
+    });
+    // An idle client losing its connection must not crash the process; the next query reconnects.
+    this.pool.on('error', () => {});
+    this.executor = new PgExecutor(this.pool);
+  }
+
+  query<T extends object = Row>(
+    sql: string,
+    params?: readonly SqlParam[],
+  ): Promise<QueryResult<T>> {
+    return this.executor.query<T>(sql, params);
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw mapPgError(err);
+    }
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(new PgExecutor(client));
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackErr) {
+        broken = rollbackErr as Error; // the connection is unusable: destroy it below
+      }
+      throw mapPgError(err);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}

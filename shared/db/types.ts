@@ -1,0 +1,31 @@
+/**
+ * The SQL port (DESIGN §3). Use cases see only these types, never a driver's.
+ *
+ * Parameters are positional (`$1`, `$2`, …) and limited to what both adapters can carry:
+ * strings, finite numbers, booleans, null, Dates and plain JSON objects. Arrays are not portable
+ * (the RDS Data API rejects them): pass a set as JSON text and expand it in SQL with
+ * `jsonb_array_elements_text($1::jsonb)` or `jsonb_to_recordset($1::jsonb)`.
+ */
+export type SqlParam = string | number | boolean | null | Date;
+
+export type Row = Record<string, unknown>;
+
+export interface QueryResult<T extends object = Row> {
+  rows: T[];
+  /** Rows returned, or affected by INSERT/UPDATE/DELETE without RETURNING. */
+  rowCount: number;
+}
+
+export interface SqlExecutor {
+  query<T extends object = Row>(sql: string, params?: readonly SqlParam[]): Promise<QueryResult<T>>;
+}
+
+export interface SqlDatabase extends SqlExecutor {
+  /**
+   * Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it throws (the error is
+   * rethrown, mapped to the classes of `errors.ts`). `fn` must use the executor it receives.
+   */
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /** Releases every connection. Idempotent. */
+  close(): Promise<void>;
+}

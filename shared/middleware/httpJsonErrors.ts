@@ -1,0 +1,66 @@
+import type { MiddlewareObj, Request } from '@middy/core';
+import type { Logger } from '../logger.js';
+
+interface ErrorLike {
+  statusCode?: number;
+  expose?: boolean;
+  field?: string;
+  code?: string;
+  message?: string;
+  cause?: { package?: string };
+}
+
+/**
+ * Turns any error into a JSON response `{ error, message, field? }`. Client errors (4xx) say what
+ * was wrong; anything else is logged and answered with a generic 500 that leaks nothing.
+ * Malformed JSON (422 from `@middy/http-json-body-parser`) is answered 400, naming `body`.
+ */
+export function httpJsonErrors(options: { logger?: Logger } = {}): MiddlewareObj {
+  const httpJsonErrorsOnError = (request: Request) => {
+    if (request.response !== undefined && request.response !== null) return;
+    const err = (request.error ?? {}) as ErrorLike;
+    let status = typeof err.statusCode === 'number' ? err.statusCode : 500;
+    let body: Record<string, unknown>;
+    if (status >= 400 && status < 500 && err.expose !== false) {
+      let field = err.field;
+      let message = err.message ?? 'bad request';
+      if (err.cause?.package === '@middy/http-json-body-parser') {
+        field = 'body';
+        if (status === 422) {
+          status = 400;
+          message = 'body: not valid JSON';
+        } else {
+          message = 'body: Content-Type must be application/json';
+        }
+      }
+      body = { error: err.code ?? errorName(status), message, ...(field ? { field } : {}) };
+    } else {
+      status = 500;
+      options.logger?.error('unhandled error', request.error as Error);
+      body = { error: 'InternalError', message: 'internal error' };
+    }
+    request.response = {
+      statusCode: status,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    };
+  };
+  return { onError: httpJsonErrorsOnError };
+}
+
+function errorName(status: number): string {
+  switch (status) {
+    case 404:
+      return 'NotFound';
+    case 405:
+      return 'MethodNotAllowed';
+    case 409:
+      return 'Conflict';
+    case 413:
+      return 'PayloadTooLarge';
+    case 415:
+      return 'UnsupportedMediaType';
+    default:
+      return 'BadRequest';
+  }
+}

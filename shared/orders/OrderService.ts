@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { AGGREGATE_TYPES, EVENT_TYPES, PRODUCERS } from '../config/constants.js';
+import type { SqlDatabase, SqlExecutor } from '../db/types.js';
+import { newEnvelope } from '../envelope/envelope.js';
+import { fault } from '../faults.js';
+import { OutboxStore } from '../outbox/OutboxStore.js';
+
+export interface PlaceOrderCommand {
+  sku: string;
+  quantity: number;
+  /** Client-chosen id: placing the same id again returns the same order and writes no event. */
+  orderId?: string | undefined;
+  correlationId: string;
+}
+
+export interface PlaceOrderResult {
+  orderId: string;
+  eventId: string;
+  /** false when the order already existed (idempotent repeat). */
+  created: boolean;
+}
+
+export type ReservationStatus = 'pending' | 'reserved' | 'rejected' | 'released';
+
+export interface OrderView {
+  orderId: string;
+  sku: string;
+  quantity: number;
+  status: 'placed' | 'cancelled';
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+  reservation: { status: ReservationStatus; reason: string | null };
+}
+
+/** Base class of the order use cases' errors. */
+export class OrderError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'OrderError';
+  }
+}
+export class OrderNotFoundError extends OrderError {
+  constructor(readonly orderId: string) {
+    super(`order ${orderId} does not exist`);
+    this.name = 'OrderNotFoundError';
+  }
+}
+/** The same orderId was placed before with a different sku or quantity. */
+export class OrderConflictError extends OrderError {
+  constructor(
+    readonly orderId: string,
+    readonly field: 'sku' | 'quantity',
+  ) {
+    super(`order ${orderId} already exists with a different ${field}`);
+    this.name = 'OrderConflictError';
+  }
+}
+
+interface OrderRow {
+  id: string;
+  sku: string;
+  quantity: number;
+  status: 'placed' | 'cancelled';
+  version: number;
+  created_event_id: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * Order placement with a transactional outbox: each order change and its event row commit in one
+ * transaction, and the order's version is the event's `aggregate.version`.
+ */
+export class OrderService {
+  private readonly outbox = new OutboxStore('outbox');
+
+  constructor(private readonly deps: { db: SqlDatabase }) {}
+
+  async place(cmd: PlaceOrderCommand): Promise<PlaceOrderResult> {
+    const orderId = cmd.orderId ?? randomUUID();
+    return this.deps.db.transaction(async (tx) => {
+      const envelope = newEnvelope({
+        type: EVENT_TYPES.orderCreated,
+        aggregate: { type: AGGREGATE_TYPES.order, id: orderId, version: 1 },
+        data: { orderId, sku: cmd.sku, quantity: cmd.quantity },
+        correlationId: cmd.correlationId,
+        producer: PRODUCERS.orderService,
+      });
+      // A concurrent twin with the same id waits on this row's lock, then finds it below.
+      const inserted = await tx.query(
+        `INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id`,
+        [orderId, cmd.sku, cmd.quantity, envelope.id, cmd.correlationId],
+      );
+      if (inserted.rowCount === 0) {
+        const existing = await this.find(tx, orderId);
+        if (!existing) throw new OrderNotFoundError(orderId); // deleted in between: not expected
+        if (existing.sku !== cmd.sku) throw new OrderConflictError(orderId, 'sku');
+        if (existing.quantity !== cmd.quantity) throw new OrderConflictError(orderId, 'quantity');
+        return { orderId, eventId: existing.created_event_id, created: false };
+      }
+      await this.outbox.append(tx, envelope);
+      fault('order.after-outbox-insert');
+      return { orderId, eventId: envelope.id, created: true };
+    });
+  }
+
+  /** Cancels a placed order (event `order.cancelled`); cancelling again changes nothing. */
+  async cancel(
+    orderId: string,
+    correlationId: string,
+  ): Promise<{ orderId: string; eventId: string | null; cancelled: boolean }> {
+    return this.deps.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ version: number; sku: string; quantity: number }>(
+        `UPDATE orders SET status = 'cancelled', version = version + 1, updated_at = now()
+          WHERE id = $1 AND status = 'placed' RETURNING version, sku, quantity`,
+        [orderId],
+      );
+      const row = rows[0];
+      if (!row) {
+        const existing = await this.find(tx, orderId);
+        if (!existing) throw new OrderNotFoundError(orderId);
+        return { orderId, eventId: null, cancelled: false };
+      }
+      const envelope = newEnvelope({
+        type: EVENT_TYPES.orderCancelled,
+        aggregate: { type: AGGREGATE_TYPES.order, id: orderId, version: row.version },
+        data: { orderId, sku: row.sku, quantity: row.quantity },
+        correlationId,
+        producer: PRODUCERS.orderService,
+      });
+      await this.outbox.append(tx, envelope);
+      return { orderId, eventId: envelope.id, cancelled: true };
+    });
+  }
+
+  async get(orderId: string): Promise<OrderView> {
+    const { rows } = await this.deps.db.query<
+      OrderRow & { reservation_status: ReservationStatus | null; reservation_reason: string | null }
+    >(
+      `SELECT o.*, r.status AS reservation_status, r.reason AS reservation_reason
+         FROM orders o LEFT JOIN reservations r ON r.order_id = o.id
+        WHERE o.id = $1`,
+      [orderId],
+    );
+    const row = rows[0];
+    if (!row) throw new OrderNotFoundError(orderId);
+    return {
+      orderId: row.id,
+      sku: row.sku,
+      quantity: row.quantity,
+      status: row.status,
+      version: row.version,
+      createdAt: new Date(row.created_at).toISOString(),
+      updatedAt: new Date(row.updated_at).toISOString(),
+      reservation: { status: row.reservation_status ?? 'pending', reason: row.reservation_reason },
+    };
+  }
+
+  private async find(tx: SqlExecutor, orderId: string): Promise<OrderRow | undefined> {
+    const { rows } = await tx.query<OrderRow>('SELECT * FROM orders WHERE id = $1', [orderId]);
+    return rows[0];
+  }
+}

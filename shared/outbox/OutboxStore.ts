@@ -1,0 +1,193 @@
+import type { OutboxTable } from '../config/constants.js';
+import type { SqlExecutor } from '../db/types.js';
+import { type Envelope, parseEnvelope } from '../envelope/envelope.js';
+
+/**
+ * Storage rules of both outboxes (`outbox`, `inventory_outbox`). Every implementation MUST:
+ * - write the event row in the caller's transaction (`append`), so it commits or rolls back with
+ *   the business change;
+ * - hand out a row to at most one relay at a time (`claim` locks with FOR UPDATE SKIP LOCKED inside
+ *   the relay's transaction; the lock is the round);
+ * - set `published_at` only for rows the broker confirmed (`markPublished`);
+ * - keep the event id stable across every retry.
+ */
+export interface OutboxRow {
+  envelope: Envelope;
+  attempts: number;
+}
+
+export interface PublishFailure {
+  id: string;
+  error: string;
+  /** Delay before this row is due again. */
+  retryInMs: number;
+}
+
+export interface OutboxStatus {
+  table: OutboxTable;
+  /** Unpublished rows that the relay will still try. */
+  backlog: number;
+  /** Of those, rows that failed at least once. */
+  retrying: number;
+  /** Age of the oldest unpublished row (seconds), or null when there is none. */
+  oldestUnpublishedAgeSeconds: number | null;
+  /** Rows that reached the attempt limit: out of the batches until an operator acts. */
+  needsAttention: number;
+  published: number;
+}
+
+interface OutboxDbRow {
+  id: string;
+  event_type: string;
+  schema_version: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  aggregate_version: number;
+  payload: Record<string, unknown>;
+  producer: string;
+  correlation_id: string;
+  causation_id: string | null;
+  occurred_at: Date | string;
+  attempts: number;
+}
+
+const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
+  payload, producer, correlation_id, causation_id, occurred_at, attempts`;
+
+function toIso(value: Date | string): string {
+  return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
+}
+
+export class OutboxStore {
+  constructor(readonly table: OutboxTable) {}
+
+  /** Writes one event in the caller's transaction. */
+  async append(tx: SqlExecutor, envelope: Envelope): Promise<void> {
+    await tx.query(
+      `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
+         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)`,
+      [
+        envelope.id,
+        envelope.type,
+        envelope.schema_version,
+        envelope.aggregate.type,
+        envelope.aggregate.id,
+        envelope.aggregate.version,
+        JSON.stringify(envelope.data),
+        envelope.producer,
+        envelope.correlation_id,
+        envelope.causation_id,
+        envelope.occurred_at,
+      ],
+    );
+  }
+
+  /**
+   * Locks up to `limit` due rows, oldest first, skipping rows another relay holds. Must run inside
+   * a transaction; the locks last until it ends.
+   */
+  async claim(tx: SqlExecutor, limit: number): Promise<OutboxRow[]> {
+    const { rows } = await tx.query<OutboxDbRow>(
+      `SELECT ${COLUMNS} FROM ${this.table}
+        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()
+        ORDER BY occurred_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED`,
+      [limit],
+    );
+    return rows.map((r) => ({
+      attempts: r.attempts,
+      // Rows were validated when written; re-validating here catches hand-edited rows early.
+      envelope: parseEnvelope({
+        id: r.id,
+        type: r.event_type,
+        schema_version: r.schema_version,
+        occurred_at: toIso(r.occurred_at),
+        producer: r.producer,
+        correlation_id: r.correlation_id,
+        causation_id: r.causation_id,
+        aggregate: { type: r.aggregate_type, id: r.aggregate_id, version: r.aggregate_version },
+        data: r.payload,
+      }),
+    }));
+  }
+
+  async markPublished(tx: SqlExecutor, ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    const { rowCount } = await tx.query(
+      `UPDATE ${this.table} SET published_at = now(), last_error = NULL
+        WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid) AND published_at IS NULL`,
+      [JSON.stringify(ids)],
+    );
+    return rowCount;
+  }
+
+  /**
+   * Records failed publishes: attempts + 1, the next due time, the error; a row reaching
+   * `maxAttempts` needs attention and leaves the batches.
+   */
+  async markFailed(
+    tx: SqlExecutor,
+    failures: readonly PublishFailure[],
+    maxAttempts: number,
+  ): Promise<{ needsAttention: number }> {
+    if (failures.length === 0) return { needsAttention: 0 };
+    const { rows } = await tx.query<{ needs_attention: boolean }>(
+      `UPDATE ${this.table} AS o
+          SET attempts = o.attempts + 1,
+              next_attempt_at = now() + make_interval(secs => f.retry_in_ms / 1000.0),
+              last_error = left(f.error, 1000),
+              needs_attention_at = CASE WHEN o.attempts + 1 >= $2 THEN now() END
+         FROM jsonb_to_recordset($1::jsonb) AS f(id uuid, error text, retry_in_ms integer)
+        WHERE o.id = f.id AND o.published_at IS NULL
+        RETURNING o.needs_attention_at IS NOT NULL AS needs_attention`,
+      [
+        JSON.stringify(
+          failures.map((f) => ({ id: f.id, error: f.error, retry_in_ms: f.retryInMs })),
+        ),
+        maxAttempts,
+      ],
+    );
+    return { needsAttention: rows.filter((r) => r.needs_attention).length };
+  }
+
+  /** Puts rows that need attention back into the batches (after the cause was fixed). */
+  async retryNeedsAttention(db: SqlExecutor, ids?: readonly string[]): Promise<number> {
+    const { rowCount } = await db.query(
+      `UPDATE ${this.table} SET needs_attention_at = NULL, attempts = 0, next_attempt_at = now()
+        WHERE needs_attention_at IS NOT NULL AND published_at IS NULL
+          AND ($1::jsonb IS NULL OR id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid))`,
+      [ids ? JSON.stringify(ids) : null],
+    );
+    return rowCount;
+  }
+
+  async status(db: SqlExecutor): Promise<OutboxStatus> {
+    const { rows } = await db.query<{
+      backlog: string;
+      retrying: string;
+      oldest_age: number | null;
+      needs_attention: string;
+      published: string;
+    }>(
+      `SELECT
+         count(*) FILTER (WHERE published_at IS NULL AND needs_attention_at IS NULL) AS backlog,
+         count(*) FILTER (WHERE published_at IS NULL AND needs_attention_at IS NULL AND attempts > 0) AS retrying,
+         extract(epoch FROM now() - min(occurred_at) FILTER (WHERE published_at IS NULL))::float8 AS oldest_age,
+         count(*) FILTER (WHERE needs_attention_at IS NOT NULL AND published_at IS NULL) AS needs_attention,
+         count(*) FILTER (WHERE published_at IS NOT NULL) AS published
+       FROM ${this.table}`,
+    );
+    const r = rows[0];
+    return {
+      table: this.table,
+      backlog: Number(r?.backlog ?? 0),
+      retrying: Number(r?.retrying ?? 0),
+      oldestUnpublishedAgeSeconds:
+        r?.oldest_age == null ? null : Math.round(r.oldest_age * 10) / 10,
+      needsAttention: Number(r?.needs_attention ?? 0),
+      published: Number(r?.published ?? 0),
+    };
+  }
+}

@@ -1,0 +1,158 @@
+import amqp, { type ConfirmChannel, type RecoveringChannelModel } from 'amqplib';
+import type { Logger } from '../../logger.js';
+import { withTimeout } from '../../util/async.js';
+import { TransportUnavailableError } from '../errors.js';
+
+export interface RabbitConnectionOptions {
+  url: string;
+  /** Name shown in the management UI. */
+  connectionName?: string;
+  /** First reconnect delay (ms); doubles up to `maxReconnectDelayMs`, with ±20 % jitter. */
+  initialReconnectDelayMs?: number;
+  maxReconnectDelayMs?: number;
+  heartbeatSeconds?: number;
+}
+
+/**
+ * One AMQP connection with bounded, jittered reconnects (amqplib's built-in recovery: one
+ * reconnect loop per connection, exponential backoff capped at `maxReconnectDelayMs`, so a broker
+ * outage never causes a reconnect storm) and one shared confirm channel, recreated after it dies.
+ */
+export class RabbitConnection {
+  private model: RecoveringChannelModel | undefined;
+  private modelPromise: Promise<RecoveringChannelModel> | undefined;
+  private channel: ConfirmChannel | undefined;
+  private channelPromise: Promise<ConfirmChannel> | undefined;
+  private closed = false;
+  private readonly channelListeners = new Set<(ch: ConfirmChannel) => void>();
+
+  constructor(
+    private readonly options: RabbitConnectionOptions,
+    private readonly logger?: Logger,
+  ) {}
+
+  private connectModel(): Promise<RecoveringChannelModel> {
+    this.modelPromise ??= (async () => {
+      const url = new URL(this.options.url);
+      const model = await amqp.connect(
+        {
+          protocol: url.protocol.replace(':', ''),
+          hostname: url.hostname,
+          port: url.port ? Number(url.port) : undefined,
+          username: decodeURIComponent(url.username || 'guest'),
+          password: decodeURIComponent(url.password || 'guest'),
+          vhost: url.pathname.length > 1 ? decodeURIComponent(url.pathname.slice(1)) : '/',
+          heartbeat: this.options.heartbeatSeconds ?? 10,
+        },
+        {
+          clientProperties: {
+            connection_name: this.options.connectionName ?? 'reliable-messaging',
+          },
+          recovery: {
+            waitForConnect: false,
+            initialDelay: this.options.initialReconnectDelayMs ?? 200,
+            maxDelay: this.options.maxReconnectDelayMs ?? 5_000,
+            factor: 2,
+            jitter: 0.2,
+            maxRetries: Number.POSITIVE_INFINITY,
+          },
+        },
+      );
+      model.on('error', (err) =>
+        this.logger?.warn('amqp connection error', { error: err.message }),
+      );
+      model.on('disconnect', (err) => {
+        this.logger?.warn('amqp disconnected', { error: err?.message });
+      });
+      model.on('reconnect-scheduled', ({ attempt, delay }) =>
+        this.logger?.info('amqp reconnect scheduled', { attempt, delayMs: delay }),
+      );
+      model.on('connect', () => this.logger?.info('amqp connected'));
+      this.model = model;
+      return model;
+    })();
+    return this.modelPromise;
+  }
+
+  /**
+   * The shared confirm channel, created on first use and after the previous one closed. Waits at
+   * most `timeoutMs` for the broker, then throws `TransportUnavailableError`.
+   */
+  async confirmChannel(timeoutMs = 5_000): Promise<ConfirmChannel> {
+    if (this.closed) throw new TransportUnavailableError('connection closed');
+    if (this.channel) return this.channel;
+    this.channelPromise ??= this.openChannel().finally(() => {
+      this.channelPromise = undefined;
+    });
+    // A late channel is not leaked: it is cached by openChannel for the next caller.
+    return withTimeout(
+      this.channelPromise,
+      timeoutMs,
+      () => new TransportUnavailableError(`broker not reachable within ${timeoutMs} ms`),
+    );
+  }
+
+  private async openChannel(): Promise<ConfirmChannel> {
+    const model = await this.connectModel();
+    let ch: ConfirmChannel;
+    try {
+      ch = await model.createConfirmChannel();
+    } catch (err) {
+      throw new TransportUnavailableError(`cannot open channel: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    if (this.closed) {
+      await ch.close().catch(() => {});
+      throw new TransportUnavailableError('connection closed');
+    }
+    ch.on('error', (err) => this.logger?.warn('amqp channel error', { error: err.message }));
+    ch.on('close', () => {
+      if (this.channel === ch) this.channel = undefined;
+    });
+    this.channel = ch;
+    for (const listener of this.channelListeners) listener(ch);
+    return ch;
+  }
+
+  /** Called with every new confirm channel (publishers attach their `return` handlers here). */
+  onChannel(listener: (ch: ConfirmChannel) => void): () => void {
+    this.channelListeners.add(listener);
+    if (this.channel) listener(this.channel);
+    return () => this.channelListeners.delete(listener);
+  }
+
+  /** A separate plain channel for topology and inspection; the caller closes it. */
+  async withChannel<T>(fn: (ch: ConfirmChannel) => Promise<T>, timeoutMs = 5_000): Promise<T> {
+    const model = await this.connectModel();
+    const ch = await withTimeout(
+      model.createConfirmChannel(),
+      timeoutMs,
+      () => new TransportUnavailableError(`broker not reachable within ${timeoutMs} ms`),
+      (late) => void late.close().catch(() => {}),
+    );
+    ch.on('error', () => {});
+    try {
+      return await fn(ch);
+    } finally {
+      await ch.close().catch(() => {});
+    }
+  }
+
+  /** Drops the shared channel (e.g. after a confirm timeout left it in an unknown state). */
+  async resetChannel(): Promise<void> {
+    const ch = this.channel;
+    this.channel = undefined;
+    await ch?.close().catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.resetChannel();
+    const model =
+      this.model ??
+      (this.modelPromise ? await this.modelPromise.catch(() => undefined) : undefined);
+    await model?.close().catch(() => {});
+  }
+}

@@ -1,0 +1,52 @@
+import pg from 'pg';
+import { migrate } from '../../shared/db/migrate.js';
+import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { DATABASE_URL, uniqueName } from './services.js';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  db: PgDatabase;
+  drop(): Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: withDatabase(DATABASE_URL, 'postgres') });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A fresh database of its own for one test file, migrated unless `migrated: false`. */
+export async function createTestDatabase(
+  label: string,
+  options: { migrated?: boolean; poolSize?: number } = {},
+): Promise<TestDatabase> {
+  const name = uniqueName(label);
+  await admin((c) => c.query(`CREATE DATABASE ${name}`));
+  const url = withDatabase(DATABASE_URL, name);
+  const db = new PgDatabase({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    applicationName: name,
+  });
+  if (options.migrated !== false) await migrate(db);
+  return {
+    name,
+    url,
+    db,
+    async drop() {
+      await db.close();
+      await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+  };
+}
