@@ -11,6 +11,8 @@ export class TcpProxy {
   private readonly sockets = new Set<Socket>();
   private cutNow = false;
   port = 0;
+  /** Connection attempts refused while cut (proof that a client tried to reconnect). */
+  refused = 0;
 
   constructor(
     private readonly targetHost: string,
@@ -20,6 +22,7 @@ export class TcpProxy {
   async start(): Promise<this> {
     const server = createServer((client) => {
       if (this.cutNow) {
+        this.refused++;
         client.destroy();
         return;
       }

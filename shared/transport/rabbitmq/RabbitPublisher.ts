@@ -166,16 +166,19 @@ export class RabbitPublisher implements Publisher {
               const returnedWhy = returned.get(envelope.id);
               returned.delete(envelope.id);
               if (err) {
+                // amqplib fails unconfirmed callbacks with 'channel closed' when the channel
+                // dies, and with 'message nacked' for a basic.nack from the broker.
+                const nacked = (err as Error).message === 'message nacked' && !closed;
                 settle(
                   pending,
-                  closed || this.closeReason.has(ch)
-                    ? this.channelFailure(ch, envelope.id)
-                    : {
+                  nacked
+                    ? {
                         id: envelope.id,
                         ok: false,
                         reason: 'nacked',
                         error: 'broker nacked the message',
-                      },
+                      }
+                    : this.channelFailure(ch, envelope.id),
                 );
               } else if (returnedWhy !== undefined) {
                 settle(pending, {
