@@ -13,7 +13,7 @@ import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
 import type { Publisher } from '../../shared/transport/types.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { amqpUrlVia, createTestVhost, management, type TestVhost } from '../helpers/rabbit.js';
+import { amqpUrlVia, createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';
 import { TcpProxy } from '../helpers/tcpProxy.js';
 import { waitFor } from '../helpers/waitFor.js';
