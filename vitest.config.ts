@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    env: { POWERTOOLS_LOG_LEVEL: 'ERROR', POWERTOOLS_DEV: 'false' },
+    env: { POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_DEV: 'false' },
     projects: [
       {
         extends: true,

@@ -29,8 +29,9 @@ export function parsePlaceOrderBody(body: unknown): PlaceOrderBody {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const field = issue?.path.join('.') || 'body';
-    const message =
-      issue?.code === 'invalid_type' && issue.input === undefined ? 'is required' : issue?.message;
+    const missing =
+      issue?.code === 'invalid_type' && (body as Record<string, unknown>)[field] === undefined;
+    const message = missing ? 'is required' : issue?.message;
     throw new HttpError(400, 'ValidationError', `${field}: ${message}`, {
       field,
       cause: parsed.error,

@@ -35,9 +35,24 @@ interface PgLikeError {
   message?: string;
 }
 
-/** Maps a node-postgres error to the SQL port's classes. Already-mapped errors pass through. */
+/** True for errors raised by node-postgres or the socket under it (not by application code). */
+function isDriverError(err: unknown): boolean {
+  if (err instanceof pg.DatabaseError) return true;
+  const e = (err ?? {}) as PgLikeError;
+  if (typeof e.code === 'string' && TRANSIENT_SOCKET_CODES.has(e.code)) return true;
+  return CONNECTION_MESSAGES.test(e.message ?? '');
+}
+
+const CONNECTION_MESSAGES =
+  /Connection terminated|connection timeout|Client has encountered a connection error|timeout exceeded when trying to connect/i;
+
+/**
+ * Maps a node-postgres error to the SQL port's classes. Already-mapped errors and errors thrown by
+ * application code (inside a transaction callback) pass through unchanged.
+ */
 export function mapPgError(err: unknown): Error {
   if (err instanceof DbError) return err;
+  if (!isDriverError(err)) return err instanceof Error ? err : new Error(String(err));
   const e = (err ?? {}) as PgLikeError;
   const message = e.message ?? String(err);
   const code = typeof e.code === 'string' ? e.code : undefined;
