@@ -63,7 +63,7 @@ if (problems.length > 0) {
 
 const db = new PgDatabase({
   connectionString: env.DATABASE_URL,
-  max: 10,
+  max: env.DB_POOL_MAX,
   applicationName: `dev-${opts.role}`,
 });
 await migrate(db);
@@ -95,6 +95,7 @@ if (runRelay) {
       r.drain({
         budgetMs: Number.MAX_SAFE_INTEGER,
         idleWaitMs: env.RELAY_IDLE_WAIT_MS,
+        concurrency: env.RELAY_CONCURRENCY,
         signal: abort.signal,
       }),
     ),

@@ -12,7 +12,8 @@ let db: SqlDatabase | undefined;
 let rabbit: RabbitConnection | undefined;
 
 export function sharedDb(): SqlDatabase {
-  db ??= new PgDatabase({ connectionString: loadEnv().DATABASE_URL, max: 2 });
+  const env = loadEnv();
+  db ??= new PgDatabase({ connectionString: env.DATABASE_URL, max: env.DB_POOL_MAX });
   return db;
 }
 

@@ -9,6 +9,8 @@ export interface OutboxRelayHandlerOptions {
   drainBudgetMs: number;
   /** Idle wait between rounds that found less than a full batch. */
   idleWaitMs: number;
+  /** Relay loops per outbox (each holds one database connection while it works). */
+  concurrency?: number;
   safetyMarginMs?: number;
 }
 
@@ -42,7 +44,13 @@ export function createOutboxRelayHandler(
         ),
       );
       const results = await Promise.all(
-        deps.relays.map((relay) => relay.drain({ budgetMs, idleWaitMs: options.idleWaitMs })),
+        deps.relays.map((relay) =>
+          relay.drain({
+            budgetMs,
+            idleWaitMs: options.idleWaitMs,
+            concurrency: options.concurrency ?? 1,
+          }),
+        ),
       );
       const summary: RelaySummary = {};
       deps.relays.forEach((relay, i) => {

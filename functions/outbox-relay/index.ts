@@ -16,5 +16,9 @@ export const handler = createOutboxRelayHandler(
     logger,
     prepare: () => connection.withChannel((ch) => declareTopology(ch)),
   },
-  { drainBudgetMs: env.RELAY_DRAIN_BUDGET_MS, idleWaitMs: env.RELAY_IDLE_WAIT_MS },
+  {
+    drainBudgetMs: env.RELAY_DRAIN_BUDGET_MS,
+    idleWaitMs: env.RELAY_IDLE_WAIT_MS,
+    concurrency: env.RELAY_CONCURRENCY,
+  },
 );

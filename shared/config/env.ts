@@ -16,6 +16,13 @@ const envSchema = z.object({
   RELAY_BATCH_SIZE: intFrom(1, 5_000).default(500),
   /** Failed publishes before a row needs attention and leaves the batches. */
   RELAY_MAX_ATTEMPTS: intFrom(1, 1_000).default(10),
+  /**
+   * Relay loops per outbox in one process. Two overlap one batch's publish with the other's
+   * database work (measured: 1 → 0.52, 2 → 0.70, 4 → 0.78 of the raw publish rate).
+   */
+  RELAY_CONCURRENCY: intFrom(1, 16).default(2),
+  /** Connections in the process's PostgreSQL pool. */
+  DB_POOL_MAX: intFrom(1, 100).default(10),
   /** Idle wait between empty relay rounds (ms). */
   RELAY_IDLE_WAIT_MS: intFrom(1, 60_000).default(100),
   /** How long one scheduled relay invocation keeps draining (ms); the rest of the minute is margin. */

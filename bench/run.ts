@@ -1,0 +1,73 @@
+import { Command } from 'commander';
+import { loadEnv } from '../shared/config/env.js';
+import {
+  checkPostgres,
+  checkRabbitManagement,
+  checkRabbitMq,
+  describeProblem,
+  type ServiceProblem,
+} from '../shared/local/preflight.js';
+import { benchRelayRabbit } from './relay.js';
+import { type BenchFigure, DEFAULT_REPORT, progress, writeFigures } from './report.js';
+
+/**
+ * `npm run bench [-- <suite…>]`: benchmarks, each beside its raw baseline measured in the same run.
+ * Suites: relay. Results are merged into reports/bench.json.
+ */
+const program = new Command('bench')
+  .argument('[suites...]', 'suites to run (default: all)', [])
+  .option('--messages <n>', 'messages per run', '20000')
+  .option('--runs <n>', 'runs per figure (the median is reported)', '3')
+  .option('--batch-size <n>', 'relay rows per round', '500')
+  .option('--concurrency <n>', 'relay loops in the process', '2')
+  .option('--window <n>', 'confirms outstanding per channel', '1000')
+  .option('--out <path>', 'report file', DEFAULT_REPORT)
+  .parse();
+
+const SUITES = ['relay'] as const;
+const opts = program.opts<{
+  messages: string;
+  runs: string;
+  batchSize: string;
+  concurrency: string;
+  window: string;
+  out: string;
+}>();
+const chosen = (program.args.length ? program.args : [...SUITES]) as string[];
+for (const s of chosen) {
+  if (!(SUITES as readonly string[]).includes(s))
+    program.error(`unknown suite "${s}" (known: ${SUITES.join(', ')})`);
+}
+
+const env = loadEnv();
+const problems = [
+  await checkPostgres(env.DATABASE_URL),
+  (await checkRabbitMq(env.AMQP_URL)) ?? (await checkRabbitManagement(env.RABBITMQ_MANAGEMENT_URL)),
+].filter(Boolean) as ServiceProblem[];
+if (problems.length) {
+  for (const p of problems) console.error(describeProblem(p));
+  process.exit(2);
+}
+
+const figures: Record<string, BenchFigure> = {};
+if (chosen.includes('relay')) {
+  progress(`relay → RabbitMQ: ${opts.messages} messages × ${opts.runs} runs`);
+  Object.assign(
+    figures,
+    await benchRelayRabbit(env, {
+      messages: Number(opts.messages),
+      runs: Number(opts.runs),
+      batchSize: Number(opts.batchSize),
+      concurrency: Number(opts.concurrency),
+      window: Number(opts.window),
+    }),
+  );
+}
+await writeFigures(opts.out, figures);
+console.log('\nbenchmark          value            baseline         ratio');
+for (const [name, f] of Object.entries(figures)) {
+  console.log(
+    `${name.padEnd(18)} ${`${f.value} ${f.unit}`.padEnd(16)} ${`${f.baseline} ${f.unit.replace('events', 'msg')}`.padEnd(16)} ${f.ratio}`,
+  );
+}
+console.log(`\nwritten to ${opts.out}`);
