@@ -1,0 +1,95 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { ScheduledEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
+import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
+import { loadEnv } from '../../shared/config/env.js';
+import { localLambdaContext } from '../../shared/local/lambdaContext.js';
+import { createLogger } from '../../shared/logger.js';
+import { OrderService } from '../../shared/orders/OrderService.js';
+import { createRabbitRelays } from '../../shared/outbox/rabbitRelays.js';
+import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
+import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
+import { queueDepth, testConnection } from '../helpers/amqp.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
+import { DATABASE_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
+
+const scheduledEvent: ScheduledEvent = {
+  version: '0',
+  id: 'e6b3b8a0-0000-4000-8000-000000000000',
+  'detail-type': 'Scheduled Event',
+  source: 'aws.events',
+  account: '000000000000',
+  time: new Date().toISOString(),
+  region: 'eu-west-1',
+  resources: ['arn:aws:events:eu-west-1:000000000000:rule/outbox-relay'],
+  detail: {},
+};
+
+describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
+  let t: TestDatabase;
+  let vhost: TestVhost;
+  let connection: RabbitConnection;
+
+  beforeAll(async () => {
+    [t, vhost] = await Promise.all([createTestDatabase('relay_handler'), createTestVhost('relay_handler')]);
+    connection = new RabbitConnection({ url: vhost.amqpUrl });
+  });
+  afterAll(async () => {
+    await connection?.close();
+    await Promise.all([t?.drop(), vhost?.delete()]);
+  });
+
+  it('declares the topology once, then drains both outboxes for its budget, bounded by the time left', async () => {
+    const orders = new OrderService({ db: t.db });
+    for (let i = 0; i < 30; i++) await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c${i}` });
+    const env = loadEnv({});
+    const handler = createOutboxRelayHandler(
+      {
+        relays: createRabbitRelays({ db: t.db, connection }, env),
+        logger: createLogger('outbox-relay-test'),
+        prepare: () => connection.withChannel((ch) => declareTopology(ch)),
+      },
+      { drainBudgetMs: 60_000, idleWaitMs: 20, concurrency: 2, safetyMarginMs: 500 },
+    );
+    const started = Date.now();
+    // a 1.5 s function timeout leaves a 1 s drain budget: the handler must stop by itself
+    const summary = await handler(scheduledEvent, localLambdaContext('outbox-relay', 1_500));
+    const elapsed = Date.now() - started;
+
+    expect(summary.outbox?.published).toBe(30);
+    expect(summary.inventory_outbox?.published).toBe(0);
+    expect(elapsed).toBeLessThan(5_000);
+    const conn = await testConnection(vhost.amqpUrl);
+    try {
+      expect(await queueDepth(conn, RABBITMQ_NAMES.inventoryQueue)).toBe(30);
+    } finally {
+      await conn.close();
+    }
+  });
+});
+
+describe('npm run bench (short run)', () => {
+  it('writes well-formed figures with a baseline and a ratio', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bench-'));
+    const out = join(dir, 'bench.json');
+    await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'bench/run.ts', 'relay', '--messages', '300', '--runs', '1', '--out', out],
+      { env: { ...process.env, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } },
+    );
+    const report = JSON.parse(await readFile(out, 'utf8'));
+    const figure = report['relay.rabbitmq'];
+    expect(figure).toMatchObject({ unit: 'events/s', messages: 300 });
+    for (const key of ['value', 'baseline', 'ratio']) {
+      expect(typeof figure[key]).toBe('number');
+      expect(figure[key]).toBeGreaterThan(0);
+    }
+    expect(figure.ratio).toBeCloseTo(figure.value / figure.baseline, 1);
+  });
+});
