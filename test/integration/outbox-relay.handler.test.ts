@@ -37,7 +37,10 @@ describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
   let connection: RabbitConnection;
 
   beforeAll(async () => {
-    [t, vhost] = await Promise.all([createTestDatabase('relay_handler'), createTestVhost('relay_handler')]);
+    [t, vhost] = await Promise.all([
+      createTestDatabase('relay_handler'),
+      createTestVhost('relay_handler'),
+    ]);
     connection = new RabbitConnection({ url: vhost.amqpUrl });
   });
   afterAll(async () => {
@@ -47,7 +50,8 @@ describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
 
   it('declares the topology once, then drains both outboxes for its budget, bounded by the time left', async () => {
     const orders = new OrderService({ db: t.db });
-    for (let i = 0; i < 30; i++) await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c${i}` });
+    for (let i = 0; i < 30; i++)
+      await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c${i}` });
     const env = loadEnv({});
     const handler = createOutboxRelayHandler(
       {
@@ -80,7 +84,18 @@ describe('npm run bench (short run)', () => {
     const out = join(dir, 'bench.json');
     await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'bench/run.ts', 'relay', '--messages', '300', '--runs', '1', '--out', out],
+      [
+        '--import',
+        'tsx',
+        'bench/run.ts',
+        'relay',
+        '--messages',
+        '300',
+        '--runs',
+        '1',
+        '--out',
+        out,
+      ],
       { env: { ...process.env, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } },
     );
     const report = JSON.parse(await readFile(out, 'utf8'));
