@@ -1,7 +1,13 @@
-import amqp, { type ConfirmChannel, type RecoveringChannelModel } from 'amqplib';
+import amqp, { type ConfirmChannel, type Message, type RecoveringChannelModel } from 'amqplib';
 import type { Logger } from '../../logger.js';
 import { withTimeout } from '../../util/async.js';
 import { TransportUnavailableError } from '../errors.js';
+
+interface ChannelState {
+  /** Message ids the broker returned (unroutable), until their confirm is handled. */
+  returned: Map<string, string>;
+  closeReason: string | undefined;
+}
 
 export interface RabbitConnectionOptions {
   url: string;
@@ -24,7 +30,7 @@ export class RabbitConnection {
   private channel: ConfirmChannel | undefined;
   private channelPromise: Promise<ConfirmChannel> | undefined;
   private closed = false;
-  private readonly channelListeners = new Set<(ch: ConfirmChannel) => void>();
+  private readonly states = new WeakMap<ConfirmChannel, ChannelState>();
 
   constructor(
     private readonly options: RabbitConnectionOptions,
@@ -106,20 +112,41 @@ export class RabbitConnection {
       await ch.close().catch(() => {});
       throw new TransportUnavailableError('connection closed');
     }
-    ch.on('error', (err) => this.logger?.warn('amqp channel error', { error: err.message }));
+    const state: ChannelState = { returned: new Map(), closeReason: undefined };
+    this.states.set(ch, state);
+    // Returns arrive before the confirm of the same message: publishers look them up by id in
+    // their confirm callback (`takeReturn`).
+    ch.on('return', (msg: Message) => {
+      const id = msg.properties.messageId as string | undefined;
+      const f = msg.fields as unknown as {
+        replyCode?: number;
+        replyText?: string;
+        routingKey: string;
+      };
+      if (id) state.returned.set(id, `${f.replyCode} ${f.replyText} (routing key ${f.routingKey})`);
+    });
+    ch.on('error', (err: Error) => {
+      state.closeReason = err.message;
+      this.logger?.warn('amqp channel error', { error: err.message });
+    });
     ch.on('close', () => {
       if (this.channel === ch) this.channel = undefined;
     });
     this.channel = ch;
-    for (const listener of this.channelListeners) listener(ch);
     return ch;
   }
 
-  /** Called with every new confirm channel (publishers attach their `return` handlers here). */
-  onChannel(listener: (ch: ConfirmChannel) => void): () => void {
-    this.channelListeners.add(listener);
-    if (this.channel) listener(this.channel);
-    return () => this.channelListeners.delete(listener);
+  /** Why the broker closed this channel, if it said (e.g. `404 NOT_FOUND - no exchange`). */
+  closeReason(ch: ConfirmChannel): string | undefined {
+    return this.states.get(ch)?.closeReason;
+  }
+
+  /** The `basic.return` recorded for this message id on this channel, removed as it is read. */
+  takeReturn(ch: ConfirmChannel, messageId: string): string | undefined {
+    const returned = this.states.get(ch)?.returned;
+    const why = returned?.get(messageId);
+    if (why !== undefined) returned?.delete(messageId);
+    return why;
   }
 
   /** A separate plain channel for topology and inspection; the caller closes it. */

@@ -1,4 +1,4 @@
-import type { ConfirmChannel, Message } from 'amqplib';
+import type { ConfirmChannel } from 'amqplib';
 import { SCHEMA_VERSION_HEADER } from '../../config/constants.js';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import type { Logger } from '../../logger.js';
@@ -34,11 +34,6 @@ export class RabbitPublisher implements Publisher {
   private readonly confirmTimeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly routingKey: (envelope: Envelope) => string;
-  /** Ids returned by the broker and not yet confirmed, per channel. */
-  private readonly returned = new WeakMap<ConfirmChannel, Map<string, string>>();
-  /** Why a channel closed, when it told us (e.g. 404 NOT_FOUND for a missing exchange). */
-  private readonly closeReason = new WeakMap<ConfirmChannel, string>();
-  private readonly detach: () => void;
 
   constructor(
     private readonly deps: { connection: RabbitConnection; logger?: Logger },
@@ -48,27 +43,6 @@ export class RabbitPublisher implements Publisher {
     this.confirmTimeoutMs = options.confirmTimeoutMs ?? 10_000;
     this.connectTimeoutMs = options.connectTimeoutMs ?? 5_000;
     this.routingKey = options.routingKey ?? ((e) => e.type);
-    this.detach = deps.connection.onChannel((ch) => this.watch(ch));
-  }
-
-  private watch(ch: ConfirmChannel): void {
-    if (this.returned.has(ch)) return;
-    const returned = new Map<string, string>();
-    this.returned.set(ch, returned);
-    ch.on('return', (msg: Message) => {
-      const id = msg.properties.messageId as string | undefined;
-      const fields = msg.fields as unknown as {
-        replyCode?: number;
-        replyText?: string;
-        routingKey: string;
-      };
-      if (id)
-        returned.set(
-          id,
-          `${fields.replyCode} ${fields.replyText} (routing key ${fields.routingKey})`,
-        );
-    });
-    ch.on('error', (err: Error) => this.closeReason.set(ch, err.message));
   }
 
   async ready(timeoutMs = this.connectTimeoutMs): Promise<void> {
@@ -84,8 +58,6 @@ export class RabbitPublisher implements Publisher {
       const error = err instanceof TransportUnavailableError ? err.message : String(err);
       return envelopes.map((e) => ({ id: e.id, ok: false, reason: 'connection', error }));
     }
-    this.watch(ch);
-    const returned = this.returned.get(ch) as Map<string, string>;
     const outcomes: (PublishOutcome | undefined)[] = new Array(envelopes.length);
     let settledCount = 0;
     let inFlight = 0;
@@ -163,8 +135,7 @@ export class RabbitPublisher implements Publisher {
               headers: { [SCHEMA_VERSION_HEADER]: envelope.schema_version },
             },
             (err: unknown) => {
-              const returnedWhy = returned.get(envelope.id);
-              returned.delete(envelope.id);
+              const returnedWhy = this.deps.connection.takeReturn(ch, envelope.id);
               if (err) {
                 // amqplib fails unconfirmed callbacks with 'channel closed' when the channel
                 // dies, and with 'message nacked' for a basic.nack from the broker.
@@ -226,13 +197,15 @@ export class RabbitPublisher implements Publisher {
   }
 
   private channelFailure(ch: ConfirmChannel, id: string, detail?: string): PublishOutcome {
-    const why = this.closeReason.get(ch) ?? detail ?? 'channel closed before the broker confirmed';
+    const why =
+      this.deps.connection.closeReason(ch) ??
+      detail ??
+      'channel closed before the broker confirmed';
     // A channel closed by the broker with 404 means the exchange does not exist: nothing can route.
     const reason: PublishFailureReason = /NOT_FOUND|404/.test(why) ? 'unroutable' : 'connection';
     return { id, ok: false, reason, error: why };
   }
 
-  async close(): Promise<void> {
-    this.detach();
-  }
+  /** The connection is shared and closed by its owner; nothing to release here. */
+  async close(): Promise<void> {}
 }
