@@ -7,6 +7,7 @@ import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
 import { RabbitPublisher } from '../../shared/transport/rabbitmq/RabbitPublisher.js';
 import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
@@ -310,6 +311,30 @@ describe('outbox relay → RabbitMQ', () => {
     await t.db.query('UPDATE outbox SET next_attempt_at = now()');
     const good = new OutboxRelay({ db: t.db, publisher: publisherFor(connection) }, options);
     expect(await good.runOnce()).toMatchObject({ published: 1 });
+  });
+
+  it('serves inventory_outbox too: its events go to the inventory exchange', async () => {
+    const store = new OutboxStore('inventory_outbox');
+    const envelope = newEnvelope({
+      type: 'inventory.reservation_rejected',
+      aggregate: { type: 'order', id: randomUUID(), version: 1 },
+      data: { reason: 'out_of_stock' },
+      correlationId: 'inv-1',
+      producer: 'inventory-service',
+    });
+    await t.db.transaction((tx) => store.append(tx, envelope));
+    const relay = new OutboxRelay(
+      { db: t.db, publisher: publisherFor(connection, RABBITMQ_NAMES.inventoryExchange) },
+      { ...options, table: 'inventory_outbox' },
+    );
+    expect(await relay.runOnce()).toMatchObject({ published: 1 });
+    const [msg] = await readMessages(
+      assertConn,
+      RABBITMQ_NAMES.inventoryResultsQueue,
+      (m) => m.length >= 1,
+    );
+    expect(msg).toMatchObject({ messageId: envelope.id, type: 'inventory.reservation_rejected' });
+    expect((await store.status(t.db)).backlog).toBe(0);
   });
 
   it('four relays draining 2,000 rows concurrently publish every row exactly once', async () => {
