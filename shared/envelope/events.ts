@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import { EVENT_TYPES } from '../config/constants.js';
+
+/**
+ * The `data` schema of every event type, per schema major version. Consumers validate incoming
+ * data against these (a violation is a permanent error); `contracts/` holds their committed JSON
+ * Schemas, and a test refuses incompatible changes. Unknown fields are tolerated.
+ */
+const orderLine = {
+  orderId: z.uuid(),
+  sku: z.string().min(1).max(64),
+  quantity: z.number().int().min(1),
+};
+
+export const orderCreatedV1 = z.looseObject({ ...orderLine });
+export const orderCancelledV1 = z.looseObject({ ...orderLine });
+export const reservationRejectedV1 = z.looseObject({
+  ...orderLine,
+  reason: z.enum(['out_of_stock', 'unknown_sku']),
+  /** Units that were free when the order was refused. */
+  available: z.number().int().min(0),
+});
+
+export const EVENT_DATA_SCHEMAS = {
+  [EVENT_TYPES.orderCreated]: { 1: orderCreatedV1 },
+  [EVENT_TYPES.orderCancelled]: { 1: orderCancelledV1 },
+  [EVENT_TYPES.reservationRejected]: { 1: reservationRejectedV1 },
+} as const satisfies Record<string, Record<number, z.ZodType>>;
+
+export type EventType = keyof typeof EVENT_DATA_SCHEMAS;
+export type OrderCreatedData = z.infer<typeof orderCreatedV1>;
+export type OrderCancelledData = z.infer<typeof orderCancelledV1>;
+export type ReservationRejectedData = z.infer<typeof reservationRejectedV1>;
+
+export function dataSchemaFor(type: string, major: number): z.ZodType | undefined {
+  const byVersion = (EVENT_DATA_SCHEMAS as Record<string, Record<number, z.ZodType>>)[type];
+  return byVersion?.[major];
+}
