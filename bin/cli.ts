@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { registerMaintenanceCommands } from './commands/maintenance.js';
 import { registerOutboxCommands } from './commands/outbox.js';
 import { registerStockCommands } from './commands/stock.js';
 
@@ -6,4 +7,5 @@ import { registerStockCommands } from './commands/stock.js';
 const program = new Command('cli').description('operate the reliable messaging pipeline');
 registerOutboxCommands(program);
 registerStockCommands(program);
+registerMaintenanceCommands(program);
 await program.parseAsync();

@@ -9,7 +9,16 @@ import { ConfigError } from './env.js';
 export const retryBudgetSchema = z
   .object({
     /** Delay before each retry: attempt n waits ladderMs[min(n-1, last)]. */
-    ladderMs: z.array(z.number().int().min(100).max(12 * 3600 * 1000)).min(1).max(20),
+    ladderMs: z
+      .array(
+        z
+          .number()
+          .int()
+          .min(100)
+          .max(12 * 3600 * 1000),
+      )
+      .min(1)
+      .max(20),
     /** Retries after the first delivery; then the message is parked ("exhausted"). */
     maxAttempts: z.number().int().min(0).max(100),
     /** Age from the event's `occurred_at` after which it is parked instead of retried. */
@@ -23,7 +32,11 @@ export const retryBudgetSchema = z
   .superRefine((b, ctx) => {
     for (let i = 1; i < b.ladderMs.length; i++) {
       if ((b.ladderMs[i] as number) < (b.ladderMs[i - 1] as number)) {
-        ctx.addIssue({ code: 'custom', path: ['ladderMs', i], message: 'the ladder must not decrease' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['ladderMs', i],
+          message: 'the ladder must not decrease',
+        });
       }
     }
   });
@@ -48,7 +61,11 @@ export const TEST_RETRY_BUDGET: RetryBudget = {
 
 export const retentionSchema = z.object({
   /** How long parked messages are kept (RabbitMQ parking queue TTL; SQS parking retention). */
-  parkingMs: z.number().int().min(60_000).max(14 * 24 * 3600 * 1000),
+  parkingMs: z
+    .number()
+    .int()
+    .min(60_000)
+    .max(14 * 24 * 3600 * 1000),
   /** How long inbox rows (processed_messages) are kept. */
   inboxMs: z.number().int().min(60_000),
   /** How long published outbox rows are kept. */
@@ -62,11 +79,16 @@ export const DEFAULT_RETENTION: Retention = {
   publishedOutboxMs: 7 * 24 * 3600 * 1000,
 };
 
-export function validateBudget(budget: RetryBudget, retention: Retention = DEFAULT_RETENTION): RetryBudget {
+export function validateBudget(
+  budget: RetryBudget,
+  retention: Retention = DEFAULT_RETENTION,
+): RetryBudget {
   const parsed = retryBudgetSchema.safeParse(budget);
   if (!parsed.success) {
     const i = parsed.error.issues[0];
-    throw new ConfigError(`retry budget: ${i?.path.join('.')}: ${i?.message}`, { cause: parsed.error });
+    throw new ConfigError(`retry budget: ${i?.path.join('.')}: ${i?.message}`, {
+      cause: parsed.error,
+    });
   }
   const r = retentionSchema.safeParse(retention);
   if (!r.success) {
@@ -86,14 +108,23 @@ export function validateBudget(budget: RetryBudget, retention: Retention = DEFAU
 }
 
 /** Reads a budget from the environment (RETRY_LADDER_MS=1000,2000,3000 etc.) over `base`. */
-export function loadBudget(source: NodeJS.ProcessEnv = process.env, base: RetryBudget = DEFAULT_RETRY_BUDGET): RetryBudget {
+export function loadBudget(
+  source: NodeJS.ProcessEnv = process.env,
+  base: RetryBudget = DEFAULT_RETRY_BUDGET,
+  retention: Retention = DEFAULT_RETENTION,
+): RetryBudget {
   const num = (v: string | undefined) => (v === undefined || v === '' ? undefined : Number(v));
-  return validateBudget({
-    ladderMs: source.RETRY_LADDER_MS ? source.RETRY_LADDER_MS.split(',').map((s) => Number(s.trim())) : base.ladderMs,
-    maxAttempts: num(source.RETRY_MAX_ATTEMPTS) ?? base.maxAttempts,
-    maxAgeMs: num(source.RETRY_MAX_AGE_MS) ?? base.maxAgeMs,
-    jitter: num(source.RETRY_JITTER) ?? base.jitter,
-  });
+  return validateBudget(
+    {
+      ladderMs: source.RETRY_LADDER_MS
+        ? source.RETRY_LADDER_MS.split(',').map((s) => Number(s.trim()))
+        : base.ladderMs,
+      maxAttempts: num(source.RETRY_MAX_ATTEMPTS) ?? base.maxAttempts,
+      maxAgeMs: num(source.RETRY_MAX_AGE_MS) ?? base.maxAgeMs,
+      jitter: num(source.RETRY_JITTER) ?? base.jitter,
+    },
+    retention,
+  );
 }
 
 export type RetryDecision =
@@ -132,7 +163,11 @@ export function rabbitRetryDelays(budget: RetryBudget): number[] {
 }
 
 /** Picks the RabbitMQ bucket for a ladder step: the step itself or, with jitter, a neighbour. */
-export function rabbitRetryBucket(budget: RetryBudget, stepMs: number, random = Math.random): number {
+export function rabbitRetryBucket(
+  budget: RetryBudget,
+  stepMs: number,
+  random = Math.random,
+): number {
   if (budget.jitter === 0) return stepMs;
   const r = random();
   if (r < 1 / 3) return Math.round(stepMs * (1 - budget.jitter));

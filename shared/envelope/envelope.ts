@@ -81,9 +81,8 @@ export function decodeEnvelope(body: Buffer | string): Envelope {
   try {
     value = JSON.parse(typeof body === 'string' ? body : body.toString('utf8'));
   } catch (err) {
-    throw new EnvelopeError(`body: not valid JSON (${(err as Error).message})`, 'body', {
-      cause: err,
-    });
+    // Not the parser's message: it quotes the body, and diagnoses must never carry the payload.
+    throw new EnvelopeError('body: not valid JSON', 'body', { cause: err });
   }
   return parseEnvelope(value);
 }

@@ -87,10 +87,10 @@ export class RabbitConnection {
   async confirmChannel(timeoutMs = 5_000): Promise<ConfirmChannel> {
     if (this.closed) throw new TransportUnavailableError('connection closed');
     if (this.channel) return this.channel;
-    this.channelPromise ??= this.openChannel().finally(() => {
+    this.channelPromise ??= this.openSharedChannel().finally(() => {
       this.channelPromise = undefined;
     });
-    // A late channel is not leaked: it is cached by openChannel for the next caller.
+    // A late channel is not leaked: it is cached by openSharedChannel for the next caller.
     return withTimeout(
       this.channelPromise,
       timeoutMs,
@@ -98,7 +98,7 @@ export class RabbitConnection {
     );
   }
 
-  private async openChannel(): Promise<ConfirmChannel> {
+  private async openSharedChannel(): Promise<ConfirmChannel> {
     const model = await this.connectModel();
     let ch: ConfirmChannel;
     try {
@@ -147,6 +147,23 @@ export class RabbitConnection {
     const why = returned?.get(messageId);
     if (why !== undefined) returned?.delete(messageId);
     return why;
+  }
+
+  /**
+   * A new confirm channel owned by the caller (consumers: one for consuming, one for settling).
+   * Waits at most `timeoutMs` for the broker.
+   */
+  async openChannel(timeoutMs = 5_000): Promise<ConfirmChannel> {
+    if (this.closed) throw new TransportUnavailableError('connection closed');
+    const model = await this.connectModel();
+    const ch = await withTimeout(
+      model.createConfirmChannel(),
+      timeoutMs,
+      () => new TransportUnavailableError(`broker not reachable within ${timeoutMs} ms`),
+      (late) => void late.close().catch(() => {}),
+    );
+    ch.on('error', (err: Error) => this.logger?.warn('amqp channel error', { error: err.message }));
+    return ch;
   }
 
   /** A separate plain channel for topology and inspection; the caller closes it. */

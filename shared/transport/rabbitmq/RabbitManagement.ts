@@ -49,6 +49,22 @@ export class RabbitManagement {
     });
   }
 
+  private versionPromise: Promise<string> | undefined;
+
+  /** The broker's version, e.g. `3.10.7` (asked once). */
+  version(): Promise<string> {
+    this.versionPromise ??= this.request<{ rabbitmq_version: string }>('GET', '/api/overview').then(
+      (o) => o?.rabbitmq_version ?? '0.0.0',
+    );
+    return this.versionPromise;
+  }
+
+  /** `apply-to: quorum_queues` exists from RabbitMQ 3.12 on. */
+  async supportsQuorumApplyTo(): Promise<boolean> {
+    const [major = 0, minor = 0] = (await this.version()).split('.').map(Number);
+    return major > 3 || (major === 3 && minor >= 12);
+  }
+
   async deleteVhost(vhost: string): Promise<void> {
     await this.request('DELETE', `/api/vhosts/${encodeURIComponent(vhost)}`);
   }

@@ -1,19 +1,36 @@
 import type { Channel } from 'amqplib';
+import { type Retention, type RetryBudget, rabbitRetryDelays } from '../../config/budget.js';
 import { EVENT_TYPES, RABBITMQ_NAMES } from '../../config/constants.js';
+import type { RabbitManagement } from './RabbitManagement.js';
 
 /**
  * The RabbitMQ topology of DESIGN §4, declared idempotently: declaring it again with the same
  * arguments is a no-op, so every process declares it at start.
  *
- * Only structural arguments (`x-queue-type`) are set here. TTLs, dead lettering and limits belong
- * in policies (applied through the management API, as on Amazon MQ) so they can change without
- * redeclaring queues; queue arguments cannot be changed once a queue exists.
+ * Only structural arguments (`x-queue-type`) are set at declaration. TTLs, dead lettering and
+ * limits are set by policies (`applyPolicies`, through the management API, as on Amazon MQ) so they
+ * can change without redeclaring queues: queue arguments can never change once a queue exists.
  */
 export interface TopologyDeclaration {
   exchanges: { name: string; type: 'topic' | 'direct' }[];
   queues: { name: string; bindings: { exchange: string; pattern: string }[] }[];
 }
 
+export const RETRY_NAMES = {
+  /** Retry copies are published here with the delay (ms) as routing key. */
+  retryExchange: 'inventory.orders.retry',
+  /** Retry queues dead-letter here when their TTL expires; bound only to inventory.orders. */
+  requeueExchange: 'inventory.orders.requeue',
+  requeueRoutingKey: 'inventory.orders',
+  /** inventory.orders dead-letters (and the consumer parks) here. */
+  parkingExchange: 'inventory.orders.dlx',
+  parkingQueue: 'inventory.orders.parking',
+  parkingRoutingKey: 'inventory.orders.parking',
+} as const;
+
+export const retryQueueName = (delayMs: number) => `${RETRY_NAMES.retryExchange}.${delayMs}`;
+
+/** Exchanges and queues every role needs: the order and inventory event flows. */
 export const CORE_TOPOLOGY: TopologyDeclaration = {
   exchanges: [
     { name: RABBITMQ_NAMES.ordersExchange, type: 'topic' },
@@ -41,6 +58,47 @@ export const CORE_TOPOLOGY: TopologyDeclaration = {
   ],
 };
 
+/**
+ * The core plus inventory's delayed retries and parking lot. One retry queue per delay (a
+ * quorum queue expires messages only at its head: mixed delays in one queue would hold short
+ * ones behind long ones). Expired retries dead-letter through a dedicated exchange bound only to
+ * `inventory.orders`: dead-lettering back into `orders` would copy the retry into `audit.orders`.
+ */
+export function buildTopology(budget: RetryBudget): TopologyDeclaration {
+  const delays = rabbitRetryDelays(budget);
+  return {
+    exchanges: [
+      ...CORE_TOPOLOGY.exchanges,
+      { name: RETRY_NAMES.retryExchange, type: 'direct' },
+      { name: RETRY_NAMES.requeueExchange, type: 'direct' },
+      { name: RETRY_NAMES.parkingExchange, type: 'direct' },
+    ],
+    queues: [
+      ...CORE_TOPOLOGY.queues.map((q) =>
+        q.name === RABBITMQ_NAMES.inventoryQueue
+          ? {
+              ...q,
+              bindings: [
+                ...q.bindings,
+                { exchange: RETRY_NAMES.requeueExchange, pattern: RETRY_NAMES.requeueRoutingKey },
+              ],
+            }
+          : q,
+      ),
+      ...delays.map((d) => ({
+        name: retryQueueName(d),
+        bindings: [{ exchange: RETRY_NAMES.retryExchange, pattern: String(d) }],
+      })),
+      {
+        name: RETRY_NAMES.parkingQueue,
+        bindings: [
+          { exchange: RETRY_NAMES.parkingExchange, pattern: RETRY_NAMES.parkingRoutingKey },
+        ],
+      },
+    ],
+  };
+}
+
 export async function declareTopology(
   ch: Channel,
   topology: TopologyDeclaration = CORE_TOPOLOGY,
@@ -55,4 +113,122 @@ export async function declareTopology(
       await ch.bindQueue(q.name, b.exchange, b.pattern);
     }
   }
+}
+
+export interface PolicyOptions {
+  /**
+   * Deliveries of one message before the broker itself dead-letters it to parking: the backstop
+   * for a message that kills its consumer every time (crash loops never reach our own budget).
+   */
+  deliveryLimit?: number;
+  /** Policy priority: above Amazon MQ's AWS-DEFAULT-POLICY-* so ours is the one that applies. */
+  priority?: number;
+}
+
+export interface Policy {
+  name: string;
+  pattern: string;
+  definition: Record<string, string | number>;
+}
+
+const exact = (name: string) => `^${name.replace(/\./g, '\\.')}$`;
+
+/**
+ * One policy per queue holding every key for it (only the highest-priority policy applies to a
+ * queue, so keys split across policies would silently not combine).
+ */
+export function buildPolicies(
+  budget: RetryBudget,
+  retention: Retention,
+  options: PolicyOptions = {},
+): Policy[] {
+  // at-least-once dead lettering: the source queue keeps a dead-lettered message until the target
+  // queue confirms it, so a parking (or requeue) route that is missing loses nothing. It requires
+  // `overflow: reject-publish` (publishers are refused rather than old messages dropped).
+  const atLeastOnce = { 'dead-letter-strategy': 'at-least-once', overflow: 'reject-publish' };
+  return [
+    {
+      name: RABBITMQ_NAMES.inventoryQueue,
+      pattern: exact(RABBITMQ_NAMES.inventoryQueue),
+      definition: {
+        // nack(requeue=false) and the delivery limit route here: the parking lot.
+        'dead-letter-exchange': RETRY_NAMES.parkingExchange,
+        'dead-letter-routing-key': RETRY_NAMES.parkingRoutingKey,
+        ...atLeastOnce,
+        // Explicit, because the default differs across versions (none on 3.x, 20 on 4.x).
+        'delivery-limit': options.deliveryLimit ?? 10,
+      },
+    },
+    ...rabbitRetryDelays(budget).map((delay) => ({
+      name: retryQueueName(delay),
+      pattern: exact(retryQueueName(delay)),
+      definition: {
+        // The delay itself: every message in this queue waits exactly this long…
+        'message-ttl': delay,
+        // …then goes back to inventory.orders only (not through `orders`).
+        'dead-letter-exchange': RETRY_NAMES.requeueExchange,
+        'dead-letter-routing-key': RETRY_NAMES.requeueRoutingKey,
+        ...atLeastOnce,
+      },
+    })),
+    {
+      name: RETRY_NAMES.parkingQueue,
+      pattern: exact(RETRY_NAMES.parkingQueue),
+      // Parked messages are kept for the parking retention, then dropped (no dead letter).
+      definition: { 'message-ttl': retention.parkingMs },
+    },
+  ];
+}
+
+/**
+ * Applies the policies through the management API. `apply-to` is `queues` before RabbitMQ 3.12
+ * (where `quorum_queues` does not exist) and `quorum_queues` from 3.12 on (Amazon MQ requires it
+ * for policies on quorum queues).
+ */
+export async function applyPolicies(
+  management: RabbitManagement,
+  vhost: string,
+  policies: Policy[],
+  options: PolicyOptions = {},
+): Promise<void> {
+  const applyTo = (await management.supportsQuorumApplyTo()) ? 'quorum_queues' : 'queues';
+  for (const p of policies) {
+    await management.request(
+      'PUT',
+      `/api/policies/${encodeURIComponent(vhost)}/${encodeURIComponent(p.name)}`,
+      {
+        pattern: p.pattern,
+        'apply-to': applyTo,
+        priority: options.priority ?? 10,
+        definition: p.definition,
+      },
+    );
+  }
+}
+
+/** The virtual host an AMQP URL names (`/` when none). */
+export function vhostOf(amqpUrl: string): string {
+  const path = new URL(amqpUrl).pathname;
+  return path.length > 1 ? decodeURIComponent(path.slice(1)) : '/';
+}
+
+/**
+ * Declares the whole topology and applies its policies: what a consumer does at start (the
+ * relay needs only the core). Idempotent.
+ */
+export async function prepareInventoryTopology(deps: {
+  channel: (fn: (ch: Channel) => Promise<void>) => Promise<void>;
+  management: RabbitManagement;
+  vhost: string;
+  budget: RetryBudget;
+  retention: Retention;
+  policy?: PolicyOptions;
+}): Promise<void> {
+  await deps.channel((ch) => declareTopology(ch, buildTopology(deps.budget)));
+  await applyPolicies(
+    deps.management,
+    deps.vhost,
+    buildPolicies(deps.budget, deps.retention, deps.policy),
+    deps.policy,
+  );
 }

@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { loadBudget } from '../../shared/config/budget.js';
+import { ConfigError } from '../../shared/config/env.js';
+import {
+  DEFAULT_MAINTENANCE_BATCH_SIZE,
+  loadRetention,
+  MAINTENANCE_TABLES,
+  type MaintenanceResult,
+  runMaintenance,
+} from '../../shared/maintenance/retention.js';
+import { withDb } from './common.js';
+
+export function registerMaintenanceCommands(program: Command): void {
+  const maintenance = program.command('maintenance').description('retention maintenance');
+  maintenance
+    .command('run')
+    .description(
+      'delete inbox rows and published outbox rows older than their retention ' +
+        '(INBOX_RETENTION_MS, PUBLISHED_OUTBOX_RETENTION_MS); unpublished rows are never deleted',
+    )
+    .option(
+      '--batch-size <n>',
+      `rows per DELETE statement (default ${DEFAULT_MAINTENANCE_BATCH_SIZE})`,
+    )
+    .option('--dry-run', 'count what would be deleted, delete nothing')
+    .option('--json', 'print JSON')
+    .action(async (opts: { batchSize?: string; dryRun?: boolean; json?: boolean }) => {
+      const batchSize =
+        opts.batchSize === undefined ? DEFAULT_MAINTENANCE_BATCH_SIZE : Number(opts.batchSize);
+      if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+        program.error(`--batch-size must be a positive integer, got '${opts.batchSize}'`);
+      }
+      let result: MaintenanceResult;
+      try {
+        const retention = loadRetention();
+        const budget = loadBudget(process.env, undefined, retention);
+        result = await withDb((db) =>
+          runMaintenance(db, { retention, budget, batchSize, dryRun: opts.dryRun === true }),
+        );
+      } catch (err) {
+        if (err instanceof ConfigError) program.error(`refused: ${err.message}`);
+        throw err;
+      }
+      if (opts.json) {
+        console.log(JSON.stringify(result, null, 2));
+        return;
+      }
+      console.table(
+        MAINTENANCE_TABLES.map((table) => ({
+          table,
+          [result.dryRun ? 'would delete' : 'deleted']: result.tables[table].deleted,
+          batches: result.tables[table].batches,
+          'older than': result.tables[table].cutoff,
+        })),
+      );
+      if (result.dryRun) console.log('dry run: nothing was deleted');
+    });
+}

@@ -1,0 +1,48 @@
+import type { Logger } from '../logger.js';
+
+/**
+ * The journal of a delivery's transitions (issue #3 §10): one structured line per step with the
+ * same fields, never the payload. Reading a message's lines in order shows what happened to it,
+ * and proves that no ack came before its commit.
+ */
+export type JournalStep =
+  | 'received'
+  | 'duplicate'
+  | 'effect-committed'
+  | 'deferred'
+  | 'retry-scheduled'
+  | 'parked'
+  | 'acked'
+  | 'abandoned';
+
+export interface JournalEntry {
+  step: JournalStep;
+  messageId: string | null;
+  eventType: string | null;
+  attempt: number;
+  redelivered: boolean;
+  outcome?: string;
+  reason?: string;
+}
+
+export type JournalSink = (entry: JournalEntry) => void;
+
+export class Journal {
+  private readonly sinks: JournalSink[] = [];
+
+  constructor(private readonly logger?: Logger) {}
+
+  /** Adds a sink (tests, the lab); the logger line is always written. */
+  addSink(sink: JournalSink): () => void {
+    this.sinks.push(sink);
+    return () => {
+      const i = this.sinks.indexOf(sink);
+      if (i >= 0) this.sinks.splice(i, 1);
+    };
+  }
+
+  record(entry: JournalEntry): void {
+    this.logger?.info('journal', { journal: entry });
+    for (const sink of this.sinks) sink(entry);
+  }
+}

@@ -1,0 +1,177 @@
+import {
+  DEFAULT_RETENTION,
+  type Retention,
+  type RetryBudget,
+  retentionSchema,
+  validateBudget,
+} from '../config/budget.js';
+import { OUTBOX_TABLES } from '../config/constants.js';
+import { ConfigError } from '../config/env.js';
+import type { SqlExecutor } from '../db/types.js';
+
+/**
+ * Retention maintenance (DESIGN §6, §8): the tables that grow with every message are trimmed by
+ * age, once a day, in small batches.
+ *
+ * Why each retention exists:
+ * - **Inbox** (`processed_messages`, `retention.inboxMs`): the inbox row is what makes a
+ *   redelivery a duplicate. It must outlive every way a message can come back: retries (bounded
+ *   by the budget's `maxAgeMs`) and a redrive from the parking lot (messages stay parked for
+ *   `retention.parkingMs`). Deleting it earlier would let a redriven message apply its effect a
+ *   second time, so {@link runMaintenance} refuses an inbox retention that is not longer than
+ *   `parkingMs + maxAgeMs` before it deletes anything ({@link validateBudget}).
+ * - **Published outbox rows** (`outbox`, `inventory_outbox`, `retention.publishedOutboxMs`):
+ *   once the broker confirmed a row, the relay never reads it again (its claim query reads a
+ *   partial index of unpublished rows). Published rows are kept for a while only for operators:
+ *   to see what was sent and when, and to re-publish by hand after an incident. Unpublished rows
+ *   are never deleted, however old: they are events the broker has not confirmed yet (or rows
+ *   that need attention), and deleting them would lose a message.
+ */
+
+/** The tables maintenance trims, in the order it trims them. */
+export const MAINTENANCE_TABLES = ['processed_messages', ...OUTBOX_TABLES] as const;
+export type MaintenanceTable = (typeof MAINTENANCE_TABLES)[number];
+
+export const DEFAULT_MAINTENANCE_BATCH_SIZE = 5_000;
+
+/** Environment variables read by {@link loadRetention}, by retention field. */
+export const RETENTION_ENV = {
+  inboxMs: 'INBOX_RETENTION_MS',
+  parkingMs: 'PARKING_RETENTION_MS',
+  publishedOutboxMs: 'PUBLISHED_OUTBOX_RETENTION_MS',
+} as const satisfies Record<keyof Retention, string>;
+
+/**
+ * Reads the retention from `INBOX_RETENTION_MS`, `PARKING_RETENTION_MS` and
+ * `PUBLISHED_OUTBOX_RETENTION_MS` (milliseconds; unset or empty → {@link DEFAULT_RETENTION}).
+ * A value that is not an integer or out of range throws a `ConfigError` naming the variable.
+ * Whether the inbox outlives parking + max age depends on the budget: {@link runMaintenance}
+ * checks that.
+ */
+export function loadRetention(env: NodeJS.ProcessEnv = process.env): Retention {
+  const retention: Retention = { ...DEFAULT_RETENTION };
+  for (const [field, name] of Object.entries(RETENTION_ENV) as [keyof Retention, string][]) {
+    const raw = env[name]?.trim();
+    if (raw === undefined || raw === '') continue;
+    const value = Number(raw);
+    if (!Number.isSafeInteger(value)) {
+      throw new ConfigError(`${name}: expected an integer number of milliseconds, got '${raw}'`);
+    }
+    retention[field] = value;
+  }
+  const parsed = retentionSchema.safeParse(retention);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue?.path[0] as keyof Retention | undefined;
+    const name = field ? RETENTION_ENV[field] : 'retention';
+    throw new ConfigError(`${name}: ${issue?.message}`, { cause: parsed.error });
+  }
+  return parsed.data;
+}
+
+export interface MaintenanceOptions {
+  retention: Retention;
+  /** The retry budget in force: its `maxAgeMs` bounds how long a message can keep coming back. */
+  budget: RetryBudget;
+  /** Rows per DELETE statement (each its own short transaction). Default 5000. */
+  batchSize?: number;
+  /** Count what would be deleted, delete nothing. */
+  dryRun?: boolean;
+  /** The reference time for the cutoffs (default: now). */
+  now?: Date;
+}
+
+export interface TableMaintenanceResult {
+  /** Rows deleted (on a dry run: rows that would be deleted). */
+  deleted: number;
+  /** DELETE statements run, the last one deleting fewer than `batchSize` (0 on a dry run). */
+  batches: number;
+  /** Rows older than this (ISO 8601) were eligible. */
+  cutoff: string;
+}
+
+export interface MaintenanceResult {
+  dryRun: boolean;
+  batchSize: number;
+  tables: Record<MaintenanceTable, TableMaintenanceResult>;
+}
+
+/**
+ * Which rows of each table are expired, as a predicate on `$1` (the cutoff). Table names come
+ * from this constant, never from input. The outbox predicate excludes unpublished rows
+ * explicitly (`published_at < $1` alone would too, as NULL compares unknown: say it anyway).
+ */
+const EXPIRED: Record<MaintenanceTable, string> = {
+  processed_messages: 'processed_at < $1',
+  outbox: 'published_at IS NOT NULL AND published_at < $1',
+  inventory_outbox: 'published_at IS NOT NULL AND published_at < $1',
+};
+
+/**
+ * Deletes one batch: the subquery picks up to `$2` expired rows by physical address (`ctid`),
+ * the outer DELETE fetches exactly those with a TID scan and checks the predicate again. The
+ * node-postgres and Data API adapters both carry it: the array is built in SQL, no parameter is
+ * an array. Deleting `WHERE id IN (SELECT … LIMIT n)` instead is planned as a hash semi-join over
+ * a full scan of the table, once per batch.
+ */
+function deleteBatchSql(table: MaintenanceTable): string {
+  return `DELETE FROM ${table}
+    WHERE ctid = ANY (ARRAY(SELECT ctid FROM ${table} WHERE ${EXPIRED[table]} LIMIT $2))
+      AND ${EXPIRED[table]}`;
+}
+
+/**
+ * Trims the inbox and both outboxes (see the module comment for why each retention exists).
+ *
+ * Refuses (throws `ConfigError`) before touching any row when the inbox retention is not longer
+ * than parking retention + the budget's max age. Then, table by table, deletes expired rows in
+ * batches of `batchSize`, each one autocommitted statement (short locks, bounded WAL and undo per
+ * transaction, no long-running transaction holding back vacuum), until a batch deletes fewer than
+ * `batchSize`. Stopping halfway (timeout, crash) is safe: what was deleted was expired, the rest
+ * goes next time. Overlapping runs are safe too: a row deleted by one is skipped by the other.
+ */
+export async function runMaintenance(
+  db: SqlExecutor,
+  options: MaintenanceOptions,
+): Promise<MaintenanceResult> {
+  const { retention, budget, dryRun = false } = options;
+  const batchSize = options.batchSize ?? DEFAULT_MAINTENANCE_BATCH_SIZE;
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+    throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
+  }
+  validateBudget(budget, retention);
+
+  const now = options.now ?? new Date();
+  const cutoffs: Record<MaintenanceTable, Date> = {
+    processed_messages: new Date(now.getTime() - retention.inboxMs),
+    outbox: new Date(now.getTime() - retention.publishedOutboxMs),
+    inventory_outbox: new Date(now.getTime() - retention.publishedOutboxMs),
+  };
+
+  const tables = {} as Record<MaintenanceTable, TableMaintenanceResult>;
+  for (const table of MAINTENANCE_TABLES) {
+    const cutoff = cutoffs[table];
+    const result: TableMaintenanceResult = {
+      deleted: 0,
+      batches: 0,
+      cutoff: cutoff.toISOString(),
+    };
+    if (dryRun) {
+      const { rows } = await db.query<{ n: string }>(
+        `SELECT count(*) AS n FROM ${table} WHERE ${EXPIRED[table]}`,
+        [cutoff],
+      );
+      result.deleted = Number(rows[0]?.n ?? 0);
+    } else {
+      const sql = deleteBatchSql(table);
+      for (;;) {
+        const { rowCount } = await db.query(sql, [cutoff, batchSize]);
+        result.batches += 1;
+        result.deleted += rowCount;
+        if (rowCount < batchSize) break;
+      }
+    }
+    tables[table] = result;
+  }
+  return { dryRun, batchSize, tables };
+}
