@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { registerMaintenanceCommands } from './commands/maintenance.js';
 import { registerOutboxCommands } from './commands/outbox.js';
+import { registerParkedCommands } from './commands/parked.js';
 import { registerStockCommands } from './commands/stock.js';
 
 /** `npm run cli -- …`: operator commands (DESIGN §10), one module per command group. */
@@ -8,4 +9,5 @@ const program = new Command('cli').description('operate the reliable messaging p
 registerOutboxCommands(program);
 registerStockCommands(program);
 registerMaintenanceCommands(program);
+registerParkedCommands(program);
 await program.parseAsync();

@@ -1,27 +1,44 @@
 import { Command, Option } from 'commander';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
+import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
+import { loadBudget } from '../shared/config/budget.js';
+import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import { loadEnv } from '../shared/config/env.js';
+import { CODE_VERSION } from '../shared/config/version.js';
+import { Journal } from '../shared/consumer/journal.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { INVENTORY_CONSUMER, ReserveInventory } from '../shared/inventory/ReserveInventory.js';
+import { AmazonMqTrigger } from '../shared/local/amazonMqTrigger.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
 import {
   checkPostgres,
+  checkRabbitManagement,
   checkRabbitMq,
   describeProblem,
   type ServiceProblem,
 } from '../shared/local/preflight.js';
 import { createLogger } from '../shared/logger.js';
+import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { createRabbitRelays } from '../shared/outbox/rabbitRelays.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
-import { declareTopology } from '../shared/transport/rabbitmq/topology.js';
+import { RabbitManagement } from '../shared/transport/rabbitmq/RabbitManagement.js';
+import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
+import { RabbitWorker } from '../shared/transport/rabbitmq/RabbitWorker.js';
+import {
+  declareTopology,
+  prepareInventoryTopology,
+  vhostOf,
+} from '../shared/transport/rabbitmq/topology.js';
 
 /**
- * `npm run dev -- --transport rabbitmq [--role all|api|relay]`: the local pipeline (DESIGN §10).
- * Every role runs the same handlers and use cases the Lambda functions run.
+ * `npm run dev -- --transport rabbitmq [--role all|api|relay|consumer] [--consumer worker|lambda]`:
+ * the local pipeline (DESIGN §10). Every role runs the same handlers and use cases as the Lambda
+ * functions; `--consumer lambda` runs reserve-inventory behind the Amazon MQ trigger emulation.
  */
 const program = new Command('dev')
-  .description('run the local pipeline: HTTP API, outbox relay (and, later, the consumer)')
+  .description('run the local pipeline: HTTP API, outbox relay and inventory consumer')
   .addOption(
     new Option('--transport <transport>', 'message transport')
       .choices(['rabbitmq', 'sqs'])
@@ -32,29 +49,33 @@ const program = new Command('dev')
       .choices(['all', 'api', 'relay', 'consumer'])
       .default('all'),
   )
+  .addOption(
+    new Option('--consumer <mode>', 'consumer mode: worker, or the Amazon MQ trigger emulation')
+      .choices(['worker', 'lambda'])
+      .default('worker'),
+  )
   .option('--port <port>', 'HTTP port (default: PORT or 3000)')
   .parse();
 
-const opts = program.opts<{ transport: string; role: string; port?: string }>();
+const opts = program.opts<{ transport: string; role: string; consumer: string; port?: string }>();
 if (opts.transport === 'sqs') {
   program.error(
     '--transport sqs is not available yet (the SQS transport is issue #4); use --transport rabbitmq',
   );
 }
-if (opts.role === 'consumer') {
-  program.error(
-    '--role consumer is not available yet (the consumer is issue #3); use --role api or relay',
-  );
-}
 
 const env = loadEnv();
+const retention = loadRetention();
+const budget = loadBudget(process.env, undefined, retention);
 const runApi = opts.role === 'all' || opts.role === 'api';
 const runRelay = opts.role === 'all' || opts.role === 'relay';
+const runConsumer = opts.role === 'all' || opts.role === 'consumer';
 const logger = createLogger(`dev-${opts.role}`);
 
 const problems = [
   await checkPostgres(env.DATABASE_URL),
-  runRelay ? await checkRabbitMq(env.AMQP_URL) : undefined,
+  runRelay || runConsumer ? await checkRabbitMq(env.AMQP_URL) : undefined,
+  runConsumer ? await checkRabbitManagement(env.RABBITMQ_MANAGEMENT_URL) : undefined,
 ].filter(Boolean) as ServiceProblem[];
 if (problems.length > 0) {
   for (const p of problems) console.error(describeProblem(p));
@@ -79,7 +100,6 @@ if (runApi) {
   stops.push(api.close);
 }
 
-let relaysDone: Promise<unknown> | undefined;
 if (runRelay) {
   const connection = new RabbitConnection(
     { url: env.AMQP_URL, connectionName: 'dev-relay' },
@@ -90,7 +110,7 @@ if (runRelay) {
   console.log(
     `relay: draining ${relays.map((r) => r.store.table).join(' and ')} to ${new URL(env.AMQP_URL).host}`,
   );
-  relaysDone = Promise.all(
+  const done = Promise.all(
     relays.map((r) =>
       r.drain({
         budgetMs: Number.MAX_SAFE_INTEGER,
@@ -101,9 +121,74 @@ if (runRelay) {
     ),
   );
   stops.push(async () => {
-    await relaysDone;
+    await done;
     await connection.close();
   });
+}
+
+if (runConsumer) {
+  const connection = new RabbitConnection(
+    { url: env.AMQP_URL, connectionName: `dev-consumer-${opts.consumer}` },
+    logger,
+  );
+  await prepareInventoryTopology({
+    channel: (fn) => connection.withChannel(fn, 10_000),
+    management: new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL),
+    vhost: vhostOf(env.AMQP_URL),
+    budget,
+    retention,
+  });
+  const journal = new Journal(logger);
+  const useCase = new ReserveInventory({ db, logger, journal }, { budget });
+  const consumer = `${INVENTORY_CONSUMER}@${CODE_VERSION}`;
+  if (opts.consumer === 'lambda') {
+    const trigger = new AmazonMqTrigger(
+      {
+        connection,
+        logger,
+        handler: createReserveInventoryRabbitHandler({
+          process: (m) => useCase.process(m),
+          settler: new RabbitSettler({ connection }, { budget, consumer }),
+          logger,
+          journal,
+        }),
+      },
+      {
+        queue: RABBITMQ_NAMES.inventoryQueue,
+        vhost: vhostOf(env.AMQP_URL),
+        batchSize: env.MQ_BATCH_SIZE,
+        batchWindowMs: env.MQ_BATCH_WINDOW_MS,
+      },
+    );
+    await trigger.start();
+    stops.push(async () => {
+      await trigger.stop();
+      await connection.close();
+    });
+  } else {
+    const workers = Array.from(
+      { length: env.CONSUMER_CONCURRENCY },
+      () =>
+        new RabbitWorker(
+          {
+            connection,
+            settler: new RabbitSettler({ connection }, { budget, consumer }),
+            process: (m) => useCase.process(m),
+            journal,
+            logger,
+          },
+          { queue: RABBITMQ_NAMES.inventoryQueue, prefetch: env.CONSUMER_PREFETCH },
+        ),
+    );
+    for (const w of workers) await w.start();
+    stops.push(async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      await connection.close();
+    });
+  }
+  console.log(
+    `consumer: ${opts.consumer === 'lambda' ? 'Amazon MQ trigger emulation' : `worker ×${env.CONSUMER_CONCURRENCY}`} on ${RABBITMQ_NAMES.inventoryQueue} (retry ladder ${budget.ladderMs.join('/')} ms)`,
+  );
 }
 
 let stopping = false;

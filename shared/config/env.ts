@@ -27,6 +27,13 @@ const envSchema = z.object({
   RELAY_IDLE_WAIT_MS: intFrom(1, 60_000).default(100),
   /** How long one scheduled relay invocation keeps draining (ms); the rest of the minute is margin. */
   RELAY_DRAIN_BUDGET_MS: intFrom(0, 900_000).default(50_000),
+  /** Worker mode: unacknowledged deliveries per consumer (never 0, which would mean unlimited). */
+  CONSUMER_PREFETCH: intFrom(1, 1_000).default(16),
+  /** Worker mode: consumers (channels, each with its own transaction) in one process. */
+  CONSUMER_CONCURRENCY: intFrom(1, 64).default(1),
+  /** Amazon MQ trigger: messages per invocation and batching window (AWS defaults 100 / 500 ms). */
+  MQ_BATCH_SIZE: intFrom(1, 10_000).default(100),
+  MQ_BATCH_WINDOW_MS: intFrom(0, 300_000).default(500),
   /** Confirms awaited at once per channel. */
   PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
   /** How long a publish waits for a broker confirm before the message counts as failed (ms). */

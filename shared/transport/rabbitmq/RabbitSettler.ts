@@ -132,7 +132,11 @@ export class RabbitSettler {
     return this.opening;
   }
 
-  private publish(
+  /**
+   * Publishes a copy of `raw` with `headers` (replacing its headers), confirmed and routable, or
+   * throws `SettlePublishError`. Serialized with every other publish of this settler.
+   */
+  publishCopy(
     exchange: string,
     routingKey: string,
     raw: RawMessage,
@@ -204,7 +208,7 @@ export class RabbitSettler {
   }
 
   /** Copies the message headers without broker-managed ones. */
-  private baseHeaders(raw: RawMessage): Record<string, unknown> {
+  baseHeaders(raw: RawMessage): Record<string, unknown> {
     const {
       'x-death': _d,
       'x-first-death-exchange': _e,
@@ -222,7 +226,7 @@ export class RabbitSettler {
   ): Promise<number> {
     const bucket = rabbitRetryBucket(this.options.budget, outcome.delayMs);
     const h = this.baseHeaders(raw);
-    await this.publish(RETRY_NAMES.retryExchange, String(bucket), raw, {
+    await this.publishCopy(RETRY_NAMES.retryExchange, String(bucket), raw, {
       ...h,
       [HEADERS.attempt]: outcome.attempt,
       [HEADERS.lastError]: truncate(outcome.error),
@@ -276,7 +280,7 @@ export class RabbitSettler {
     now = new Date(),
   ): Promise<Diagnosis> {
     const d = this.diagnosis(raw, outcome, attempts, now);
-    await this.publish(RETRY_NAMES.parkingExchange, RETRY_NAMES.parkingRoutingKey, raw, {
+    await this.publishCopy(RETRY_NAMES.parkingExchange, RETRY_NAMES.parkingRoutingKey, raw, {
       ...this.baseHeaders(raw),
       [HEADERS.attempt]: d.attempts,
       [HEADERS.firstFailureAt]: d.firstFailureAt,

@@ -1,0 +1,168 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { type Command, Option } from 'commander';
+import { loadBudget } from '../../shared/config/budget.js';
+import { CODE_VERSION } from '../../shared/config/version.js';
+import { checkRabbitMq, describeProblem } from '../../shared/local/preflight.js';
+import {
+  listParked,
+  type RedriveSelection,
+  redriveParked,
+} from '../../shared/transport/rabbitmq/parking.js';
+import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
+import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';
+import { env } from './common.js';
+
+const transportOption = () =>
+  new Option('--transport <transport>', 'which parking lot')
+    .choices(['rabbitmq', 'sqs'])
+    .makeOptionMandatory();
+
+async function withRabbit<T>(fn: (connection: RabbitConnection) => Promise<T>): Promise<T> {
+  const problem = await checkRabbitMq(env.AMQP_URL);
+  if (problem) {
+    console.error(describeProblem(problem));
+    process.exit(2);
+  }
+  const connection = new RabbitConnection({ url: env.AMQP_URL, connectionName: 'cli-parked' });
+  try {
+    return await fn(connection);
+  } finally {
+    await connection.close();
+  }
+}
+
+/** "2026-11-29T10:00:00Z", or a duration back from now: "15m", "2h", "3d". */
+export function parseWhen(value: string): Date {
+  const rel = /^(\d+)([smhd])$/.exec(value);
+  if (rel) {
+    const unit = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[
+      rel[2] as 's' | 'm' | 'h' | 'd'
+    ];
+    return new Date(Date.now() - Number(rel[1]) * unit);
+  }
+  const t = Date.parse(value);
+  if (Number.isNaN(t)) throw new Error(`not a time: "${value}" (use ISO-8601 or 15m / 2h / 3d)`);
+  return new Date(t);
+}
+
+const list = (v: string) =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+function refuseSqs(program: Command, transport: string): void {
+  if (transport === 'sqs')
+    program.error('--transport sqs is not available yet (the SQS transport is issue #4)');
+}
+
+export function registerParkedCommands(program: Command): void {
+  const parked = program.command('parked').description('inspect and redrive parked messages');
+  parked
+    .command('list')
+    .description('show parked messages with their diagnosis (they stay parked)')
+    .addOption(transportOption())
+    .option('--limit <n>', 'at most this many', '50')
+    .option('--json', 'print JSON')
+    .action(async (opts: { transport: string; limit: string; json?: boolean }) => {
+      refuseSqs(program, opts.transport);
+      const items = await withRabbit((c) => listParked(c, Number(opts.limit)));
+      if (opts.json) {
+        console.log(
+          JSON.stringify(
+            items.map((p) => ({ via: p.via, ...p.diagnosis })),
+            null,
+            2,
+          ),
+        );
+        return;
+      }
+      if (items.length === 0) {
+        console.log('the parking lot is empty');
+        return;
+      }
+      console.table(
+        items.map(({ diagnosis: d, via }) => ({
+          'message id': d.messageId ?? '(none)',
+          type: d.type ?? '?',
+          schema: d.schemaVersion ?? '?',
+          reason: d.reason,
+          class: d.errorClass,
+          attempts: d.attempts,
+          'first failure': d.firstFailureAt,
+          parked: d.parkedAt,
+          by: via === 'broker' ? 'broker' : d.consumer,
+          error: d.error.slice(0, 60),
+        })),
+      );
+    });
+  parked
+    .command('redrive')
+    .description(
+      'move selected parked messages back to the consumer queue (same id, attempts reset)',
+    )
+    .addOption(transportOption())
+    .option('--type <types>', 'event types, comma-separated')
+    .option('--error-class <classes>', 'error classes or park reasons, comma-separated')
+    .option('--since <when>', 'parked at or after (ISO-8601, or 15m / 2h / 3d ago)')
+    .option('--until <when>', 'parked at or before')
+    .option('--ids <ids>', 'message ids, comma-separated')
+    .option('--rate <n>', 'messages per second at most', '10')
+    .option('--dry-run', 'show what would move, move nothing')
+    .option('--out <file>', 'where to save the moved ids (default reports/redrive-<time>.json)')
+    .action(
+      async (opts: {
+        transport: string;
+        type?: string;
+        errorClass?: string;
+        since?: string;
+        until?: string;
+        ids?: string;
+        rate: string;
+        dryRun?: boolean;
+        out?: string;
+      }) => {
+        refuseSqs(program, opts.transport);
+        let selection: RedriveSelection;
+        try {
+          selection = {
+            ...(opts.type ? { types: list(opts.type) } : {}),
+            ...(opts.errorClass ? { errorClasses: list(opts.errorClass) } : {}),
+            ...(opts.since ? { since: parseWhen(opts.since) } : {}),
+            ...(opts.until ? { until: parseWhen(opts.until) } : {}),
+            ...(opts.ids ? { ids: list(opts.ids) } : {}),
+          };
+        } catch (err) {
+          program.error((err as Error).message);
+        }
+        const rate = Number(opts.rate);
+        if (!(rate > 0)) program.error('--rate must be a positive number');
+        const result = await withRabbit((connection) =>
+          redriveParked(
+            {
+              connection,
+              settler: new RabbitSettler(
+                { connection },
+                { budget: loadBudget(), consumer: `cli@${CODE_VERSION}` },
+              ),
+            },
+            selection,
+            { rate, dryRun: opts.dryRun ?? false, onMoved: (id) => console.log(`moved ${id}`) },
+          ),
+        );
+        console.log(
+          `${result.dryRun ? 'dry run: ' : ''}scanned ${result.scanned}, matched ${result.matched}, moved ${result.moved.length}`,
+        );
+        if (!result.dryRun && result.moved.length > 0) {
+          const out =
+            opts.out ?? `reports/redrive-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
+          await mkdir(out.split('/').slice(0, -1).join('/') || '.', { recursive: true });
+          await writeFile(
+            out,
+            `${JSON.stringify({ at: new Date().toISOString(), selection: opts, moved: result.moved }, null, 2)}\n`,
+          );
+          console.log(`moved ids saved to ${out}`);
+        }
+      },
+    );
+}
