@@ -1,0 +1,198 @@
+import { randomUUID } from 'node:crypto';
+import amqp, { type ChannelModel } from 'amqplib';
+import { DEFAULT_RETENTION, type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
+import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
+import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { setStock } from '../../shared/inventory/stock.js';
+import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
+import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
+import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';
+import { RabbitWorker, type RabbitWorkerOptions } from '../../shared/transport/rabbitmq/RabbitWorker.js';
+import { prepareInventoryTopology, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
+import { createTestDatabase, type TestDatabase } from './db.js';
+import { createTestVhost, type TestVhost } from './rabbit.js';
+import { DATABASE_URL } from './services.js';
+import { TcpProxy } from './tcpProxy.js';
+import { waitFor } from './waitFor.js';
+
+export interface JournalLine extends JournalEntry {
+  at: number;
+}
+
+/**
+ * A consumer-side test bench: its own database and vhost with the full topology and policies, a
+ * journal recorder, and helpers to publish events as the relay would and to read the outcome.
+ */
+export class InventoryBench {
+  readonly journal = new Journal();
+  readonly lines: JournalLine[] = [];
+  private readonly closers: (() => Promise<unknown>)[] = [];
+  assert!: ChannelModel;
+  connection!: RabbitConnection;
+
+  private constructor(
+    readonly t: TestDatabase,
+    readonly vhost: TestVhost,
+    readonly budget: RetryBudget,
+  ) {
+    this.journal.addSink((e) => this.lines.push({ ...e, at: Date.now() }));
+  }
+
+  static async create(label: string, budget: RetryBudget = TEST_RETRY_BUDGET): Promise<InventoryBench> {
+    const [t, vhost] = await Promise.all([createTestDatabase(label), createTestVhost(label)]);
+    const bench = new InventoryBench(t, vhost, budget);
+    bench.connection = new RabbitConnection({ url: vhost.amqpUrl, initialReconnectDelayMs: 50, maxReconnectDelayMs: 500 });
+    await prepareInventoryTopology({
+      channel: (fn) => bench.connection.withChannel(fn),
+      management: vhost.management,
+      vhost: vhost.vhost,
+      budget,
+      retention: DEFAULT_RETENTION,
+    });
+    bench.assert = await amqp.connect(vhost.amqpUrl);
+    return bench;
+  }
+
+  /** A database client through a TCP proxy the test can cut ("database down"). */
+  async proxiedDb(): Promise<{ db: PgDatabase; proxy: TcpProxy }> {
+    const u = new URL(DATABASE_URL);
+    const proxy = await new TcpProxy(u.hostname, Number(u.port || 5432)).start();
+    const url = new URL(this.t.url);
+    url.hostname = '127.0.0.1';
+    url.port = String(proxy.port);
+    const db = new PgDatabase({ connectionString: url.toString(), max: 4, connectionTimeoutMillis: 1_000 });
+    this.closers.push(() => db.close(), () => proxy.close());
+    return { db, proxy };
+  }
+
+  useCase(db: PgDatabase = this.t.db, budget = this.budget): ReserveInventory {
+    return new ReserveInventory({ db, journal: this.journal }, { budget });
+  }
+
+  settler(connection = this.connection): RabbitSettler {
+    return new RabbitSettler({ connection }, { budget: this.budget, consumer: 'inventory@test' });
+  }
+
+  /** Starts a worker-mode consumer (stopped at close). */
+  async worker(options: { db?: PgDatabase; connection?: RabbitConnection } & Partial<RabbitWorkerOptions> = {}) {
+    const connection = options.connection ?? this.connection;
+    const useCase = this.useCase(options.db ?? this.t.db);
+    const worker = new RabbitWorker(
+      { connection, settler: this.settler(connection), process: (m) => useCase.process(m), journal: this.journal },
+      { queue: RABBITMQ_NAMES.inventoryQueue, reconnectBaseMs: 100, reconnectMaxMs: 1_000, ...options },
+    );
+    await worker.start();
+    this.closers.push(() => worker.stop());
+    return worker;
+  }
+
+  stock(sku: string, available: number) {
+    return setStock(this.t.db, sku, available);
+  }
+
+  orderCreated(sku: string, quantity: number, patch: Partial<Envelope> = {}): Envelope {
+    const orderId = randomUUID();
+    return {
+      ...newEnvelope({
+        type: 'order.created',
+        aggregate: { type: 'order', id: orderId, version: 1 },
+        data: { orderId, sku, quantity },
+        correlationId: `corr-${orderId.slice(0, 8)}`,
+        producer: 'order-service',
+      }),
+      ...patch,
+    };
+  }
+
+  orderCancelled(created: Envelope): Envelope {
+    return newEnvelope({
+      type: 'order.cancelled',
+      aggregate: { type: 'order', id: created.aggregate.id, version: 2 },
+      data: created.data,
+      correlationId: created.correlation_id,
+      producer: 'order-service',
+    });
+  }
+
+  /** Publishes to the `orders` exchange exactly as the relay does (confirmed). */
+  async publish(...envelopes: Envelope[]): Promise<void> {
+    await this.publishRaw(envelopes.map((e) => ({ body: encodeEnvelope(e), messageId: e.id, type: e.type, schemaVersion: e.schema_version })));
+  }
+
+  async publishRaw(
+    messages: { body: Buffer | string; messageId?: string; type?: string; schemaVersion?: string; routingKey?: string }[],
+  ): Promise<void> {
+    const ch = await this.assert.createConfirmChannel();
+    try {
+      for (const m of messages) {
+        ch.publish(RABBITMQ_NAMES.ordersExchange, m.routingKey ?? m.type ?? 'order.created', Buffer.from(m.body), {
+          persistent: true,
+          contentType: 'application/json',
+          ...(m.messageId ? { messageId: m.messageId } : {}),
+          ...(m.type ? { type: m.type } : {}),
+          headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
+        });
+      }
+      await ch.waitForConfirms();
+    } finally {
+      await ch.close();
+    }
+  }
+
+  async depth(queue: string): Promise<number> {
+    const ch = await this.assert.createChannel();
+    try {
+      return (await ch.checkQueue(queue)).messageCount;
+    } finally {
+      await ch.close().catch(() => {});
+    }
+  }
+
+  parkedCount() {
+    return this.depth(RETRY_NAMES.parkingQueue);
+  }
+
+  async reservation(orderId: string) {
+    const { rows } = await this.t.db.query<{ status: string; order_version: number; reason: string | null }>(
+      'SELECT status, order_version, reason FROM reservations WHERE order_id = $1',
+      [orderId],
+    );
+    return rows[0];
+  }
+
+  async stockOf(sku: string) {
+    const { rows } = await this.t.db.query<{ available: number; reserved: number }>(
+      'SELECT available, reserved FROM stock WHERE sku = $1',
+      [sku],
+    );
+    return rows[0];
+  }
+
+  async inboxRows(messageId: string): Promise<number> {
+    const { rows } = await this.t.db.query<{ n: string }>(
+      'SELECT count(*) AS n FROM processed_messages WHERE message_id = $1',
+      [messageId],
+    );
+    return Number(rows[0]?.n);
+  }
+
+  linesFor(messageId: string): JournalLine[] {
+    return this.lines.filter((l) => l.messageId === messageId);
+  }
+
+  waitForLine(messageId: string, step: JournalEntry['step'], count = 1, timeoutMs = 20_000) {
+    return waitFor(() => this.linesFor(messageId).filter((l) => l.step === step).length >= count, {
+      timeoutMs,
+      message: `${count}× ${step} for ${messageId} (saw: ${this.linesFor(messageId).map((l) => l.step).join(', ')})`,
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const c of this.closers.reverse()) await c().catch(() => {});
+    await this.connection?.close();
+    await this.assert?.close().catch(() => {});
+    await Promise.all([this.t.drop(), this.vhost.delete()]);
+  }
+}

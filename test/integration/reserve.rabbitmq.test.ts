@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
+import { encodeEnvelope } from '../../shared/envelope/envelope.js';
+import { listParked } from '../../shared/transport/rabbitmq/parking.js';
+import { InventoryBench } from '../helpers/inventory.js';
+import { waitFor } from '../helpers/waitFor.js';
+
+describe('reserve inventory on RabbitMQ (worker mode)', () => {
+  let b: InventoryBench;
+  beforeAll(async () => {
+    b = await InventoryBench.create('reserve_rabbitmq');
+    await b.worker();
+  });
+  afterAll(() => b?.close());
+
+  it('reserves stock once and acks only after the commit (journal order)', async () => {
+    await b.stock('SKU-A', 10);
+    const e = b.orderCreated('SKU-A', 3);
+    await b.publish(e);
+    await b.waitForLine(e.id, 'acked');
+
+    expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'reserved', order_version: 1 });
+    expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
+    expect(await b.inboxRows(e.id)).toBe(1);
+    const steps = b.linesFor(e.id).map((l) => l.step);
+    expect(steps).toEqual(['received', 'effect-committed', 'acked']);
+  });
+
+  it('the same event published twice → one reservation; audit.orders got exactly the published copies', async () => {
+    await b.stock('SKU-B', 10);
+    const auditBefore = await b.depth(RABBITMQ_NAMES.auditQueue);
+    const e = b.orderCreated('SKU-B', 2);
+    await b.publish(e);
+    await b.publish(e);
+    await b.waitForLine(e.id, 'acked', 2);
+
+    expect(await b.stockOf('SKU-B')).toEqual({ available: 10, reserved: 2 });
+    expect(await b.inboxRows(e.id)).toBe(1);
+    const steps = b.linesFor(e.id).map((l) => l.step);
+    expect(steps.filter((s) => s === 'effect-committed')).toHaveLength(1);
+    expect(steps.filter((s) => s === 'duplicate')).toHaveLength(1);
+    expect(await b.depth(RABBITMQ_NAMES.auditQueue)).toBe(auditBefore + 2);
+  });
+
+  it('out of stock → exactly one inventory.reservation_rejected even when delivered twice; not parked', async () => {
+    await b.stock('SKU-C', 1);
+    const e = b.orderCreated('SKU-C', 5);
+    await b.publish(e, e);
+    await b.waitForLine(e.id, 'acked', 2);
+
+    expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'rejected', reason: 'out_of_stock' });
+    expect(await b.stockOf('SKU-C')).toEqual({ available: 1, reserved: 0 });
+    const { rows } = await b.t.db.query<{ event_type: string; causation_id: string; payload: unknown }>(
+      'SELECT event_type, causation_id, payload FROM inventory_outbox WHERE aggregate_id = $1',
+      [e.aggregate.id],
+    );
+    expect(rows).toEqual([
+      {
+        event_type: 'inventory.reservation_rejected',
+        causation_id: e.id,
+        payload: { orderId: e.aggregate.id, sku: 'SKU-C', quantity: 5, reason: 'out_of_stock', available: 1 },
+      },
+    ]);
+    expect(b.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
+  });
+
+  it('an unknown SKU is a business rejection too (unknown_sku), not a poison message', async () => {
+    const e = b.orderCreated('SKU-NOPE', 1);
+    await b.publish(e);
+    await b.waitForLine(e.id, 'acked');
+    expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'rejected', reason: 'unknown_sku' });
+  });
+
+  it('poison messages are parked at once with a diagnosis, zero retries', async () => {
+    const before = await b.parkedCount();
+    const unknownVersion = b.orderCreated('SKU-A', 1, { schema_version: '9.0' });
+    const missingId = b.orderCreated('SKU-A', 1);
+    const badData = b.orderCreated('SKU-A', 1);
+    (badData.data as Record<string, unknown>).quantity = 'lots';
+    const notJsonId = '0f2b7c3e-5d1a-4c8e-9b6f-1a2b3c4d5e6f';
+    await b.publishRaw([
+      { body: '{not-json', messageId: notJsonId, type: 'order.created' },
+      { body: encodeEnvelope(missingId), type: 'order.created' },
+      { body: encodeEnvelope(unknownVersion), messageId: unknownVersion.id, type: 'order.created', schemaVersion: '9.0' },
+      { body: encodeEnvelope(badData), messageId: badData.id, type: 'order.created' },
+    ]);
+    await waitFor(async () => (await b.parkedCount()) === before + 4, { message: 'four parked' });
+
+    const parked = await listParked(b.connection, 100);
+    const byId = (id: string | null) => parked.find((p) => p.diagnosis.messageId === id)?.diagnosis;
+    expect(byId(notJsonId)).toMatchObject({
+      reason: 'permanent',
+      errorClass: 'permanent',
+      attempts: 0,
+      type: 'order.created',
+      consumer: 'inventory@test',
+    });
+    expect(byId(notJsonId)?.error).toMatch(/not valid JSON/);
+    expect(byId(notJsonId)?.error).not.toContain('not-json'); // never the payload
+    expect(byId(null)).toMatchObject({ reason: 'permanent' });
+    expect(byId(null)?.error).toMatch(/no message id/);
+    expect(byId(unknownVersion.id)).toMatchObject({ reason: 'permanent', schemaVersion: '9.0' });
+    expect(byId(unknownVersion.id)?.error).toMatch(/major 9 is not supported/);
+    expect(byId(badData.id)?.error).toMatch(/data\.quantity/);
+    // zero retries: nothing went through a retry queue
+    for (const id of [notJsonId, unknownVersion.id, badData.id]) {
+      expect(b.linesFor(id).map((l) => l.step)).not.toContain('retry-scheduled');
+    }
+    expect(await b.depth(RABBITMQ_NAMES.inventoryQueue)).toBe(0);
+  });
+
+  it('ordering: order.cancelled (v2) before order.created (v1) → final state by the policy', async () => {
+    await b.stock('SKU-D', 10);
+    const created = b.orderCreated('SKU-D', 4);
+    const cancelled = b.orderCancelled(created);
+    await b.publish(cancelled);
+    await b.waitForLine(cancelled.id, 'retry-scheduled'); // deferred: predecessor missing
+    await b.publish(created);
+    await b.waitForLine(cancelled.id, 'effect-committed');
+    await b.waitForLine(cancelled.id, 'acked', 2); // the deferred original, then the retry copy
+
+    expect(await b.reservation(created.aggregate.id)).toMatchObject({ status: 'released', order_version: 2 });
+    expect(await b.stockOf('SKU-D')).toEqual({ available: 10, reserved: 0 });
+    const deferred = b.linesFor(cancelled.id).find((l) => l.step === 'deferred');
+    expect(deferred).toMatchObject({ outcome: 'retry', reason: 'missing predecessor' });
+    // a stale copy of v1 arriving after v2 changes nothing
+    const staleCopy = { ...created, id: '7d1d3b0e-2c55-4b8e-8f43-8e2f9a1b7c60' };
+    await b.publish(staleCopy);
+    await b.waitForLine(staleCopy.id, 'acked');
+    expect(b.linesFor(staleCopy.id).find((l) => l.step === 'effect-committed')).toMatchObject({ outcome: 'stale' });
+    expect(await b.stockOf('SKU-D')).toEqual({ available: 10, reserved: 0 });
+  });
+
+  it('a v2 whose v1 never comes is parked as missing predecessor after the age limit', async () => {
+    const created = b.orderCreated('SKU-E', 1);
+    const cancelled = {
+      ...b.orderCancelled(created),
+      // 56 s old with a 60 s age limit: one or two deferrals fit, then it must be parked
+      occurred_at: new Date(Date.now() - 56_000).toISOString(),
+    };
+    await b.publish(cancelled);
+    await b.waitForLine(cancelled.id, 'parked');
+    const parked = (await listParked(b.connection, 100)).find((p) => p.diagnosis.messageId === cancelled.id);
+    expect(parked?.diagnosis).toMatchObject({ reason: 'missing_predecessor', errorClass: 'deferred' });
+    expect(await b.reservation(created.aggregate.id)).toBeUndefined();
+    expect(await b.inboxRows(cancelled.id)).toBe(0);
+  });
+});
