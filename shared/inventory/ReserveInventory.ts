@@ -93,10 +93,10 @@ export class ReserveInventory {
         }
       }
       if (applied) {
-        fault('reserve.after-commit');
         valid.forEach((d, i) => {
           outcomes[d.index] = this.settled(d, applied[i] as Applied);
         });
+        fault('reserve.after-commit');
       } else if (valid.length > 1) {
         for (const d of valid) {
           let one: Applied[];
@@ -106,8 +106,8 @@ export class ReserveInventory {
             outcomes[d.index] = this.failure(d.message, d.envelope, err);
             continue;
           }
-          fault('reserve.after-commit');
           outcomes[d.index] = this.settled(d, one[0] as Applied);
+          fault('reserve.after-commit');
         }
       }
     }

@@ -1,15 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel } from 'amqplib';
-import { DEFAULT_RETENTION, type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import {
+  DEFAULT_RETENTION,
+  type RetryBudget,
+  TEST_RETRY_BUDGET,
+} from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
 import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { setStock } from '../../shared/inventory/stock.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
+import { setStock } from '../../shared/inventory/stock.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
 import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';
-import { RabbitWorker, type RabbitWorkerOptions } from '../../shared/transport/rabbitmq/RabbitWorker.js';
+import {
+  RabbitWorker,
+  type RabbitWorkerOptions,
+} from '../../shared/transport/rabbitmq/RabbitWorker.js';
 import { prepareInventoryTopology, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
 import { createTestDatabase, type TestDatabase } from './db.js';
 import { createTestVhost, type TestVhost } from './rabbit.js';
@@ -40,10 +47,17 @@ export class InventoryBench {
     this.journal.addSink((e) => this.lines.push({ ...e, at: Date.now() }));
   }
 
-  static async create(label: string, budget: RetryBudget = TEST_RETRY_BUDGET): Promise<InventoryBench> {
+  static async create(
+    label: string,
+    budget: RetryBudget = TEST_RETRY_BUDGET,
+  ): Promise<InventoryBench> {
     const [t, vhost] = await Promise.all([createTestDatabase(label), createTestVhost(label)]);
     const bench = new InventoryBench(t, vhost, budget);
-    bench.connection = new RabbitConnection({ url: vhost.amqpUrl, initialReconnectDelayMs: 50, maxReconnectDelayMs: 500 });
+    bench.connection = new RabbitConnection({
+      url: vhost.amqpUrl,
+      initialReconnectDelayMs: 50,
+      maxReconnectDelayMs: 500,
+    });
     await prepareInventoryTopology({
       channel: (fn) => bench.connection.withChannel(fn),
       management: vhost.management,
@@ -62,8 +76,15 @@ export class InventoryBench {
     const url = new URL(this.t.url);
     url.hostname = '127.0.0.1';
     url.port = String(proxy.port);
-    const db = new PgDatabase({ connectionString: url.toString(), max: 4, connectionTimeoutMillis: 1_000 });
-    this.closers.push(() => db.close(), () => proxy.close());
+    const db = new PgDatabase({
+      connectionString: url.toString(),
+      max: 4,
+      connectionTimeoutMillis: 1_000,
+    });
+    this.closers.push(
+      () => db.close(),
+      () => proxy.close(),
+    );
     return { db, proxy };
   }
 
@@ -76,12 +97,24 @@ export class InventoryBench {
   }
 
   /** Starts a worker-mode consumer (stopped at close). */
-  async worker(options: { db?: PgDatabase; connection?: RabbitConnection } & Partial<RabbitWorkerOptions> = {}) {
+  async worker(
+    options: { db?: PgDatabase; connection?: RabbitConnection } & Partial<RabbitWorkerOptions> = {},
+  ) {
     const connection = options.connection ?? this.connection;
     const useCase = this.useCase(options.db ?? this.t.db);
     const worker = new RabbitWorker(
-      { connection, settler: this.settler(connection), process: (m) => useCase.process(m), journal: this.journal },
-      { queue: RABBITMQ_NAMES.inventoryQueue, reconnectBaseMs: 100, reconnectMaxMs: 1_000, ...options },
+      {
+        connection,
+        settler: this.settler(connection),
+        process: (m) => useCase.process(m),
+        journal: this.journal,
+      },
+      {
+        queue: RABBITMQ_NAMES.inventoryQueue,
+        reconnectBaseMs: 100,
+        reconnectMaxMs: 1_000,
+        ...options,
+      },
     );
     await worker.start();
     this.closers.push(() => worker.stop());
@@ -118,22 +151,40 @@ export class InventoryBench {
 
   /** Publishes to the `orders` exchange exactly as the relay does (confirmed). */
   async publish(...envelopes: Envelope[]): Promise<void> {
-    await this.publishRaw(envelopes.map((e) => ({ body: encodeEnvelope(e), messageId: e.id, type: e.type, schemaVersion: e.schema_version })));
+    await this.publishRaw(
+      envelopes.map((e) => ({
+        body: encodeEnvelope(e),
+        messageId: e.id,
+        type: e.type,
+        schemaVersion: e.schema_version,
+      })),
+    );
   }
 
   async publishRaw(
-    messages: { body: Buffer | string; messageId?: string; type?: string; schemaVersion?: string; routingKey?: string }[],
+    messages: {
+      body: Buffer | string;
+      messageId?: string;
+      type?: string;
+      schemaVersion?: string;
+      routingKey?: string;
+    }[],
   ): Promise<void> {
     const ch = await this.assert.createConfirmChannel();
     try {
       for (const m of messages) {
-        ch.publish(RABBITMQ_NAMES.ordersExchange, m.routingKey ?? m.type ?? 'order.created', Buffer.from(m.body), {
-          persistent: true,
-          contentType: 'application/json',
-          ...(m.messageId ? { messageId: m.messageId } : {}),
-          ...(m.type ? { type: m.type } : {}),
-          headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
-        });
+        ch.publish(
+          RABBITMQ_NAMES.ordersExchange,
+          m.routingKey ?? m.type ?? 'order.created',
+          Buffer.from(m.body),
+          {
+            persistent: true,
+            contentType: 'application/json',
+            ...(m.messageId ? { messageId: m.messageId } : {}),
+            ...(m.type ? { type: m.type } : {}),
+            headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
+          },
+        );
       }
       await ch.waitForConfirms();
     } finally {
@@ -155,10 +206,11 @@ export class InventoryBench {
   }
 
   async reservation(orderId: string) {
-    const { rows } = await this.t.db.query<{ status: string; order_version: number; reason: string | null }>(
-      'SELECT status, order_version, reason FROM reservations WHERE order_id = $1',
-      [orderId],
-    );
+    const { rows } = await this.t.db.query<{
+      status: string;
+      order_version: number;
+      reason: string | null;
+    }>('SELECT status, order_version, reason FROM reservations WHERE order_id = $1', [orderId]);
     return rows[0];
   }
 
@@ -185,7 +237,9 @@ export class InventoryBench {
   waitForLine(messageId: string, step: JournalEntry['step'], count = 1, timeoutMs = 20_000) {
     return waitFor(() => this.linesFor(messageId).filter((l) => l.step === step).length >= count, {
       timeoutMs,
-      message: `${count}× ${step} for ${messageId} (saw: ${this.linesFor(messageId).map((l) => l.step).join(', ')})`,
+      message: `${count}× ${step} for ${messageId} (saw: ${this.linesFor(messageId)
+        .map((l) => l.step)
+        .join(', ')})`,
     });
   }
 

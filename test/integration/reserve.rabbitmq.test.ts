@@ -19,7 +19,10 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     await b.publish(e);
     await b.waitForLine(e.id, 'acked');
 
-    expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'reserved', order_version: 1 });
+    expect(await b.reservation(e.aggregate.id)).toMatchObject({
+      status: 'reserved',
+      order_version: 1,
+    });
     expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
     expect(await b.inboxRows(e.id)).toBe(1);
     const steps = b.linesFor(e.id).map((l) => l.step);
@@ -48,17 +51,29 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     await b.publish(e, e);
     await b.waitForLine(e.id, 'acked', 2);
 
-    expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'rejected', reason: 'out_of_stock' });
+    expect(await b.reservation(e.aggregate.id)).toMatchObject({
+      status: 'rejected',
+      reason: 'out_of_stock',
+    });
     expect(await b.stockOf('SKU-C')).toEqual({ available: 1, reserved: 0 });
-    const { rows } = await b.t.db.query<{ event_type: string; causation_id: string; payload: unknown }>(
-      'SELECT event_type, causation_id, payload FROM inventory_outbox WHERE aggregate_id = $1',
-      [e.aggregate.id],
-    );
+    const { rows } = await b.t.db.query<{
+      event_type: string;
+      causation_id: string;
+      payload: unknown;
+    }>('SELECT event_type, causation_id, payload FROM inventory_outbox WHERE aggregate_id = $1', [
+      e.aggregate.id,
+    ]);
     expect(rows).toEqual([
       {
         event_type: 'inventory.reservation_rejected',
         causation_id: e.id,
-        payload: { orderId: e.aggregate.id, sku: 'SKU-C', quantity: 5, reason: 'out_of_stock', available: 1 },
+        payload: {
+          orderId: e.aggregate.id,
+          sku: 'SKU-C',
+          quantity: 5,
+          reason: 'out_of_stock',
+          available: 1,
+        },
       },
     ]);
     expect(b.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
@@ -68,7 +83,10 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     const e = b.orderCreated('SKU-NOPE', 1);
     await b.publish(e);
     await b.waitForLine(e.id, 'acked');
-    expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'rejected', reason: 'unknown_sku' });
+    expect(await b.reservation(e.aggregate.id)).toMatchObject({
+      status: 'rejected',
+      reason: 'unknown_sku',
+    });
   });
 
   it('poison messages are parked at once with a diagnosis, zero retries', async () => {
@@ -81,7 +99,12 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     await b.publishRaw([
       { body: '{not-json', messageId: notJsonId, type: 'order.created' },
       { body: encodeEnvelope(missingId), type: 'order.created' },
-      { body: encodeEnvelope(unknownVersion), messageId: unknownVersion.id, type: 'order.created', schemaVersion: '9.0' },
+      {
+        body: encodeEnvelope(unknownVersion),
+        messageId: unknownVersion.id,
+        type: 'order.created',
+        schemaVersion: '9.0',
+      },
       { body: encodeEnvelope(badData), messageId: badData.id, type: 'order.created' },
     ]);
     await waitFor(async () => (await b.parkedCount()) === before + 4, { message: 'four parked' });
@@ -119,7 +142,10 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     await b.waitForLine(cancelled.id, 'effect-committed');
     await b.waitForLine(cancelled.id, 'acked', 2); // the deferred original, then the retry copy
 
-    expect(await b.reservation(created.aggregate.id)).toMatchObject({ status: 'released', order_version: 2 });
+    expect(await b.reservation(created.aggregate.id)).toMatchObject({
+      status: 'released',
+      order_version: 2,
+    });
     expect(await b.stockOf('SKU-D')).toEqual({ available: 10, reserved: 0 });
     const deferred = b.linesFor(cancelled.id).find((l) => l.step === 'deferred');
     expect(deferred).toMatchObject({ outcome: 'retry', reason: 'missing predecessor' });
@@ -127,7 +153,9 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     const staleCopy = { ...created, id: '7d1d3b0e-2c55-4b8e-8f43-8e2f9a1b7c60' };
     await b.publish(staleCopy);
     await b.waitForLine(staleCopy.id, 'acked');
-    expect(b.linesFor(staleCopy.id).find((l) => l.step === 'effect-committed')).toMatchObject({ outcome: 'stale' });
+    expect(b.linesFor(staleCopy.id).find((l) => l.step === 'effect-committed')).toMatchObject({
+      outcome: 'stale',
+    });
     expect(await b.stockOf('SKU-D')).toEqual({ available: 10, reserved: 0 });
   });
 
@@ -140,8 +168,13 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     };
     await b.publish(cancelled);
     await b.waitForLine(cancelled.id, 'parked');
-    const parked = (await listParked(b.connection, 100)).find((p) => p.diagnosis.messageId === cancelled.id);
-    expect(parked?.diagnosis).toMatchObject({ reason: 'missing_predecessor', errorClass: 'deferred' });
+    const parked = (await listParked(b.connection, 100)).find(
+      (p) => p.diagnosis.messageId === cancelled.id,
+    );
+    expect(parked?.diagnosis).toMatchObject({
+      reason: 'missing_predecessor',
+      errorClass: 'deferred',
+    });
     expect(await b.reservation(created.aggregate.id)).toBeUndefined();
     expect(await b.inboxRows(cancelled.id)).toBe(0);
   });

@@ -148,6 +148,12 @@ export class PgDatabase implements SqlDatabase {
       throw mapPgError(err);
     }
     let broken: Error | undefined;
+    // A checked-out client whose connection drops between two queries emits 'error': without a
+    // listener that would crash the process. Note it; the next query fails and we destroy it.
+    const onError = (err: Error) => {
+      broken = err;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const result = await fn(new PgExecutor(client));
@@ -161,6 +167,7 @@ export class PgDatabase implements SqlDatabase {
       }
       throw mapPgError(err);
     } finally {
+      client.removeListener('error', onError);
       client.release(broken);
     }
   }

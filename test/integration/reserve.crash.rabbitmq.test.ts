@@ -1,0 +1,86 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { runDev } from '../helpers/child.js';
+import { InventoryBench } from '../helpers/inventory.js';
+import { waitFor } from '../helpers/waitFor.js';
+
+describe('reserve inventory on RabbitMQ: the consumer process dies', () => {
+  let b: InventoryBench;
+  afterEach(() => b?.close());
+
+  it('reserve.after-commit:exit → after a restart the message comes again; reserved once, one inbox row', async () => {
+    b = await InventoryBench.create('reserve_crash_commit');
+    await b.stock('SKU-A', 10);
+    const e = b.orderCreated('SKU-A', 3);
+    await b.publish(e);
+
+    const child = await runDev(['--role', 'consumer'], {
+      FAULTS: 'reserve.after-commit:exit',
+      DATABASE_URL: b.t.url,
+      AMQP_URL: b.vhost.amqpUrl,
+    });
+    expect(child.signal, child.stderr).toBe('SIGKILL');
+    // the child's own journal lines: committed, never acked
+    const steps = child.journal.filter((j) => j.messageId === e.id).map((j) => j.step);
+    expect(steps).toEqual(['received', 'effect-committed']);
+    expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
+
+    // restart (no fault): the unacked message is delivered again and absorbed by the inbox
+    await b.worker();
+    await b.waitForLine(e.id, 'acked');
+    const again = b.linesFor(e.id);
+    expect(again.map((l) => l.step)).toEqual(['received', 'duplicate', 'acked']);
+    expect(again[0]?.redelivered).toBe(true);
+    expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
+    expect(await b.inboxRows(e.id)).toBe(1);
+  });
+
+  it('reserve.after-retry-publish:exit → the original and the copy are both delivered → one reservation', async () => {
+    b = await InventoryBench.create('reserve_crash_retry');
+    await b.stock('SKU-A', 10);
+    const { proxy } = await b.proxiedDb();
+    const viaProxy = new URL(b.t.url);
+    viaProxy.hostname = '127.0.0.1';
+    viaProxy.port = String(proxy.port);
+    const e = b.orderCreated('SKU-A', 2);
+
+    // the child starts (migrations need the database), then loses the database and gets the message
+    const childDone = runDev(['--role', 'consumer'], {
+      FAULTS: 'reserve.after-retry-publish:exit',
+      DATABASE_URL: viaProxy.toString(),
+      AMQP_URL: b.vhost.amqpUrl,
+    });
+    await waitFor(
+      async () => {
+        const { rows } = await b.t.db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'dev-consumer'`,
+          [b.t.name],
+        );
+        return Number(rows[0]?.n) > 0;
+      },
+      { message: 'child consumer connected' },
+    );
+    proxy.cut();
+    await b.publish(e);
+    const child = await childDone;
+    expect(child.signal, child.stderr).toBe('SIGKILL');
+    expect(child.journal.filter((j) => j.messageId === e.id).map((j) => j.step)).toEqual([
+      'received',
+    ]);
+
+    proxy.restore();
+    await b.worker(); // direct database, no fault
+    await b.waitForLine(e.id, 'acked', 2, 20_000);
+    const lines = b.linesFor(e.id);
+    expect(lines.filter((l) => l.step === 'effect-committed')).toHaveLength(1);
+    expect(lines.filter((l) => l.step === 'duplicate')).toHaveLength(1);
+    // one came back as a redelivery of the original, the other as the retry copy (attempt 1)
+    expect(
+      lines
+        .filter((l) => l.step === 'received')
+        .map((l) => l.attempt)
+        .sort(),
+    ).toEqual([0, 1]);
+    expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 2 });
+    expect(await b.inboxRows(e.id)).toBe(1);
+  });
+});
