@@ -1,0 +1,150 @@
+import type { Context } from 'aws-lambda';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
+import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { AmazonMqTrigger } from '../../shared/local/amazonMqTrigger.js';
+import { createLogger } from '../../shared/logger.js';
+import type { RabbitMQEvent } from '../../shared/transport/rabbitmq/amazonMqEvent.js';
+import { listParked } from '../../shared/transport/rabbitmq/parking.js';
+import { InventoryBench } from '../helpers/inventory.js';
+import { waitFor } from '../helpers/waitFor.js';
+
+describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulation', () => {
+  let b: InventoryBench;
+  let trigger: AmazonMqTrigger | undefined;
+  afterEach(async () => {
+    await trigger?.stop();
+    await b?.close();
+  });
+
+  const start = async (db: PgDatabase) => {
+    const events: RabbitMQEvent[] = [];
+    const useCase = b.useCase(db);
+    const handler = createReserveInventoryRabbitHandler({
+      process: (m) => useCase.process(m),
+      settler: b.settler(),
+      logger: createLogger('reserve-inventory-rabbitmq-test'),
+      journal: b.journal,
+    });
+    trigger = new AmazonMqTrigger(
+      {
+        connection: b.connection,
+        handler: (event: RabbitMQEvent, context: Context) => {
+          events.push(structuredClone(event));
+          return handler(event, context);
+        },
+      },
+      {
+        queue: RABBITMQ_NAMES.inventoryQueue,
+        vhost: b.vhost.vhost,
+        batchSize: 10,
+        batchWindowMs: 300,
+      },
+    );
+    await trigger.start();
+    return events;
+  };
+
+  it('a mixed batch (good, poison, transient) → each message settled on its own', async () => {
+    b = await InventoryBench.create('reserve_amazonmq_mixed');
+    await b.stock('SKU-G', 10);
+    await b.stock('SKU-T', 10);
+    // A database session whose statements give up after 300 ms: the "transient" message waits on
+    // a row lock held below and times out (SQLSTATE 57014), a transient error.
+    const db = new PgDatabase({ connectionString: b.t.url, max: 2, statementTimeoutMillis: 300 });
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holder = b.t.db.transaction(async (tx) => {
+      await tx.query(`SELECT * FROM stock WHERE sku = 'SKU-T' FOR UPDATE`);
+      locked();
+      await held;
+    });
+    await isLocked;
+    try {
+      const events = await start(db);
+      const good = b.orderCreated('SKU-G', 1);
+      const transient = b.orderCreated('SKU-T', 1);
+      const poisonId = '5b0f6e1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b';
+      await b.publishRaw([
+        { body: JSON.stringify(good), messageId: good.id, type: good.type, schemaVersion: '1.0' },
+        { body: '{not-json', messageId: poisonId, type: 'order.created' },
+        {
+          body: JSON.stringify(transient),
+          messageId: transient.id,
+          type: transient.type,
+          schemaVersion: '1.0',
+        },
+      ]);
+      await b.waitForLine(transient.id, 'retry-scheduled');
+
+      // one invocation with the three messages, in the exact event shape
+      const first = events[0] as RabbitMQEvent;
+      expect(first.eventSource).toBe('aws:rmq');
+      const records =
+        first.rmqMessagesByQueue[`${RABBITMQ_NAMES.inventoryQueue}::${b.vhost.vhost}`];
+      expect(records?.map((r) => r.basicProperties.messageId)).toEqual([
+        good.id,
+        poisonId,
+        transient.id,
+      ]);
+      expect(records?.[0]?.basicProperties.headers[SCHEMA_VERSION_HEADER]).toEqual({
+        bytes: [...Buffer.from('1.0')],
+      });
+      expect(Buffer.from(records?.[0]?.data ?? '', 'base64').toString()).toBe(JSON.stringify(good));
+      expect(records?.[0]?.redelivered).toBe(false);
+
+      expect(await b.reservation(good.aggregate.id)).toMatchObject({ status: 'reserved' });
+      await waitFor(async () => (await b.parkedCount()) === 1);
+      expect((await listParked(b.connection))[0]?.diagnosis).toMatchObject({
+        messageId: poisonId,
+        reason: 'permanent',
+      });
+      expect(b.linesFor(transient.id).find((l) => l.step === 'retry-scheduled')?.reason).toMatch(
+        /statement timeout/,
+      );
+
+      // the lock goes away: the retry copy comes back through the retry queue and is reserved
+      release();
+      await holder;
+      await b.waitForLine(transient.id, 'effect-committed', 1, 15_000);
+      expect(await b.reservation(transient.aggregate.id)).toMatchObject({ status: 'reserved' });
+      expect(trigger?.failedInvocations).toBe(0);
+    } finally {
+      release();
+      await holder.catch(() => {});
+      await db.close();
+    }
+  });
+
+  it('database down → the handler throws, the whole batch is requeued, later processed once', async () => {
+    b = await InventoryBench.create('reserve_amazonmq_dbdown');
+    await b.stock('SKU-A', 10);
+    const { db, proxy } = await b.proxiedDb();
+    await start(db);
+    proxy.cut();
+    const e1 = b.orderCreated('SKU-A', 1);
+    const e2 = b.orderCreated('SKU-A', 2);
+    await b.publish(e1, e2);
+    await waitFor(() => (trigger?.failedInvocations ?? 0) >= 2, { message: 'failed invocations' });
+    expect(b.linesFor(e1.id).some((l) => l.step === 'retry-scheduled')).toBe(false); // no per-message retry
+    expect(await b.parkedCount()).toBe(0);
+
+    proxy.restore();
+    await b.waitForLine(e1.id, 'effect-committed', 1, 30_000);
+    await b.waitForLine(e2.id, 'effect-committed', 1, 30_000);
+    expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
+    expect(await b.inboxRows(e1.id)).toBe(1);
+    expect(await b.inboxRows(e2.id)).toBe(1);
+    await waitFor(async () => (await b.depth(RABBITMQ_NAMES.inventoryQueue)) === 0);
+    // redeliveries were marked as such
+    expect(
+      b
+        .linesFor(e1.id)
+        .filter((l) => l.step === 'received')
+        .at(-1)?.redelivered,
+    ).toBe(true);
+  });
+});
