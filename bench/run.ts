@@ -9,6 +9,7 @@ import {
 } from '../shared/local/preflight.js';
 import { benchRelayRabbit } from './relay.js';
 import { type BenchFigure, DEFAULT_REPORT, progress, writeFigures } from './report.js';
+import { benchReserveRabbit } from './reserve.js';
 
 /**
  * `npm run bench [-- <suite…>]`: benchmarks, each beside its raw baseline measured in the same run.
@@ -21,16 +22,20 @@ const program = new Command('bench')
   .option('--batch-size <n>', 'relay rows per round', '500')
   .option('--concurrency <n>', 'relay loops in the process', '2')
   .option('--window <n>', 'confirms outstanding per channel', '1000')
+  .option('--consumers <n>', 'reserve: consumers (and raw connections)', '2')
+  .option('--prefetch <n>', 'reserve: prefetch per consumer', '16')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
-const SUITES = ['relay'] as const;
+const SUITES = ['relay', 'reserve'] as const;
 const opts = program.opts<{
   messages: string;
   runs: string;
   batchSize: string;
   concurrency: string;
   window: string;
+  consumers: string;
+  prefetch: string;
   out: string;
 }>();
 const chosen = (program.args.length ? program.args : [...SUITES]) as string[];
@@ -60,6 +65,20 @@ if (chosen.includes('relay')) {
       batchSize: Number(opts.batchSize),
       concurrency: Number(opts.concurrency),
       window: Number(opts.window),
+    }),
+  );
+}
+if (chosen.includes('reserve')) {
+  progress(
+    `reserve on RabbitMQ (worker mode, inbox on): ${opts.messages} messages × ${opts.runs} runs`,
+  );
+  Object.assign(
+    figures,
+    await benchReserveRabbit(env, {
+      messages: Number(opts.messages),
+      runs: Number(opts.runs),
+      concurrency: Number(opts.consumers),
+      prefetch: Number(opts.prefetch),
     }),
   );
 }

@@ -32,6 +32,15 @@ export interface ReserveInventoryOptions {
 
 type Applied = AckResult | 'deferred';
 
+interface OrderState {
+  status: 'reserved' | 'rejected' | 'released';
+  order_version: number;
+  quantity: number;
+  sku: string;
+  message_id: string;
+  reason: string | null;
+}
+
 interface Decoded {
   index: number;
   message: InboundMessage;
@@ -144,123 +153,161 @@ export class ReserveInventory {
     return envelope;
   }
 
+  /**
+   * Applies a batch with a fixed number of statements, whatever its size: lock and read the stock
+   * rows and order states it touches, claim every message in the inbox, decide each message in
+   * order in memory (on the locked rows), then write the stock deltas, the reservations and the
+   * rejection events in bulk. Each message still gets its own decision.
+   */
   private async applyAll(tx: SqlExecutor, batch: readonly Decoded[]): Promise<Applied[]> {
-    // Lock the stock rows this batch touches in a fixed order, so that two consumers' batches
-    // never wait on each other's rows in opposite orders (no deadlock between batches).
-    const skus = [...new Set(batch.map((d) => (d.envelope.data as OrderCreatedData).sku))].sort();
-    await tx.query(
-      `SELECT sku FROM stock WHERE sku IN (SELECT jsonb_array_elements_text($1::jsonb))
-        ORDER BY sku FOR UPDATE`,
+    const lines = batch.map((d) => d.envelope.data as OrderCreatedData);
+    // Stock rows in a fixed order, so that two consumers' batches never wait on each other's rows
+    // in opposite orders (no deadlock between batches).
+    const skus = [...new Set(lines.map((l) => l.sku))].sort();
+    const stockRows = await tx.query<{ sku: string; available: number; reserved: number }>(
+      `SELECT sku, available, reserved FROM stock
+        WHERE sku IN (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY sku FOR UPDATE`,
       [JSON.stringify(skus)],
     );
+    const stock = new Map(stockRows.rows.map((r) => [r.sku, { ...r }]));
+    const claimed = await tx.query<{ message_id: string }>(
+      `INSERT INTO processed_messages (consumer_name, message_id)
+       SELECT $1, m::uuid FROM jsonb_array_elements_text($2::jsonb) AS m
+       ON CONFLICT DO NOTHING RETURNING message_id`,
+      [this.consumer, JSON.stringify(batch.map((d) => d.envelope.id))],
+    );
+    const fresh = new Set(claimed.rows.map((r) => r.message_id));
+    const orderIds = [...new Set(lines.map((l) => l.orderId))].sort();
+    const stateRows = await tx.query<OrderState & { order_id: string }>(
+      `SELECT order_id, status, order_version, quantity, sku, message_id, reason FROM reservations
+        WHERE order_id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid) ORDER BY order_id FOR UPDATE`,
+      [JSON.stringify(orderIds)],
+    );
+    const states = new Map(stateRows.rows.map(({ order_id, ...st }) => [order_id, st]));
+
     const results: Applied[] = [];
-    for (const d of batch) results.push(await this.applyOne(tx, d.envelope));
+    const changed = new Map<string, OrderState>();
+    const deferredIds: string[] = [];
+    const rejections: Envelope[] = [];
+    for (const d of batch) {
+      const e = d.envelope;
+      const data = e.data as OrderCreatedData;
+      if (!fresh.delete(e.id)) {
+        results.push('duplicate'); // already in the inbox, or twice in this batch
+        continue;
+      }
+      const state = states.get(data.orderId);
+      const last = state?.order_version ?? 0;
+      if (e.aggregate.version > last + 1) {
+        deferredIds.push(e.id); // a predecessor is missing: undo the claim, try again later
+        results.push('deferred');
+        continue;
+      }
+      if (e.aggregate.version <= last) {
+        results.push('stale');
+        continue;
+      }
+      let next: OrderState;
+      let result: Applied;
+      if (e.type === EVENT_TYPES.orderCreated) {
+        const s = stock.get(data.sku);
+        if (s && s.available - s.reserved >= data.quantity) {
+          s.reserved += data.quantity;
+          next = {
+            status: 'reserved',
+            order_version: e.aggregate.version,
+            quantity: data.quantity,
+            sku: data.sku,
+            message_id: e.id,
+            reason: null,
+          };
+          result = 'reserved';
+        } else {
+          const reason: ReservationRejectedData['reason'] = s ? 'out_of_stock' : 'unknown_sku';
+          next = {
+            status: 'rejected',
+            order_version: e.aggregate.version,
+            quantity: data.quantity,
+            sku: data.sku,
+            message_id: e.id,
+            reason,
+          };
+          rejections.push(this.rejection(e, data, reason, s ? s.available - s.reserved : 0));
+          result = 'rejected';
+        }
+      } else {
+        const s = state ? stock.get(state.sku) : undefined;
+        if (state?.status === 'reserved' && s) s.reserved -= state.quantity;
+        result = state?.status === 'reserved' ? 'released' : 'noop';
+        next = {
+          ...(state ?? { quantity: data.quantity, sku: data.sku, reason: null }),
+          status: state?.status === 'reserved' ? 'released' : (state?.status ?? 'released'),
+          order_version: e.aggregate.version,
+          message_id: e.id,
+        };
+      }
+      states.set(data.orderId, next);
+      changed.set(data.orderId, next);
+      results.push(result);
+    }
+
+    if (deferredIds.length > 0) {
+      await tx.query(
+        `DELETE FROM processed_messages WHERE consumer_name = $1
+            AND message_id IN (SELECT jsonb_array_elements_text($2::jsonb)::uuid)`,
+        [this.consumer, JSON.stringify(deferredIds)],
+      );
+    }
+    const deltas = [...stock.values()]
+      .map((s) => ({ sku: s.sku, reserved: s.reserved }))
+      .filter((s) => stockRows.rows.find((r) => r.sku === s.sku)?.reserved !== s.reserved);
+    if (deltas.length > 0) {
+      // The CHECK constraints (reserved between 0 and available) guard this write too.
+      await tx.query(
+        `UPDATE stock s SET reserved = d.reserved, updated_at = now()
+           FROM jsonb_to_recordset($1::jsonb) AS d(sku text, reserved integer) WHERE s.sku = d.sku`,
+        [JSON.stringify(deltas)],
+      );
+    }
+    if (changed.size > 0) {
+      await tx.query(
+        `INSERT INTO reservations (order_id, sku, quantity, status, message_id, order_version, reason)
+         SELECT r.order_id, r.sku, r.quantity, r.status, r.message_id, r.order_version, r.reason
+           FROM jsonb_to_recordset($1::jsonb) AS r(order_id uuid, sku text, quantity integer,
+                status text, message_id uuid, order_version integer, reason text)
+         ON CONFLICT (order_id) DO UPDATE SET status = EXCLUDED.status, message_id = EXCLUDED.message_id,
+           order_version = EXCLUDED.order_version, reason = EXCLUDED.reason, updated_at = now()`,
+        [JSON.stringify([...changed].map(([order_id, st]) => ({ order_id, ...st })))],
+      );
+    }
+    await this.outbox.appendMany(tx, rejections);
     return results;
   }
 
-  private async applyOne(tx: SqlExecutor, e: Envelope): Promise<Applied> {
-    const claim = await tx.query(
-      `INSERT INTO processed_messages (consumer_name, message_id) VALUES ($1, $2)
-       ON CONFLICT DO NOTHING RETURNING message_id`,
-      [this.consumer, e.id],
-    );
-    if (claim.rowCount === 0) return 'duplicate';
-
-    const data = e.data as OrderCreatedData;
-    const { rows } = await tx.query<{
-      status: string;
-      order_version: number;
-      quantity: number;
-      sku: string;
-    }>(
-      'SELECT status, order_version, quantity, sku FROM reservations WHERE order_id = $1 FOR UPDATE',
-      [data.orderId],
-    );
-    const state = rows[0];
-    const last = state?.order_version ?? 0;
-    const version = e.aggregate.version;
-    if (version > last + 1) {
-      // A predecessor has not been applied yet: undo the claim, try again later (deferral).
-      await tx.query(
-        'DELETE FROM processed_messages WHERE consumer_name = $1 AND message_id = $2',
-        [this.consumer, e.id],
-      );
-      return 'deferred';
-    }
-    if (version <= last) return 'stale';
-
-    if (e.type === EVENT_TYPES.orderCreated) return this.reserve(tx, e, data);
-    return this.release(tx, e, state);
-  }
-
-  private async reserve(tx: SqlExecutor, e: Envelope, data: OrderCreatedData): Promise<Applied> {
-    const reserved = await tx.query(
-      `WITH taken AS (
-         UPDATE stock SET reserved = reserved + $3, updated_at = now()
-          WHERE sku = $2 AND available - reserved >= $3
-          RETURNING sku)
-       INSERT INTO reservations (order_id, sku, quantity, status, message_id, order_version)
-       SELECT $1, $2, $3, 'reserved', $4, $5 FROM taken
-       RETURNING order_id`,
-      [data.orderId, data.sku, data.quantity, e.id, e.aggregate.version],
-    );
-    if (reserved.rowCount === 1) return 'reserved';
-
-    // A business result, not an error: record it and tell the order service.
-    const { rows } = await tx.query<{ free: number }>(
-      'SELECT available - reserved AS free FROM stock WHERE sku = $1',
-      [data.sku],
-    );
-    const free = rows[0]?.free;
-    const reason: ReservationRejectedData['reason'] =
-      free === undefined ? 'unknown_sku' : 'out_of_stock';
-    await tx.query(
-      `INSERT INTO reservations (order_id, sku, quantity, status, message_id, order_version, reason)
-       VALUES ($1, $2, $3, 'rejected', $4, $5, $6)`,
-      [data.orderId, data.sku, data.quantity, e.id, e.aggregate.version, reason],
-    );
+  /** The business result of a refused order, with an id derived from the incoming message id. */
+  private rejection(
+    e: Envelope,
+    data: OrderCreatedData,
+    reason: ReservationRejectedData['reason'],
+    free: number,
+  ): Envelope {
     const rejected: ReservationRejectedData = {
       orderId: data.orderId,
       sku: data.sku,
       quantity: data.quantity,
       reason,
-      available: free ?? 0,
+      available: Math.max(0, free),
     };
-    await this.outbox.append(
-      tx,
-      newEnvelope({
-        // Derived from the incoming message id: a redelivery can never create a second event.
-        id: uuidV5(`${e.id}:${EVENT_TYPES.reservationRejected}`),
-        type: EVENT_TYPES.reservationRejected,
-        aggregate: { type: 'reservation', id: data.orderId, version: e.aggregate.version },
-        data: rejected,
-        correlationId: e.correlation_id,
-        causationId: e.id,
-        producer: PRODUCERS.inventoryService,
-      }),
-    );
-    return 'rejected';
-  }
-
-  private async release(
-    tx: SqlExecutor,
-    e: Envelope,
-    state: { status: string; quantity: number; sku: string } | undefined,
-  ): Promise<Applied> {
-    if (state?.status === 'reserved') {
-      await tx.query(
-        'UPDATE stock SET reserved = reserved - $2, updated_at = now() WHERE sku = $1',
-        [state.sku, state.quantity],
-      );
-    }
-    await tx.query(
-      `UPDATE reservations
-          SET status = CASE WHEN status = 'reserved' THEN 'released' ELSE status END,
-              order_version = $2, message_id = $3, updated_at = now()
-        WHERE order_id = $1`,
-      [e.aggregate.id, e.aggregate.version, e.id],
-    );
-    return state?.status === 'reserved' ? 'released' : 'noop';
+    return newEnvelope({
+      // A redelivery can never create a second event: the id is a function of the message id.
+      id: uuidV5(`${e.id}:${EVENT_TYPES.reservationRejected}`),
+      type: EVENT_TYPES.reservationRejected,
+      aggregate: { type: 'reservation', id: data.orderId, version: e.aggregate.version },
+      data: rejected,
+      correlationId: e.correlation_id,
+      causationId: e.id,
+      producer: PRODUCERS.inventoryService,
+    });
   }
 
   private settled(d: Decoded, applied: Applied): Outcome {

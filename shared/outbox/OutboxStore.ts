@@ -84,6 +84,41 @@ export class OutboxStore {
   }
 
   /**
+   * Writes several events in the caller's transaction with one statement. An event whose id is
+   * already there is skipped (ids derived from another message make the write idempotent).
+   */
+  async appendMany(tx: SqlExecutor, envelopes: readonly Envelope[]): Promise<void> {
+    if (envelopes.length === 0) return;
+    await tx.query(
+      `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
+         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
+       SELECT e.id, e.type, e.schema_version, e.aggregate_type, e.aggregate_id, e.aggregate_version,
+              e.data, e.producer, e.correlation_id, e.causation_id, e.occurred_at
+         FROM jsonb_to_recordset($1::jsonb) AS e(id uuid, type text, schema_version text,
+              aggregate_type text, aggregate_id text, aggregate_version integer, data jsonb,
+              producer text, correlation_id text, causation_id text, occurred_at timestamptz)
+       ON CONFLICT (id) DO NOTHING`,
+      [
+        JSON.stringify(
+          envelopes.map((e) => ({
+            id: e.id,
+            type: e.type,
+            schema_version: e.schema_version,
+            aggregate_type: e.aggregate.type,
+            aggregate_id: e.aggregate.id,
+            aggregate_version: e.aggregate.version,
+            data: e.data,
+            producer: e.producer,
+            correlation_id: e.correlation_id,
+            causation_id: e.causation_id,
+            occurred_at: e.occurred_at,
+          })),
+        ),
+      ],
+    );
+  }
+
+  /**
    * Locks up to `limit` due rows, oldest first, skipping rows another relay holds. Must run inside
    * a transaction; the locks last until it ends.
    */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import {
   ConstraintViolationError,
@@ -78,6 +79,16 @@ export function mapPgError(err: unknown): Error {
   return new DbError(message, { cause: err, code });
 }
 
+const statementNames = new Map<string, string>();
+function statementName(sql: string): string {
+  let name = statementNames.get(sql);
+  if (!name) {
+    name = `s_${createHash('sha1').update(sql).digest('hex').slice(0, 16)}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
 function toPgParams(params: readonly SqlParam[] | undefined): unknown[] | undefined {
   return params as unknown[] | undefined;
 }
@@ -89,9 +100,11 @@ class PgExecutor implements SqlExecutor {
     params?: readonly SqlParam[],
   ): Promise<QueryResult<T>> {
     try {
-      const raw = (await this.client.query<T>(sql, toPgParams(params))) as
-        | pg.QueryResult<T>
-        | pg.QueryResult<T>[];
+      // Parameterised statements are prepared once per connection (named by a hash of their
+      // text), so PostgreSQL does not parse and plan the same SQL again on every call.
+      const raw = (await (params && params.length > 0
+        ? this.client.query<T>({ name: statementName(sql), text: sql, values: toPgParams(params) })
+        : this.client.query<T>(sql))) as pg.QueryResult<T> | pg.QueryResult<T>[];
       // A multi-statement script (migrations) yields one result per statement: report the last.
       const res = Array.isArray(raw) ? (raw[raw.length - 1] as pg.QueryResult<T>) : raw;
       return { rows: res?.rows ?? [], rowCount: res?.rowCount ?? res?.rows?.length ?? 0 };

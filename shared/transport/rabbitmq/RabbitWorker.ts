@@ -42,6 +42,8 @@ export class RabbitWorker {
   private failures = 0;
   /** Times the worker gave up on its channels and reconnected (bounded backoff between them). */
   reconnects = 0;
+  /** Batches handed to the processor, and the messages in them. */
+  readonly stats = { batches: 0, messages: 0 };
   private readonly prefetch: number;
   private readonly maxBatch: number;
 
@@ -104,6 +106,8 @@ export class RabbitWorker {
     while (this.buffer.length > 0 && this.ch) {
       const ch = this.ch;
       const batch = this.buffer.splice(0, this.maxBatch);
+      this.stats.batches++;
+      this.stats.messages += batch.length;
       try {
         await this.handle(ch, batch);
       } catch (err) {
