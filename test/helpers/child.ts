@@ -11,15 +11,21 @@ export interface ChildResult {
   journal: JournalEntry[];
 }
 
+export interface RunningChild {
+  done: Promise<ChildResult>;
+  /** Resolves once the child printed a line matching `pattern` (e.g. its "ready" line). */
+  output(pattern: RegExp, timeoutMs?: number): Promise<void>;
+}
+
 /**
- * Runs `npm run dev` roles in a child process, as a separate deployment would, and resolves when it
- * exits (tests use `FAULTS=…:exit` to make it die at a fault point).
+ * Runs `npm run dev` roles in a child process, as a separate deployment would; `done` resolves when
+ * it exits (tests use `FAULTS=…:exit` to make it die at a fault point).
  */
-export function runDev(
+export function startDev(
   args: string[],
   env: Record<string, string>,
   timeoutMs = 30_000,
-): Promise<ChildResult> {
+): RunningChild {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bin/dev.ts', ...args], {
     env: {
       ...process.env,
@@ -41,7 +47,7 @@ export function runDev(
   child.stderr.on('data', (d) => {
     stderr += d;
   });
-  return new Promise((resolve, reject) => {
+  const done = new Promise<ChildResult>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(
@@ -65,4 +71,34 @@ export function runDev(
       resolve({ code, signal, stdout, stderr, journal });
     });
   });
+  const output = (pattern: RegExp, waitMs = 20_000) =>
+    new Promise<void>((resolve, reject) => {
+      if (pattern.test(stdout)) return resolve();
+      const timer = setTimeout(
+        () => reject(new Error(`no ${pattern} in the child's output:\n${stdout}\n${stderr}`)),
+        waitMs,
+      );
+      const check = () => {
+        if (pattern.test(stdout)) {
+          clearTimeout(timer);
+          child.stdout.off('data', check);
+          resolve();
+        }
+      };
+      child.stdout.on('data', check);
+      void done.then(
+        () => check(),
+        () => {},
+      );
+    });
+  return { done, output };
+}
+
+/** Runs a dev role until it exits. */
+export function runDev(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+): Promise<ChildResult> {
+  return startDev(args, env, timeoutMs).done;
 }

@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { runDev } from '../helpers/child.js';
+import { runDev, startDev } from '../helpers/child.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('reserve inventory on RabbitMQ: the consumer process dies', () => {
   let b: InventoryBench;
@@ -44,24 +43,15 @@ describe('reserve inventory on RabbitMQ: the consumer process dies', () => {
     const e = b.orderCreated('SKU-A', 2);
 
     // the child starts (migrations need the database), then loses the database and gets the message
-    const childDone = runDev(['--role', 'consumer'], {
+    const child0 = startDev(['--role', 'consumer'], {
       FAULTS: 'reserve.after-retry-publish:exit',
       DATABASE_URL: viaProxy.toString(),
       AMQP_URL: b.vhost.amqpUrl,
     });
-    await waitFor(
-      async () => {
-        const { rows } = await b.t.db.query<{ n: string }>(
-          `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'dev-consumer'`,
-          [b.t.name],
-        );
-        return Number(rows[0]?.n) > 0;
-      },
-      { message: 'child consumer connected' },
-    );
+    await child0.output(/consumer: worker/);
     proxy.cut();
     await b.publish(e);
-    const child = await childDone;
+    const child = await child0.done;
     expect(child.signal, child.stderr).toBe('SIGKILL');
     expect(child.journal.filter((j) => j.messageId === e.id).map((j) => j.step)).toEqual([
       'received',
