@@ -1,12 +1,15 @@
 import amqp from 'amqplib';
 import pg from 'pg';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
+import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import { loadEnv } from '../shared/config/env.js';
+import { Journal } from '../shared/consumer/journal.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { setFaults } from '../shared/faults.js';
-import { setStock } from '../shared/inventory/stock.js';
+import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
+import { getStock, setStock } from '../shared/inventory/stock.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
 import {
   checkPostgres,
@@ -19,18 +22,24 @@ import { createLogger } from '../shared/logger.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { createRabbitRelays } from '../shared/outbox/rabbitRelays.js';
+import { listParked } from '../shared/transport/rabbitmq/parking.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
 import {
   amqpUrlForVhost,
   RabbitManagement,
 } from '../shared/transport/rabbitmq/RabbitManagement.js';
-import { declareTopology } from '../shared/transport/rabbitmq/topology.js';
+import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
+import { RabbitWorker } from '../shared/transport/rabbitmq/RabbitWorker.js';
+import { prepareInventoryTopology } from '../shared/transport/rabbitmq/topology.js';
+import { sleep } from '../shared/util/async.js';
 
 /**
  * `npm start` (until the comparison lab lands): a short demo of what exists. It places orders
  * through the HTTP API, relays them to RabbitMQ, crashes the relay between the broker's confirm and
- * the mark, and shows that the result is a duplicate with the same id, never a loss. It works in its
- * own database and virtual host and removes them at the end (`--keep` keeps them).
+ * the mark (a duplicate with the same id, never a loss), then runs the inventory consumer: the inbox
+ * absorbs the duplicates, stock is reserved once per order, an oversized order is rejected as a
+ * business result and a poison message is parked with its diagnosis. It works in its own database
+ * and virtual host and removes them at the end (`--keep` keeps them).
  */
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 const env = loadEnv();
@@ -71,7 +80,13 @@ const outbox = new OutboxStore('outbox');
 try {
   step('Setup');
   const { applied } = await migrate(db);
-  await connection.withChannel((ch) => declareTopology(ch));
+  await prepareInventoryTopology({
+    channel: (fn) => connection.withChannel(fn),
+    management,
+    vhost: demoVhost,
+    budget: TEST_RETRY_BUDGET,
+    retention: DEFAULT_RETENTION,
+  });
   await setStock(db, 'SKU-RED', 10);
   say(
     `  database ${demoDb}: ${applied.length} migrations applied; RabbitMQ vhost "${demoVhost}": topology declared`,
@@ -107,6 +122,8 @@ try {
   say(
     `  POST /orders/${orderIds[3]?.slice(0, 8)}…/cancel → ${cancel.status}, event ${cancel.body.eventId} (order.cancelled, version 2)`,
   );
+  const big = await post('/orders', { sku: 'SKU-RED', quantity: 9 });
+  say(`  POST /orders {sku: SKU-RED, quantity: 9} → ${big.status} (more than will be free)`);
   await api.close();
   let status = await outbox.status(db);
   say(`  outbox: ${status.backlog} events waiting to be published`);
@@ -139,32 +156,69 @@ try {
   );
   say(`  outbox: ${status.backlog} unpublished, ${status.published} published`);
 
-  step(`What the consumers' queues hold`);
-  for (const queue of [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.auditQueue]) {
-    const seen = new Map<string, { type: string; version: number; copies: number }>();
-    for (;;) {
-      const msg = await ch.get(queue, { noAck: true });
-      if (!msg) break;
-      const body = JSON.parse(msg.content.toString()) as {
-        type: string;
-        aggregate: { version: number };
-      };
-      const id = msg.properties.messageId as string;
-      const entry = seen.get(id) ?? { type: body.type, version: body.aggregate.version, copies: 0 };
-      entry.copies++;
-      seen.set(id, entry);
-    }
-    say(`  ${queue}:`);
-    for (const [id, e] of seen)
-      say(`    message_id ${id}  ${e.type.padEnd(15)} v${e.version}  × ${e.copies}`);
+  step('The audit queue (every order event, a second consumer)');
+  const audit = new Map<string, number>();
+  for (;;) {
+    const msg = await ch.get(RABBITMQ_NAMES.auditQueue, { noAck: true });
+    if (!msg) break;
+    const id = msg.properties.messageId as string;
+    audit.set(id, (audit.get(id) ?? 0) + 1);
+  }
+  say(
+    `  ${audit.size} distinct message ids, ${[...audit.values()].reduce((a, n) => a + n, 0)} copies (each twice)`,
+  );
+
+  step('Inventory consumer (worker mode): inbox claim + stock update + reservation in one COMMIT');
+  await ch.publish(RABBITMQ_NAMES.ordersExchange, 'order.created', Buffer.from('{not-json'), {
+    messageId: '00000000-0000-4000-8000-00000000dead',
+    type: 'order.created',
+  });
+  say('  (and one poison message: a body that is not JSON)');
+  const journal = new Journal();
+  const counts = new Map<string, number>();
+  journal.addSink((e) => {
+    const key = e.step === 'effect-committed' ? `committed (${e.outcome})` : e.step;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  });
+  const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
+  const worker = new RabbitWorker(
+    {
+      connection,
+      settler: new RabbitSettler(
+        { connection },
+        { budget: TEST_RETRY_BUDGET, consumer: 'inventory@demo' },
+      ),
+      process: (m) => useCase.process(m),
+      journal,
+    },
+    { queue: RABBITMQ_NAMES.inventoryQueue },
+  );
+  await worker.start();
+  const expected = status.published * 2 + 1;
+  const deadline = Date.now() + 15_000;
+  while ((counts.get('acked') ?? 0) < expected && Date.now() < deadline) await sleep(50);
+  await worker.stop();
+  for (const [k, n] of [...counts].sort()) say(`  ${k.padEnd(22)} ${n}`);
+  const stock = await getStock(db, 'SKU-RED');
+  say(
+    `  stock SKU-RED: available ${stock?.available}, reserved ${stock?.reserved} (1+2+3 reserved; 4 reserved then released; 9 rejected)`,
+  );
+  const { rows: rejected } = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM inventory_outbox',
+  );
+  say(
+    `  inventory_outbox: ${rejected[0]?.n} inventory.reservation_rejected event (for the order of 9)`,
+  );
+  const parked = await listParked(connection);
+  for (const p of parked) {
+    const d = p.diagnosis;
+    say(
+      `  parked: ${d.messageId} reason=${d.reason} class=${d.errorClass} attempts=${d.attempts} error="${d.error}"`,
+    );
   }
   await check.close();
-  say(
-    '\n  Every event arrived; the crash produced duplicates with the same message id, never a loss.',
-  );
-  say(
-    '  The idempotent consumer (inbox keyed by message id) that absorbs them arrives with the next issue.',
-  );
+  say('\n  The relay crash produced duplicates with the same message id, never a loss; the inbox');
+  say('  absorbed every duplicate, so each order reserved stock exactly once.');
   say(
     `\nDone in ${((Date.now() - started) / 1000).toFixed(1)} s.${keep ? ` Kept database ${demoDb} and vhost ${demoVhost}.` : ''}`,
   );
