@@ -25,6 +25,8 @@ export interface ReserveBenchOptions {
   runs: number;
   concurrency: number;
   prefetch: number;
+  /** Distinct SKUs the orders spread over: fewer means hotter stock rows (more lock waits). */
+  skus: number;
 }
 
 /** Raw baseline: `concurrency` connections, each doing BEGIN; one-row INSERT; COMMIT. */
@@ -78,7 +80,7 @@ async function consumerRun(
     const e = newEnvelope({
       type: 'order.created',
       aggregate: { type: 'order', id: orderId, version: 1 },
-      data: { orderId, sku: `SKU-${i % 50}`, quantity: 1 },
+      data: { orderId, sku: `SKU-${i % o.skus}`, quantity: 1 },
       correlationId: orderId,
       producer: 'order-service',
     });
@@ -151,7 +153,7 @@ export async function benchReserveRabbit(
   try {
     const db = new PgDatabase({ connectionString: dbUrl.toString(), max: 1 });
     await migrate(db);
-    for (let i = 0; i < 50; i++) await setStock(db, `SKU-${i}`, 1_000_000);
+    for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000);
     await db.close();
     const connection = new RabbitConnection({ url: amqpUrl });
     await prepareInventoryTopology({
@@ -188,6 +190,7 @@ export async function benchReserveRabbit(
         runs: o.runs,
         concurrency: o.concurrency,
         prefetch: o.prefetch,
+        skus: o.skus,
         avgMessagesPerTransaction: Math.round(median(avgBatch) * 10) / 10,
         samples: { consumer: consumer.map(Math.round), baseline: raw.map(Math.round) },
       },

@@ -24,6 +24,7 @@ const program = new Command('bench')
   .option('--window <n>', 'confirms outstanding per channel', '1000')
   .option('--consumers <n>', 'reserve: consumers (and raw connections)', '2')
   .option('--prefetch <n>', 'reserve: prefetch per consumer', '16')
+  .option('--skus <n>', 'reserve: distinct SKUs (fewer = hotter rows)', '1000')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
@@ -36,6 +37,7 @@ const opts = program.opts<{
   window: string;
   consumers: string;
   prefetch: string;
+  skus: string;
   out: string;
 }>();
 const chosen = (program.args.length ? program.args : [...SUITES]) as string[];
@@ -79,6 +81,7 @@ if (chosen.includes('reserve')) {
       runs: Number(opts.runs),
       concurrency: Number(opts.consumers),
       prefetch: Number(opts.prefetch),
+      skus: Number(opts.skus),
     }),
   );
 }

@@ -4,7 +4,9 @@
  * Parameters are positional (`$1`, `$2`, …) and limited to what both adapters can carry:
  * strings, finite numbers, booleans, null, Dates and plain JSON objects. Arrays are not portable
  * (the RDS Data API rejects them): pass a set as JSON text and expand it in SQL with
- * `jsonb_array_elements_text($1::jsonb)` or `jsonb_to_recordset($1::jsonb)`.
+ * `col = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))` or `jsonb_to_recordset($1::jsonb)`.
+ * Prefer `= ANY (ARRAY(…))` to `IN (SELECT …)`: the planner estimates 100 rows for a set-returning
+ * function and turns `IN` into a hash join over a sequential scan of the whole table.
  */
 export type SqlParam = string | number | boolean | null | Date;
 

