@@ -1,20 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
-import pg from 'pg';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/config/constants.js';
 import type { Env } from '../shared/config/env.js';
-import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
-import {
-  amqpUrlForVhost,
-  RabbitManagement,
-} from '../shared/transport/rabbitmq/RabbitManagement.js';
 import { RabbitPublisher } from '../shared/transport/rabbitmq/RabbitPublisher.js';
 import { declareTopology } from '../shared/transport/rabbitmq/topology.js';
+import { withBenchEnvironment } from './environment.js';
 import { type BenchFigure, median, progress } from './report.js';
 
 export interface RelayBenchOptions {
@@ -127,70 +122,57 @@ export async function benchRelayRabbit(
   env: Env,
   o: RelayBenchOptions,
 ): Promise<Record<string, BenchFigure>> {
-  const name = `rm_bench_relay_${process.pid}`;
-  const adminUrl = new URL(env.DATABASE_URL);
-  adminUrl.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: adminUrl.toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const dbUrl = new URL(env.DATABASE_URL);
-  dbUrl.pathname = `/${name}`;
-  const management = new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL);
-  await management.createVhost(name);
-  const amqpUrl = amqpUrlForVhost(env.AMQP_URL, name);
-  const db = new PgDatabase({
-    connectionString: dbUrl.toString(),
-    max: o.concurrency + 2,
-    applicationName: name,
-  });
-  try {
-    await migrate(db);
-    const conn = await amqp.connect(amqpUrl);
-    const ch = await conn.createChannel();
-    await declareTopology(ch);
-    const purge = async () => {
-      await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-      await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
-    };
-    const raw: number[] = [];
-    const relay: number[] = [];
-    for (let run = 1; run <= o.runs; run++) {
-      const envelopes = makeEnvelopes(o.messages);
+  return withBenchEnvironment(env, 'relay', async ({ dbUrl, amqpUrl }) => {
+    const db = new PgDatabase({
+      connectionString: dbUrl,
+      max: o.concurrency + 2,
+      applicationName: 'bench-relay',
+    });
+    try {
+      const conn = await amqp.connect(amqpUrl);
+      const ch = await conn.createChannel();
+      await declareTopology(ch);
+      const purge = async () => {
+        await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
+        await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
+      };
+      const raw: number[] = [];
+      const relay: number[] = [];
+      for (let run = 1; run <= o.runs; run++) {
+        const envelopes = makeEnvelopes(o.messages);
+        await purge();
+        raw.push(await rawPublish(amqpUrl, envelopes, o.window));
+        await purge();
+        await db.query('TRUNCATE outbox');
+        await insertRows(db, envelopes);
+        await db.query('VACUUM ANALYZE outbox');
+        relay.push(await relayDrain(db, amqpUrl, o, envelopes.length));
+        progress(
+          `  run ${run}/${o.runs}: raw publish ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relay.at(-1) as number)} events/s`,
+        );
+      }
       await purge();
-      raw.push(await rawPublish(amqpUrl, envelopes, o.window));
-      await purge();
-      await db.query('TRUNCATE outbox');
-      await insertRows(db, envelopes);
-      await db.query('VACUUM ANALYZE outbox');
-      relay.push(await relayDrain(db, amqpUrl, o, envelopes.length));
-      progress(
-        `  run ${run}/${o.runs}: raw publish ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relay.at(-1) as number)} events/s`,
-      );
+      await conn.close();
+      const value = Math.round(median(relay));
+      const baseline = Math.round(median(raw));
+      return {
+        'relay.rabbitmq': {
+          value,
+          unit: 'events/s',
+          baseline,
+          baselineName: 'raw amqplib confirm-channel publish, same messages, same window',
+          ratio: Math.round((value / baseline) * 100) / 100,
+          goal: 0.5,
+          messages: o.messages,
+          runs: o.runs,
+          batchSize: o.batchSize,
+          concurrency: o.concurrency,
+          window: o.window,
+          samples: { relay: relay.map(Math.round), baseline: raw.map(Math.round) },
+        },
+      };
+    } finally {
+      await db.close();
     }
-    await purge();
-    await conn.close();
-    const value = Math.round(median(relay));
-    const baseline = Math.round(median(raw));
-    return {
-      'relay.rabbitmq': {
-        value,
-        unit: 'events/s',
-        baseline,
-        baselineName: 'raw amqplib confirm-channel publish, same messages, same window',
-        ratio: Math.round((value / baseline) * 100) / 100,
-        goal: 0.5,
-        messages: o.messages,
-        runs: o.runs,
-        batchSize: o.batchSize,
-        concurrency: o.concurrency,
-        window: o.window,
-        samples: { relay: relay.map(Math.round), baseline: raw.map(Math.round) },
-      },
-    };
-  } finally {
-    await db.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-    await management.deleteVhost(name);
-  }
+  });
 }

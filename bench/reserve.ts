@@ -5,19 +5,15 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/config/constants.js';
 import type { Env } from '../shared/config/env.js';
 import { Journal } from '../shared/consumer/journal.js';
-import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
-import {
-  amqpUrlForVhost,
-  RabbitManagement,
-} from '../shared/transport/rabbitmq/RabbitManagement.js';
 import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
 import { RabbitWorker } from '../shared/transport/rabbitmq/RabbitWorker.js';
 import { prepareInventoryTopology } from '../shared/transport/rabbitmq/topology.js';
+import { withBenchEnvironment } from './environment.js';
 import { type BenchFigure, median, progress } from './report.js';
 
 export interface ReserveBenchOptions {
@@ -139,20 +135,8 @@ export async function benchReserveRabbit(
   env: Env,
   o: ReserveBenchOptions,
 ): Promise<Record<string, BenchFigure>> {
-  const name = `rm_bench_reserve_${process.pid}`;
-  const adminUrl = new URL(env.DATABASE_URL);
-  adminUrl.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: adminUrl.toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const dbUrl = new URL(env.DATABASE_URL);
-  dbUrl.pathname = `/${name}`;
-  const management = new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL);
-  await management.createVhost(name);
-  const amqpUrl = amqpUrlForVhost(env.AMQP_URL, name);
-  try {
-    const db = new PgDatabase({ connectionString: dbUrl.toString(), max: 1 });
-    await migrate(db);
+  return withBenchEnvironment(env, 'reserve', async ({ name, dbUrl, amqpUrl, management }) => {
+    const db = new PgDatabase({ connectionString: dbUrl, max: 1 });
     for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000);
     await db.close();
     const connection = new RabbitConnection({ url: amqpUrl });
@@ -168,8 +152,8 @@ export async function benchReserveRabbit(
     const consumer: number[] = [];
     const avgBatch: number[] = [];
     for (let run = 1; run <= o.runs; run++) {
-      raw.push(await rawTransactions(dbUrl.toString(), o.messages, o.concurrency));
-      const run1 = await consumerRun(dbUrl.toString(), amqpUrl, o);
+      raw.push(await rawTransactions(dbUrl, o.messages, o.concurrency));
+      const run1 = await consumerRun(dbUrl, amqpUrl, o);
       consumer.push(run1.rate);
       avgBatch.push(run1.avgBatch);
       progress(
@@ -195,9 +179,5 @@ export async function benchReserveRabbit(
         samples: { consumer: consumer.map(Math.round), baseline: raw.map(Math.round) },
       },
     };
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-    await management.deleteVhost(name);
-  }
+  });
 }

@@ -1,12 +1,6 @@
 import { Command } from 'commander';
 import { loadEnv } from '../shared/config/env.js';
-import {
-  checkPostgres,
-  checkRabbitManagement,
-  checkRabbitMq,
-  describeProblem,
-  type ServiceProblem,
-} from '../shared/local/preflight.js';
+import { requireServices } from '../shared/local/preflight.js';
 import { benchRelayRabbit } from './relay.js';
 import { type BenchFigure, DEFAULT_REPORT, progress, writeFigures } from './report.js';
 import { benchReserveRabbit } from './reserve.js';
@@ -47,14 +41,11 @@ for (const s of chosen) {
 }
 
 const env = loadEnv();
-const problems = [
-  await checkPostgres(env.DATABASE_URL),
-  (await checkRabbitMq(env.AMQP_URL)) ?? (await checkRabbitManagement(env.RABBITMQ_MANAGEMENT_URL)),
-].filter(Boolean) as ServiceProblem[];
-if (problems.length) {
-  for (const p of problems) console.error(describeProblem(p));
-  process.exit(2);
-}
+await requireServices({
+  postgres: env.DATABASE_URL,
+  rabbitmq: env.AMQP_URL,
+  rabbitManagement: env.RABBITMQ_MANAGEMENT_URL,
+});
 
 const figures: Record<string, BenchFigure> = {};
 if (chosen.includes('relay')) {

@@ -11,13 +11,7 @@ import { setFaults } from '../shared/faults.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { getStock, setStock } from '../shared/inventory/stock.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
-import {
-  checkPostgres,
-  checkRabbitManagement,
-  checkRabbitMq,
-  describeProblem,
-  type ServiceProblem,
-} from '../shared/local/preflight.js';
+import { requireServices } from '../shared/local/preflight.js';
 import { createLogger } from '../shared/logger.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
@@ -48,14 +42,11 @@ const started = Date.now();
 const say = (line = '') => console.log(line);
 const step = (title: string) => say(`\n\x1b[1m▸ ${title}\x1b[0m`);
 
-const problems = [
-  await checkPostgres(env.DATABASE_URL),
-  (await checkRabbitMq(env.AMQP_URL)) ?? (await checkRabbitManagement(env.RABBITMQ_MANAGEMENT_URL)),
-].filter(Boolean) as ServiceProblem[];
-if (problems.length > 0) {
-  for (const p of problems) console.error(describeProblem(p));
-  process.exit(2);
-}
+await requireServices({
+  postgres: env.DATABASE_URL,
+  rabbitmq: env.AMQP_URL,
+  rabbitManagement: env.RABBITMQ_MANAGEMENT_URL,
+});
 
 const demoDb = 'reliable_messaging_demo';
 const demoVhost = 'reliable-messaging-demo';

@@ -11,13 +11,7 @@ import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { INVENTORY_CONSUMER, ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { AmazonMqTrigger } from '../shared/local/amazonMqTrigger.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
-import {
-  checkPostgres,
-  checkRabbitManagement,
-  checkRabbitMq,
-  describeProblem,
-  type ServiceProblem,
-} from '../shared/local/preflight.js';
+import { requireServices } from '../shared/local/preflight.js';
 import { createLogger } from '../shared/logger.js';
 import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderService } from '../shared/orders/OrderService.js';
@@ -72,15 +66,11 @@ const runRelay = opts.role === 'all' || opts.role === 'relay';
 const runConsumer = opts.role === 'all' || opts.role === 'consumer';
 const logger = createLogger(`dev-${opts.role}`);
 
-const problems = [
-  await checkPostgres(env.DATABASE_URL),
-  runRelay || runConsumer ? await checkRabbitMq(env.AMQP_URL) : undefined,
-  runConsumer ? await checkRabbitManagement(env.RABBITMQ_MANAGEMENT_URL) : undefined,
-].filter(Boolean) as ServiceProblem[];
-if (problems.length > 0) {
-  for (const p of problems) console.error(describeProblem(p));
-  process.exit(2);
-}
+await requireServices({
+  postgres: env.DATABASE_URL,
+  ...(runRelay || runConsumer ? { rabbitmq: env.AMQP_URL } : {}),
+  ...(runConsumer ? { rabbitManagement: env.RABBITMQ_MANAGEMENT_URL } : {}),
+});
 
 const db = new PgDatabase({
   connectionString: env.DATABASE_URL,

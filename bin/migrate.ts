@@ -1,15 +1,11 @@
 import { loadEnv } from '../shared/config/env.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { checkPostgres, describeProblem } from '../shared/local/preflight.js';
+import { requireServices } from '../shared/local/preflight.js';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL. */
 const env = loadEnv();
-const problem = await checkPostgres(env.DATABASE_URL);
-if (problem) {
-  console.error(describeProblem(problem));
-  process.exit(2);
-}
+await requireServices({ postgres: env.DATABASE_URL });
 const db = new PgDatabase({ connectionString: env.DATABASE_URL, max: 1 });
 try {
   const { applied, skipped } = await migrate(db);

@@ -1,16 +1,12 @@
 import { loadEnv } from '../../shared/config/env.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import { checkPostgres, describeProblem } from '../../shared/local/preflight.js';
+import { requireServices } from '../../shared/local/preflight.js';
 
 export const env = loadEnv();
 
 /** Runs `fn` with a one-connection pool on DATABASE_URL; exits 2 with a clear line if it is down. */
 export async function withDb<T>(fn: (db: PgDatabase) => Promise<T>): Promise<T> {
-  const problem = await checkPostgres(env.DATABASE_URL);
-  if (problem) {
-    console.error(describeProblem(problem));
-    process.exit(2);
-  }
+  await requireServices({ postgres: env.DATABASE_URL });
   const db = new PgDatabase({ connectionString: env.DATABASE_URL, max: 1, applicationName: 'cli' });
   try {
     return await fn(db);

@@ -2,7 +2,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { type Command, Option } from 'commander';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
-import { checkRabbitMq, describeProblem } from '../../shared/local/preflight.js';
+import { requireServices } from '../../shared/local/preflight.js';
 import {
   listParked,
   type RedriveSelection,
@@ -18,11 +18,7 @@ const transportOption = () =>
     .makeOptionMandatory();
 
 async function withRabbit<T>(fn: (connection: RabbitConnection) => Promise<T>): Promise<T> {
-  const problem = await checkRabbitMq(env.AMQP_URL);
-  if (problem) {
-    console.error(describeProblem(problem));
-    process.exit(2);
-  }
+  await requireServices({ rabbitmq: env.AMQP_URL });
   const connection = new RabbitConnection({ url: env.AMQP_URL, connectionName: 'cli-parked' });
   try {
     return await fn(connection);

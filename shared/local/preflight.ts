@@ -109,3 +109,28 @@ export async function checkRabbitManagement(
 export function describeProblem(p: ServiceProblem): string {
   return `${p.service} is not reachable at ${p.address} (${p.error}); ${p.hint}`;
 }
+
+export interface RequiredServices {
+  postgres?: string;
+  rabbitmq?: string;
+  rabbitManagement?: string;
+}
+
+/**
+ * Checks every named service; if one does not answer, prints one line per problem (which service,
+ * where, how to start it) and exits with status 2. Command-line entry points call this first.
+ */
+export async function requireServices(required: RequiredServices): Promise<void> {
+  const rabbit = required.rabbitmq ? await checkRabbitMq(required.rabbitmq) : undefined;
+  const problems = [
+    required.postgres ? await checkPostgres(required.postgres) : undefined,
+    rabbit,
+    // the management API is only worth checking when the broker itself answers
+    required.rabbitManagement && !rabbit
+      ? await checkRabbitManagement(required.rabbitManagement)
+      : undefined,
+  ].filter((p): p is ServiceProblem => p !== undefined);
+  if (problems.length === 0) return;
+  for (const p of problems) console.error(describeProblem(p));
+  process.exit(2);
+}

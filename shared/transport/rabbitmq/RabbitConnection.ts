@@ -166,16 +166,9 @@ export class RabbitConnection {
     return ch;
   }
 
-  /** A separate plain channel for topology and inspection; the caller closes it. */
+  /** Runs `fn` on a channel of its own (topology, inspection), closed afterwards. */
   async withChannel<T>(fn: (ch: ConfirmChannel) => Promise<T>, timeoutMs = 5_000): Promise<T> {
-    const model = await this.connectModel();
-    const ch = await withTimeout(
-      model.createConfirmChannel(),
-      timeoutMs,
-      () => new TransportUnavailableError(`broker not reachable within ${timeoutMs} ms`),
-      (late) => void late.close().catch(() => {}),
-    );
-    ch.on('error', () => {});
+    const ch = await this.openChannel(timeoutMs);
     try {
       return await fn(ch);
     } finally {
