@@ -1,3 +1,5 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { type AddressInfo, createServer } from 'node:net';
 import type { TestProject } from 'vitest/node';
 import {
   checkPostgres,
@@ -7,10 +9,18 @@ import {
   type ServiceProblem,
 } from '../shared/local/preflight.js';
 
+export interface SqsServer {
+  /** `fauxqs` (embedded, always) or `moto` (when moto_server is on PATH). */
+  name: 'fauxqs' | 'moto' | 'external';
+  endpoint: string;
+}
+
 export interface TestServices {
   databaseUrl: string;
   amqpUrl: string;
   managementUrl: string;
+  /** SQS-compatible servers the SQS tests run against, each hosted outside the test files. */
+  sqs: SqsServer[];
 }
 
 declare module 'vitest' {
@@ -31,6 +41,7 @@ export async function setup(project: TestProject): Promise<void> {
     databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     amqpUrl: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
     managementUrl: process.env.RABBITMQ_MANAGEMENT_URL ?? 'http://guest:guest@127.0.0.1:15672',
+    sqs: await startSqsServers(),
   };
   const pgProblem = await checkPostgres(services.databaseUrl);
   let rabbitProblem: ServiceProblem | undefined = await checkRabbitMq(services.amqpUrl);
@@ -77,6 +88,63 @@ export async function setup(project: TestProject): Promise<void> {
   process.env.AMQP_URL = services.amqpUrl;
   process.env.RABBITMQ_MANAGEMENT_URL = services.managementUrl;
   project.provide('services', services);
+}
+
+/**
+ * The SQS servers live in the test runner's process (fauxqs) or their own (moto), never in a test
+ * file's: a test that kills a consumer must not take the queues down with it. `SQS_ENDPOINT`
+ * replaces both with one external server.
+ */
+async function startSqsServers(): Promise<SqsServer[]> {
+  if (process.env.SQS_ENDPOINT) return [{ name: 'external', endpoint: process.env.SQS_ENDPOINT }];
+  const { startFauxqs } = await import('fauxqs');
+  const fauxqs = await startFauxqs({ port: 0, logger: false });
+  stops.push(() => fauxqs.stop());
+  const servers: SqsServer[] = [{ name: 'fauxqs', endpoint: `http://127.0.0.1:${fauxqs.port}` }];
+  const moto = await startMoto();
+  if (moto) servers.push(moto);
+  return servers;
+}
+
+async function startMoto(): Promise<SqsServer | undefined> {
+  const found = spawnSync('sh', ['-c', 'command -v moto_server'], { encoding: 'utf8' });
+  if (found.status !== 0) {
+    process.stdout.write(
+      'moto_server is not on PATH: the SQS tests run on the embedded fauxqs server only\n',
+    );
+    return undefined;
+  }
+  const port = await freePort();
+  const child = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
+  stops.push(async () => {
+    child.kill('SIGTERM');
+  });
+  // moto's SDK clients must use `localhost` (its S3 misreads 127.0.0.1; harmless for SQS, kept uniform)
+  const endpoint = `http://localhost:${port}`;
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${endpoint}/moto-api/`, { signal: AbortSignal.timeout(500) });
+      if (res.status < 500) return { name: 'moto', endpoint };
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  process.stdout.write('moto_server did not start within 20 s: the SQS tests run on fauxqs only\n');
+  child.kill('SIGKILL');
+  return undefined;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
 }
 
 export async function teardown(): Promise<void> {

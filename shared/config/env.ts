@@ -11,6 +11,16 @@ const envSchema = z.object({
   AMQP_URL: z.string().url().default('amqp://guest:guest@127.0.0.1:5672'),
   RABBITMQ_MANAGEMENT_URL: z.string().url().default('http://guest:guest@127.0.0.1:15672'),
   PORT: intFrom(0, 65_535).default(3000),
+  /** An SQS-compatible endpoint; unset = the embedded server (fauxqs) on SQS_LOCAL_PORT. */
+  SQS_ENDPOINT: z.string().url().optional(),
+  /** Where local roles find (or start) the embedded SQS server, so separate roles share one. */
+  SQS_LOCAL_PORT: intFrom(1, 65_535).default(9324),
+  /** Prefix for SQS queue names (tests and labs sharing one server). */
+  SQS_QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{0,40}$/)
+    .default(''),
+  AWS_REGION: z.string().default('us-east-1'),
   FAULTS: z.string().default(''),
   /** Rows per relay round. */
   RELAY_BATCH_SIZE: intFrom(1, 5_000).default(500),

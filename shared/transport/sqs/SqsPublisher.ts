@@ -1,0 +1,171 @@
+import {
+  GetQueueAttributesCommand,
+  type MessageAttributeValue,
+  SendMessageBatchCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
+import { TransportUnavailableError } from '../errors.js';
+import type { Publisher, PublishFailureReason, PublishOutcome } from '../types.js';
+
+/** Message attributes this project sets on SQS messages (names allow `_`, not `-` first). */
+export const SQS_ATTRIBUTES = {
+  eventId: 'event_id',
+  eventType: 'event_type',
+  schemaVersion: 'schema_version',
+  correlationId: 'correlation_id',
+  attempt: 'retry_attempt',
+  firstFailureAt: 'first_failure_at',
+} as const;
+
+const str = (value: string): MessageAttributeValue => ({ DataType: 'String', StringValue: value });
+
+/** Attributes carrying the envelope's identity, so consumers and operators need not parse bodies. */
+export function envelopeAttributes(e: Envelope): Record<string, MessageAttributeValue> {
+  return {
+    [SQS_ATTRIBUTES.eventId]: str(e.id),
+    [SQS_ATTRIBUTES.eventType]: str(e.type),
+    [SQS_ATTRIBUTES.schemaVersion]: str(e.schema_version),
+    [SQS_ATTRIBUTES.correlationId]: str(e.correlation_id),
+  };
+}
+
+/** Maps an SDK error of a whole call to a failure reason. */
+export function sqsFailureReason(err: unknown): PublishFailureReason {
+  const e = err as {
+    name?: string;
+    code?: string;
+    message?: string;
+    $metadata?: { httpStatusCode?: number };
+  };
+  const name = `${e.name ?? ''} ${e.code ?? ''}`;
+  if (/NonExistentQueue|QueueDoesNotExist/i.test(name)) return 'unroutable';
+  if (/Throttl|RequestLimitExceeded|SlowDown/i.test(name) || e.$metadata?.httpStatusCode === 429)
+    return 'throttled';
+  // The SDK reports a dropped connection as a TimeoutError "socket hang up": look at the message first.
+  if (
+    /ECONNREFUSED|ECONNRESET|EPIPE|ENOTFOUND|EHOSTUNREACH|socket hang up|network/i.test(
+      `${e.message ?? ''} ${e.code ?? ''}`,
+    )
+  ) {
+    return 'connection';
+  }
+  if (/Timeout|Abort/i.test(name)) return 'timeout';
+  if ((e.$metadata?.httpStatusCode ?? 0) >= 500) return 'connection';
+  return 'nacked';
+}
+
+export interface SqsPublisherOptions {
+  queueUrl: string;
+  /** FIFO queue: MessageGroupId = aggregate id (per-order order), MessageDeduplicationId = event id. */
+  fifo?: boolean;
+  /** SendMessageBatch calls in flight at once. Default 8. */
+  concurrency?: number;
+}
+
+/**
+ * Publishes envelopes to an SQS queue with SendMessageBatch (10 entries per call, several calls in
+ * flight). An entry counts only when it is in the response's `Successful` list; a failed entry or a
+ * failed call fails only its own messages, which the relay publishes again later.
+ */
+export class SqsPublisher implements Publisher {
+  constructor(
+    private readonly deps: { client: SQSClient },
+    private readonly options: SqsPublisherOptions,
+  ) {}
+
+  async ready(timeoutMs = 2_000): Promise<void> {
+    try {
+      await this.deps.client.send(
+        new GetQueueAttributesCommand({
+          QueueUrl: this.options.queueUrl,
+          AttributeNames: ['QueueArn'],
+        }),
+        { abortSignal: AbortSignal.timeout(timeoutMs) },
+      );
+    } catch (err) {
+      throw new TransportUnavailableError(`SQS not reachable: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  async publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]> {
+    const outcomes: PublishOutcome[] = new Array(envelopes.length);
+    const chunks: number[][] = [];
+    for (let i = 0; i < envelopes.length; i += 10) {
+      chunks.push(Array.from({ length: Math.min(10, envelopes.length - i) }, (_, k) => i + k));
+    }
+    let next = 0;
+    const worker = async () => {
+      while (next < chunks.length) {
+        const chunk = chunks[next++] as number[];
+        await this.sendChunk(envelopes, chunk, outcomes);
+      }
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(this.options.concurrency ?? 8, chunks.length) }, worker),
+    );
+    return outcomes;
+  }
+
+  private async sendChunk(
+    envelopes: readonly Envelope[],
+    chunk: number[],
+    outcomes: PublishOutcome[],
+  ): Promise<void> {
+    try {
+      const out = await this.deps.client.send(
+        new SendMessageBatchCommand({
+          QueueUrl: this.options.queueUrl,
+          Entries: chunk.map((i) => {
+            const e = envelopes[i] as Envelope;
+            return {
+              Id: String(i),
+              MessageBody: encodeEnvelope(e).toString('utf8'),
+              MessageAttributes: envelopeAttributes(e),
+              ...(this.options.fifo
+                ? { MessageGroupId: e.aggregate.id, MessageDeduplicationId: e.id }
+                : {}),
+            };
+          }),
+        }),
+      );
+      for (const s of out.Successful ?? []) {
+        const e = envelopes[Number(s.Id)] as Envelope;
+        outcomes[Number(s.Id)] = { id: e.id, ok: true };
+      }
+      for (const f of out.Failed ?? []) {
+        const e = envelopes[Number(f.Id)] as Envelope;
+        const reason: PublishFailureReason = /Throttl/i.test(f.Code ?? '') ? 'throttled' : 'nacked';
+        outcomes[Number(f.Id)] = {
+          id: e.id,
+          ok: false,
+          reason,
+          error: `${f.Code}: ${f.Message ?? ''}`.trim(),
+        };
+      }
+      for (const i of chunk) {
+        // An entry in neither list: its fate is unknown, so it is a failure (published again later).
+        outcomes[i] ??= {
+          id: (envelopes[i] as Envelope).id,
+          ok: false,
+          reason: 'timeout',
+          error: 'not in the batch response',
+        };
+      }
+    } catch (err) {
+      const reason = sqsFailureReason(err);
+      for (const i of chunk) {
+        outcomes[i] = {
+          id: (envelopes[i] as Envelope).id,
+          ok: false,
+          reason,
+          error: `${(err as Error).name}: ${(err as Error).message}`,
+        };
+      }
+    }
+  }
+
+  async close(): Promise<void> {}
+}

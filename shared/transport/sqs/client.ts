@@ -1,0 +1,31 @@
+import { SQSClient } from '@aws-sdk/client-sqs';
+
+export interface SqsClientOptions {
+  /** A local SQS-compatible server (fauxqs, moto, LocalStack); unset = AWS. */
+  endpoint?: string | undefined;
+  region?: string;
+  /** Per-request timeout (ms), so a dead endpoint fails fast instead of hanging a relay round. */
+  requestTimeoutMs?: number;
+  maxAttempts?: number;
+}
+
+/**
+ * An SQS client. Against a local endpoint it uses fixed dummy credentials and always sends
+ * requests to the configured endpoint (local servers' queue URLs may name hosts that do not
+ * resolve, e.g. `sqs.<region>.localhost`; moto needs `useQueueUrlAsEndpoint: false`).
+ */
+export function createSqsClient(options: SqsClientOptions = {}): SQSClient {
+  const local = Boolean(options.endpoint);
+  return new SQSClient({
+    region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
+    maxAttempts: options.maxAttempts ?? 2,
+    requestHandler: { requestTimeout: options.requestTimeoutMs ?? 5_000, connectionTimeout: 2_000 },
+    ...(local
+      ? {
+          endpoint: options.endpoint,
+          credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+          useQueueUrlAsEndpoint: false,
+        }
+      : {}),
+  });
+}
