@@ -36,13 +36,19 @@ export interface SqsFixture {
   prefix: string;
   queues: SqsQueues;
   endpoint: string;
+  fifo: boolean;
 }
 
 /** Queues of their own (by prefix) on a shared server. */
 export async function createSqsFixture(
   server: SqsServer,
   label: string,
-  options: { fifo?: boolean; budget?: RetryBudget; endpoint?: string } = {},
+  options: {
+    fifo?: boolean;
+    budget?: RetryBudget;
+    endpoint?: string;
+    visibilityTimeoutSeconds?: number;
+  } = {},
 ): Promise<SqsFixture> {
   const endpoint = options.endpoint ?? server.endpoint;
   const client = createSqsClient({ endpoint, requestTimeoutMs: 2_000, maxAttempts: 1 });
@@ -51,9 +57,14 @@ export async function createSqsFixture(
     client,
     sqsQueueNames(prefix, options.fifo),
     DEFAULT_RETENTION,
-    defaultSqsQueueSettings(options.budget ?? TEST_RETRY_BUDGET),
+    {
+      ...defaultSqsQueueSettings(options.budget ?? TEST_RETRY_BUDGET),
+      ...(options.visibilityTimeoutSeconds
+        ? { visibilityTimeoutSeconds: options.visibilityTimeoutSeconds }
+        : {}),
+    },
   );
-  return { client, prefix, queues, endpoint };
+  return { client, prefix, queues, endpoint, fifo: options.fifo ?? false };
 }
 
 /** Receives (and deletes) until `done(all)` holds; returns every message received. */

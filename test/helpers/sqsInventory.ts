@@ -1,0 +1,178 @@
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
+import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
+import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { type Envelope, encodeEnvelope } from '../../shared/envelope/envelope.js';
+import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
+import { setStock } from '../../shared/inventory/stock.js';
+import { SqsTrigger, type SqsTriggerOptions } from '../../shared/local/sqsTrigger.js';
+import { createLogger } from '../../shared/logger.js';
+import { envelopeAttributes } from '../../shared/transport/sqs/SqsPublisher.js';
+import { type SqsRetryMode, SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
+import type { SqsServer } from '../globalSetup.js';
+import { createTestDatabase, type TestDatabase } from './db.js';
+import { createSqsFixture, type SqsFixture } from './sqs.js';
+import { waitFor } from './waitFor.js';
+
+export interface JournalLine extends JournalEntry {
+  at: number;
+}
+
+/** The SQS twin of InventoryBench: own database, own queues (by prefix) on a shared server. */
+export class SqsInventoryBench {
+  readonly journal = new Journal();
+  readonly lines: JournalLine[] = [];
+  private readonly triggers: SqsTrigger[] = [];
+
+  private constructor(
+    readonly t: TestDatabase,
+    readonly f: SqsFixture,
+    readonly budget: RetryBudget,
+    readonly mode: SqsRetryMode,
+  ) {
+    this.journal.addSink((e) => this.lines.push({ ...e, at: Date.now() }));
+  }
+
+  static async create(
+    server: SqsServer,
+    label: string,
+    options: { mode?: SqsRetryMode; fifo?: boolean; budget?: RetryBudget } = {},
+  ): Promise<SqsInventoryBench> {
+    const budget = options.budget ?? TEST_RETRY_BUDGET;
+    const [t, f] = await Promise.all([
+      createTestDatabase(label),
+      createSqsFixture(server, label, {
+        fifo: options.fifo ?? false,
+        budget,
+        visibilityTimeoutSeconds: 6,
+      }),
+    ]);
+    return new SqsInventoryBench(t, f, budget, options.mode ?? 'visibility');
+  }
+
+  settler(fifo = false): SqsSettler {
+    return new SqsSettler(
+      { client: this.f.client },
+      {
+        sourceUrl: this.f.queues.sourceUrl,
+        parkingUrl: this.f.queues.parkingUrl,
+        mode: this.mode,
+        budget: this.budget,
+        consumer: 'inventory@test',
+        fifo,
+      },
+    );
+  }
+
+  /** Starts the handler behind the SQS trigger emulation (stopped at close). */
+  async trigger(options: { db?: PgDatabase; fifo?: boolean } & Partial<SqsTriggerOptions> = {}) {
+    const useCase = new ReserveInventory(
+      { db: options.db ?? this.t.db, journal: this.journal },
+      { budget: this.budget },
+    );
+    const handler = createReserveInventorySqsHandler({
+      process: (m) => useCase.process(m),
+      settler: this.settler(options.fifo),
+      logger: createLogger('reserve-inventory-sqs-test'),
+      journal: this.journal,
+    });
+    const trigger = new SqsTrigger(
+      { client: this.f.client, handler },
+      {
+        queueUrl: this.f.queues.sourceUrl,
+        queueArn: this.f.queues.sourceArn,
+        batchSize: 10,
+        maxConcurrency: 2,
+        functionTimeoutMs: 1_000,
+        ...options,
+      },
+    );
+    await trigger.start();
+    this.triggers.push(trigger);
+    return trigger;
+  }
+
+  stock(sku: string, available: number) {
+    return setStock(this.t.db, sku, available);
+  }
+
+  /** Sends as the relay does: body = envelope, identity in attributes. */
+  async send(...envelopes: Envelope[]): Promise<void> {
+    for (let i = 0; i < envelopes.length; i += 10) {
+      const out = await this.f.client.send(
+        new SendMessageBatchCommand({
+          QueueUrl: this.f.queues.sourceUrl,
+          Entries: envelopes.slice(i, i + 10).map((e, k) => ({
+            Id: String(k),
+            MessageBody: encodeEnvelope(e).toString(),
+            MessageAttributes: envelopeAttributes(e),
+            ...(this.f.fifo
+              ? {
+                  MessageGroupId: e.aggregate.id,
+                  MessageDeduplicationId: `${e.id}-${Date.now()}-${k}`,
+                }
+              : {}),
+          })),
+        }),
+      );
+      if (out.Failed?.length) throw new Error(`send failed: ${JSON.stringify(out.Failed)}`);
+    }
+  }
+
+  async sendRaw(
+    messages: { body: string; eventId?: string; type?: string; schemaVersion?: string }[],
+  ): Promise<void> {
+    await this.f.client.send(
+      new SendMessageBatchCommand({
+        QueueUrl: this.f.queues.sourceUrl,
+        Entries: messages.map((m, k) => ({
+          Id: String(k),
+          MessageBody: m.body,
+          MessageAttributes: {
+            ...(m.eventId ? { event_id: { DataType: 'String', StringValue: m.eventId } } : {}),
+            ...(m.type ? { event_type: { DataType: 'String', StringValue: m.type } } : {}),
+            ...(m.schemaVersion
+              ? { schema_version: { DataType: 'String', StringValue: m.schemaVersion } }
+              : {}),
+          },
+        })),
+      }),
+    );
+  }
+
+  linesFor(messageId: string): JournalLine[] {
+    return this.lines.filter((l) => l.messageId === messageId);
+  }
+
+  waitForLine(messageId: string, step: JournalEntry['step'], count = 1, timeoutMs = 20_000) {
+    return waitFor(() => this.linesFor(messageId).filter((l) => l.step === step).length >= count, {
+      timeoutMs,
+      message: `${count}× ${step} for ${messageId} (saw: ${this.linesFor(messageId)
+        .map((l) => l.step)
+        .join(', ')})`,
+    });
+  }
+
+  async stockOf(sku: string) {
+    const { rows } = await this.t.db.query<{ available: number; reserved: number }>(
+      'SELECT available, reserved FROM stock WHERE sku = $1',
+      [sku],
+    );
+    return rows[0];
+  }
+
+  async inboxRows(messageId: string): Promise<number> {
+    const { rows } = await this.t.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM processed_messages WHERE message_id = $1',
+      [messageId],
+    );
+    return rows[0]?.n ?? 0;
+  }
+
+  async close(): Promise<void> {
+    for (const tr of this.triggers) await tr.stop();
+    this.f.client.destroy();
+    await this.t.drop();
+  }
+}
