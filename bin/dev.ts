@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
+import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
 import { loadBudget } from '../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import { loadEnv } from '../shared/config/env.js';
@@ -12,10 +13,13 @@ import { INVENTORY_CONSUMER, ReserveInventory } from '../shared/inventory/Reserv
 import { AmazonMqTrigger } from '../shared/local/amazonMqTrigger.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
 import { requireServices } from '../shared/local/preflight.js';
+import { ensureLocalSqs } from '../shared/local/sqsServer.js';
+import { SqsTrigger } from '../shared/local/sqsTrigger.js';
 import { createLogger } from '../shared/logger.js';
 import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { createRabbitRelays } from '../shared/outbox/rabbitRelays.js';
+import { createSqsRelays } from '../shared/outbox/sqsRelays.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
 import { RabbitManagement } from '../shared/transport/rabbitmq/RabbitManagement.js';
 import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
@@ -25,9 +29,12 @@ import {
   prepareInventoryTopology,
   vhostOf,
 } from '../shared/transport/rabbitmq/topology.js';
+import { createSqsClient } from '../shared/transport/sqs/client.js';
+import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
+import { ensureSqsPipeline } from '../shared/transport/sqs/setup.js';
 
 /**
- * `npm run dev -- --transport rabbitmq [--role all|api|relay|consumer] [--consumer worker|lambda]`:
+ * `npm run dev -- --transport rabbitmq|sqs [--role all|api|relay|consumer] [--consumer worker|lambda]`:
  * the local pipeline (DESIGN §10). Every role runs the same handlers and use cases as the Lambda
  * functions; `--consumer lambda` runs reserve-inventory behind the Amazon MQ trigger emulation.
  */
@@ -52,11 +59,6 @@ const program = new Command('dev')
   .parse();
 
 const opts = program.opts<{ transport: string; role: string; consumer: string; port?: string }>();
-if (opts.transport === 'sqs') {
-  program.error(
-    '--transport sqs is not available yet (the SQS transport is issue #4); use --transport rabbitmq',
-  );
-}
 
 const env = loadEnv();
 const retention = loadRetention();
@@ -68,8 +70,10 @@ const logger = createLogger(`dev-${opts.role}`);
 
 await requireServices({
   postgres: env.DATABASE_URL,
-  ...(runRelay || runConsumer ? { rabbitmq: env.AMQP_URL } : {}),
-  ...(runConsumer ? { rabbitManagement: env.RABBITMQ_MANAGEMENT_URL } : {}),
+  ...(opts.transport === 'rabbitmq' && (runRelay || runConsumer) ? { rabbitmq: env.AMQP_URL } : {}),
+  ...(opts.transport === 'rabbitmq' && runConsumer
+    ? { rabbitManagement: env.RABBITMQ_MANAGEMENT_URL }
+    : {}),
 });
 
 const db = new PgDatabase({
@@ -90,7 +94,7 @@ if (runApi) {
   stops.push(api.close);
 }
 
-if (runRelay) {
+if (runRelay && opts.transport === 'rabbitmq') {
   const connection = new RabbitConnection(
     { url: env.AMQP_URL, connectionName: 'dev-relay' },
     logger,
@@ -116,7 +120,7 @@ if (runRelay) {
   });
 }
 
-if (runConsumer) {
+if (runConsumer && opts.transport === 'rabbitmq') {
   const connection = new RabbitConnection(
     { url: env.AMQP_URL, connectionName: `dev-consumer-${opts.consumer}` },
     logger,
@@ -179,6 +183,91 @@ if (runConsumer) {
   console.log(
     `consumer: ${opts.consumer === 'lambda' ? 'Amazon MQ trigger emulation' : `worker ×${env.CONSUMER_CONCURRENCY}`} on ${RABBITMQ_NAMES.inventoryQueue} (retry ladder ${budget.ladderMs.join('/')} ms)`,
   );
+}
+
+if (opts.transport === 'sqs' && (runRelay || runConsumer)) {
+  const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });
+  const client = createSqsClient({ endpoint: local.endpoint, region: env.AWS_REGION });
+  const queues = await ensureSqsPipeline(client, {
+    prefix: env.SQS_QUEUE_PREFIX,
+    budget,
+    retention,
+    visibilityTimeoutSeconds: env.SQS_VISIBILITY_TIMEOUT_S,
+  });
+  console.log(`sqs: ${local.embedded ? 'embedded fauxqs server' : 'server'} at ${local.endpoint}`);
+  if (runRelay) {
+    const relays = createSqsRelays({ db, client, logger }, env, {
+      outbox: { queueUrl: queues.sourceUrl },
+      inventory_outbox: { queueUrl: queues.resultsUrl },
+    });
+    console.log(
+      `relay: draining outbox and inventory_outbox to ${queues.sourceUrl} and ${queues.resultsUrl}`,
+    );
+    const done = Promise.all(
+      relays.map((r) =>
+        r.drain({
+          budgetMs: Number.MAX_SAFE_INTEGER,
+          idleWaitMs: env.RELAY_IDLE_WAIT_MS,
+          concurrency: env.RELAY_CONCURRENCY,
+          signal: abort.signal,
+        }),
+      ),
+    );
+    stops.push(async () => {
+      await done;
+    });
+  }
+  if (runConsumer) {
+    const journal = new Journal(logger);
+    const useCase = new ReserveInventory({ db, logger, journal }, { budget });
+    const pollClient = createSqsClient({
+      endpoint: local.endpoint,
+      region: env.AWS_REGION,
+      requestTimeoutMs: 25_000,
+    });
+    const trigger = new SqsTrigger(
+      {
+        client: pollClient,
+        logger,
+        handler: createReserveInventorySqsHandler({
+          process: (m) => useCase.process(m),
+          settler: new SqsSettler(
+            { client },
+            {
+              sourceUrl: queues.sourceUrl,
+              parkingUrl: queues.parkingUrl,
+              mode: env.SQS_RETRY_MODE,
+              budget,
+              consumer: `${INVENTORY_CONSUMER}@${CODE_VERSION}`,
+            },
+          ),
+          logger,
+          journal,
+        }),
+      },
+      {
+        queueUrl: queues.sourceUrl,
+        queueArn: queues.sourceArn,
+        region: env.AWS_REGION,
+        batchSize: env.SQS_BATCH_SIZE,
+        batchWindowMs: env.SQS_BATCH_WINDOW_MS,
+        maxConcurrency: env.SQS_MAX_CONCURRENCY,
+        functionTimeoutMs: env.FUNCTION_TIMEOUT_MS,
+      },
+    );
+    await trigger.start();
+    console.log(
+      `consumer: SQS trigger emulation on ${queues.sourceUrl} (${env.SQS_RETRY_MODE} mode, retry ladder ${budget.ladderMs.join('/')} ms)`,
+    );
+    stops.push(async () => {
+      await trigger.stop();
+      pollClient.destroy();
+    });
+  }
+  stops.push(async () => {
+    client.destroy();
+    await local.stop();
+  });
 }
 
 let stopping = false;

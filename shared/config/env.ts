@@ -44,6 +44,16 @@ const envSchema = z.object({
   /** Amazon MQ trigger: messages per invocation and batching window (AWS defaults 100 / 500 ms). */
   MQ_BATCH_SIZE: intFrom(1, 10_000).default(100),
   MQ_BATCH_WINDOW_MS: intFrom(0, 300_000).default(500),
+  /** SQS consumer: how "retry later" is done (visibility timeout change, or a delayed copy). */
+  SQS_RETRY_MODE: z.enum(['visibility', 'resend']).default('visibility'),
+  /** SQS trigger: records per invocation, batching window, invocations at once. */
+  SQS_BATCH_SIZE: intFrom(1, 10_000).default(10),
+  SQS_BATCH_WINDOW_MS: intFrom(0, 300_000).default(0),
+  SQS_MAX_CONCURRENCY: intFrom(1, 1_000).default(2),
+  /** The source queue's visibility timeout (s); must be ≥ 6 × FUNCTION_TIMEOUT_MS. */
+  SQS_VISIBILITY_TIMEOUT_S: intFrom(0, 43_200).default(30),
+  /** The consumer function's timeout (ms), for the trigger emulation. */
+  FUNCTION_TIMEOUT_MS: intFrom(1_000, 900_000).default(5_000),
   /** Confirms awaited at once per channel. */
   PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
   /** How long a publish waits for a broker confirm before the message counts as failed (ms). */

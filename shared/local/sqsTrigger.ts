@@ -11,7 +11,10 @@ import type { Logger } from '../logger.js';
 import { backoffDelay, sleep } from '../util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
 
-export type SqsHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse | undefined | void>;
+export type SqsHandler = (
+  event: SQSEvent,
+  context: Context,
+) => Promise<SQSBatchResponse | undefined | void>;
 
 export interface SqsTriggerOptions {
   queueUrl: string;
@@ -35,6 +38,9 @@ export class SqsTriggerConfigError extends Error {
 }
 
 /**
+ * Long polls wait up to 20 s: give the trigger a client whose request timeout is longer
+ * (`createSqsClient({ requestTimeoutMs: 25_000 })`).
+ *
  * Local emulation of Lambda's SQS event source mapping (AWS-FACTS §2): long-polls the queue,
  * gathers up to `batchSize` records within the batching window, invokes the handler with the exact
  * event shape (string attributes, `messageAttributes`, `eventSourceARN`…), deletes the records not
@@ -53,9 +59,12 @@ export class SqsTrigger {
     private readonly options: SqsTriggerOptions,
   ) {
     const size = options.batchSize ?? 10;
-    if (size < 1 || size > 10_000) throw new SqsTriggerConfigError(`batchSize must be 1–10000, got ${size}`);
+    if (size < 1 || size > 10_000)
+      throw new SqsTriggerConfigError(`batchSize must be 1–10000, got ${size}`);
     if (size > 10 && (options.batchWindowMs ?? 0) < 1_000) {
-      throw new SqsTriggerConfigError('a batchSize above 10 needs a batching window of at least 1 s (as on AWS)');
+      throw new SqsTriggerConfigError(
+        'a batchSize above 10 needs a batching window of at least 1 s (as on AWS)',
+      );
     }
   }
 
@@ -63,7 +72,10 @@ export class SqsTrigger {
   async start(): Promise<void> {
     const timeoutMs = this.options.functionTimeoutMs ?? 30_000;
     const { Attributes } = await this.deps.client.send(
-      new GetQueueAttributesCommand({ QueueUrl: this.options.queueUrl, AttributeNames: ['VisibilityTimeout'] }),
+      new GetQueueAttributesCommand({
+        QueueUrl: this.options.queueUrl,
+        AttributeNames: ['VisibilityTimeout'],
+      }),
     );
     const visibility = Number(Attributes?.VisibilityTimeout ?? 30);
     validateVisibility(visibility, timeoutMs);
@@ -77,7 +89,10 @@ export class SqsTrigger {
     const deadline = Date.now() + windowMs;
     const got: Message[] = [];
     do {
-      const waitSeconds = got.length === 0 ? 20 : Math.max(0, Math.min(20, Math.floor((deadline - Date.now()) / 1000)));
+      const waitSeconds =
+        got.length === 0
+          ? 20
+          : Math.max(0, Math.min(20, Math.floor((deadline - Date.now()) / 1000)));
       const out = await this.deps.client.send(
         new ReceiveMessageCommand({
           QueueUrl: this.options.queueUrl,
@@ -113,11 +128,16 @@ export class SqsTrigger {
   }
 
   private async invoke(messages: Message[]): Promise<void> {
-    const event: SQSEvent = { Records: messages.map((m) => toSqsRecord(m, this.options.queueArn, this.options.region)) };
+    const event: SQSEvent = {
+      Records: messages.map((m) => toSqsRecord(m, this.options.queueArn, this.options.region)),
+    };
     this.invocations++;
     let failed: Set<string>;
     try {
-      const result = await this.deps.handler(event, localLambdaContext('reserve-inventory-sqs', this.options.functionTimeoutMs ?? 30_000));
+      const result = await this.deps.handler(
+        event,
+        localLambdaContext('reserve-inventory-sqs', this.options.functionTimeoutMs ?? 30_000),
+      );
       failed = new Set((result?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
     } catch (err) {
       // The whole batch stays: every record becomes visible again after its visibility timeout.
@@ -134,7 +154,9 @@ export class SqsTrigger {
         .send(
           new DeleteMessageBatchCommand({
             QueueUrl: this.options.queueUrl,
-            Entries: done.slice(i, i + 10).map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle })),
+            Entries: done
+              .slice(i, i + 10)
+              .map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle })),
           }),
         )
         .catch((err) => {
@@ -153,7 +175,10 @@ export class SqsTrigger {
 }
 
 /** AWS's rule for SQS event sources: visibility timeout ≥ 6 × the function timeout. */
-export function validateVisibility(visibilityTimeoutSeconds: number, functionTimeoutMs: number): void {
+export function validateVisibility(
+  visibilityTimeoutSeconds: number,
+  functionTimeoutMs: number,
+): void {
   if (visibilityTimeoutSeconds * 1000 < 6 * functionTimeoutMs) {
     throw new SqsTriggerConfigError(
       `the queue's visibility timeout (${visibilityTimeoutSeconds} s) must be at least 6 × the function timeout (${functionTimeoutMs / 1000} s)`,
@@ -172,24 +197,33 @@ export function toSqsRecord(m: Message, queueArn: string, region = 'us-east-1'):
       ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? '1',
       SentTimestamp: attributes.SentTimestamp ?? String(Date.now()),
       SenderId: attributes.SenderId ?? 'local',
-      ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
+      ApproximateFirstReceiveTimestamp:
+        attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
       ...(attributes.MessageGroupId ? { MessageGroupId: attributes.MessageGroupId } : {}),
       ...(attributes.SequenceNumber ? { SequenceNumber: attributes.SequenceNumber } : {}),
-      ...(attributes.MessageDeduplicationId ? { MessageDeduplicationId: attributes.MessageDeduplicationId } : {}),
+      ...(attributes.MessageDeduplicationId
+        ? { MessageDeduplicationId: attributes.MessageDeduplicationId }
+        : {}),
     },
     messageAttributes: Object.fromEntries(
       Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [
         k,
         {
           ...(v.StringValue !== undefined ? { stringValue: v.StringValue } : {}),
-          ...(v.BinaryValue !== undefined ? { binaryValue: Buffer.from(v.BinaryValue).toString('base64') } : {}),
+          ...(v.BinaryValue !== undefined
+            ? { binaryValue: Buffer.from(v.BinaryValue).toString('base64') }
+            : {}),
           stringListValues: [],
           binaryListValues: [],
           dataType: v.DataType as string,
         },
       ]),
     ),
-    md5OfBody: m.MD5OfBody ?? createHash('md5').update(m.Body ?? '').digest('hex'),
+    md5OfBody:
+      m.MD5OfBody ??
+      createHash('md5')
+        .update(m.Body ?? '')
+        .digest('hex'),
     eventSource: 'aws:sqs',
     eventSourceARN: queueArn,
     awsRegion: region,

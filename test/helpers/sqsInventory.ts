@@ -1,4 +1,4 @@
-import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
@@ -8,6 +8,7 @@ import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { SqsTrigger, type SqsTriggerOptions } from '../../shared/local/sqsTrigger.js';
 import { createLogger } from '../../shared/logger.js';
+import { createSqsClient } from '../../shared/transport/sqs/client.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/SqsPublisher.js';
 import { type SqsRetryMode, SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
 import type { SqsServer } from '../globalSetup.js';
@@ -24,6 +25,7 @@ export class SqsInventoryBench {
   readonly journal = new Journal();
   readonly lines: JournalLine[] = [];
   private readonly triggers: SqsTrigger[] = [];
+  private readonly clients: SQSClient[] = [];
 
   private constructor(
     readonly t: TestDatabase,
@@ -77,8 +79,14 @@ export class SqsInventoryBench {
       logger: createLogger('reserve-inventory-sqs-test'),
       journal: this.journal,
     });
+    const pollClient = createSqsClient({
+      endpoint: this.f.endpoint,
+      requestTimeoutMs: 25_000,
+      maxAttempts: 1,
+    });
+    this.clients.push(pollClient);
     const trigger = new SqsTrigger(
-      { client: this.f.client, handler },
+      { client: pollClient, handler },
       {
         queueUrl: this.f.queues.sourceUrl,
         queueArn: this.f.queues.sourceArn,
@@ -172,6 +180,7 @@ export class SqsInventoryBench {
 
   async close(): Promise<void> {
     for (const tr of this.triggers) await tr.stop();
+    for (const c of this.clients) c.destroy();
     this.f.client.destroy();
     await this.t.drop();
   }

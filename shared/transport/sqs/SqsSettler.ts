@@ -1,8 +1,8 @@
 import {
   ChangeMessageVisibilityCommand,
   type MessageAttributeValue,
-  type SQSClient,
   SendMessageCommand,
+  type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 import type { RetryBudget } from '../../config/budget.js';
@@ -62,7 +62,9 @@ export class SqsSettler {
     readonly options: SqsSettlerOptions,
   ) {
     if (options.fifo && options.mode === 'resend') {
-      throw new Error('retry mode "resend" needs per-message DelaySeconds, which FIFO queues do not allow: use "visibility"');
+      throw new Error(
+        'retry mode "resend" needs per-message DelaySeconds, which FIFO queues do not allow: use "visibility"',
+      );
     }
   }
 
@@ -70,7 +72,9 @@ export class SqsSettler {
   inbound(record: SQSRecord): InboundMessage {
     const receives = Number(record.attributes.ApproximateReceiveCount ?? '1');
     const attempt =
-      this.options.mode === 'visibility' ? Math.max(0, receives - 1) : Number(attr(record, SQS_ATTRIBUTES.attempt) ?? 0);
+      this.options.mode === 'visibility'
+        ? Math.max(0, receives - 1)
+        : Number(attr(record, SQS_ATTRIBUTES.attempt) ?? 0);
     return {
       messageId: attr(record, SQS_ATTRIBUTES.eventId),
       body: Buffer.from(record.body, 'utf8'),
@@ -82,12 +86,19 @@ export class SqsSettler {
     };
   }
 
-  async settle(record: SQSRecord, message: InboundMessage, outcome: Outcome, now = new Date()): Promise<SqsSettlement> {
+  async settle(
+    record: SQSRecord,
+    message: InboundMessage,
+    outcome: Outcome,
+    now = new Date(),
+  ): Promise<SqsSettlement> {
     if (outcome.kind === 'ack') return 'ack';
     if (outcome.kind === 'retry') {
       const delaySeconds = Math.ceil(outcome.delayMs / 1000);
       if (this.options.mode === 'visibility') {
-        const firstReceive = Number(record.attributes.ApproximateFirstReceiveTimestamp ?? now.getTime());
+        const firstReceive = Number(
+          record.attributes.ApproximateFirstReceiveTimestamp ?? now.getTime(),
+        );
         const left = VISIBILITY_CAP_SECONDS - Math.ceil((now.getTime() - firstReceive) / 1000) - 60;
         await this.deps.client.send(
           new ChangeMessageVisibilityCommand({
@@ -128,7 +139,10 @@ export class SqsSettler {
             [SQS_DIAGNOSIS.consumer]: str(d.consumer),
           },
           ...(this.options.fifo
-            ? { MessageGroupId: record.attributes.MessageGroupId ?? 'parked', MessageDeduplicationId: record.messageId }
+            ? {
+                MessageGroupId: record.attributes.MessageGroupId ?? 'parked',
+                MessageDeduplicationId: record.messageId,
+              }
             : {}),
         }),
       );
@@ -138,7 +152,12 @@ export class SqsSettler {
     }
   }
 
-  diagnosis(record: SQSRecord, message: InboundMessage, outcome: Extract<Outcome, { kind: 'park' }>, now = new Date()): Diagnosis {
+  diagnosis(
+    record: SQSRecord,
+    message: InboundMessage,
+    outcome: Extract<Outcome, { kind: 'park' }>,
+    now = new Date(),
+  ): Diagnosis {
     return {
       messageId: message.messageId ?? null,
       type: message.type ?? null,
@@ -157,7 +176,12 @@ export class SqsSettler {
   /** The envelope attributes of the original (event id, type, schema version, correlation id). */
   private copyAttributes(record: SQSRecord): Record<string, MessageAttributeValue> {
     const out: Record<string, MessageAttributeValue> = {};
-    for (const name of [SQS_ATTRIBUTES.eventId, SQS_ATTRIBUTES.eventType, SQS_ATTRIBUTES.schemaVersion, SQS_ATTRIBUTES.correlationId]) {
+    for (const name of [
+      SQS_ATTRIBUTES.eventId,
+      SQS_ATTRIBUTES.eventType,
+      SQS_ATTRIBUTES.schemaVersion,
+      SQS_ATTRIBUTES.correlationId,
+    ]) {
       const v = attr(record, name);
       if (v !== undefined) out[name] = str(v);
     }
