@@ -11,8 +11,8 @@ import type { Journal } from '../../shared/consumer/journal.js';
 import type { InboundMessage, Outcome } from '../../shared/consumer/types.js';
 import { fault } from '../../shared/faults.js';
 import type { Logger } from '../../shared/logger.js';
-import type { SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
 import type { BatchProcessor as UseCaseBatch } from '../../shared/transport/rabbitmq/RabbitWorker.js';
+import type { SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
 
 /** A record reported in batchItemFailures: SQS delivers it again later. */
 class ReportedFailure extends Error {
@@ -43,11 +43,24 @@ export function createReserveInventorySqsHandler(deps: {
     const settlement = await deps.settler.settle(record, message, outcome);
     if (outcome.kind === 'retry') {
       fault('reserve.after-retry-publish');
-      journal(deps.journal, 'retry-scheduled', message, outcome.errorClass, `${outcome.error} (in ${outcome.delayMs} ms, ${deps.settler.options.mode})`);
+      journal(
+        deps.journal,
+        'retry-scheduled',
+        message,
+        outcome.errorClass,
+        `${outcome.error} (in ${outcome.delayMs} ms, ${deps.settler.options.mode})`,
+      );
     } else if (outcome.kind === 'park') {
-      journal(deps.journal, 'parked', message, settlement === 'ack' ? outcome.reason : 'parking refused it', outcome.error);
+      journal(
+        deps.journal,
+        'parked',
+        message,
+        settlement === 'ack' ? outcome.reason : 'parking refused it',
+        outcome.error,
+      );
     }
-    if (settlement === 'fail') throw new ReportedFailure(`${message.messageId ?? record.messageId}: report as failed`);
+    if (settlement === 'fail')
+      throw new ReportedFailure(`${message.messageId ?? record.messageId}: report as failed`);
     journal(deps.journal, 'acked', message, outcome.kind === 'ack' ? outcome.result : outcome.kind);
   };
 

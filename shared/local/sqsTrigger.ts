@@ -14,7 +14,7 @@ import { localLambdaContext } from './lambdaContext.js';
 export type SqsHandler = (
   event: SQSEvent,
   context: Context,
-) => Promise<SQSBatchResponse | undefined | void>;
+) => Promise<SQSBatchResponse | undefined>;
 
 export interface SqsTriggerOptions {
   queueUrl: string;
