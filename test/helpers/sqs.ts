@@ -26,9 +26,9 @@ export const SQS_SERVERS: SqsServer[] = inject('services').sqs;
 
 /** What a server can do, where the emulators differ (capability flags, as in Watermill's suite). */
 export const SQS_FEATURES = {
-  fauxqs: { rejectsInvalidCharacters: true },
-  moto: { rejectsInvalidCharacters: false },
-  external: { rejectsInvalidCharacters: true },
+  fauxqs: { rejectsInvalidCharacters: true, fifoGroupOrder: true },
+  moto: { rejectsInvalidCharacters: false, fifoGroupOrder: false },
+  external: { rejectsInvalidCharacters: true, fifoGroupOrder: true },
 } as const;
 
 export interface SqsFixture {
