@@ -1,15 +1,16 @@
 import { mkdir, writeFile } from 'node:fs/promises';
+import { GetQueueAttributesCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import { type Command, Option } from 'commander';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
+import type { ParkingLot, RedriveSelection } from '../../shared/consumer/parking.js';
 import { requireServices } from '../../shared/local/preflight.js';
-import {
-  listParked,
-  type RedriveSelection,
-  redriveParked,
-} from '../../shared/transport/rabbitmq/parking.js';
+import { rabbitParkingLot } from '../../shared/transport/rabbitmq/parking.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
 import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';
+import { createSqsClient } from '../../shared/transport/sqs/client.js';
+import { sqsQueueNames } from '../../shared/transport/sqs/names.js';
+import { sqsParkingLot } from '../../shared/transport/sqs/parking.js';
 import { env } from './common.js';
 
 const transportOption = () =>
@@ -17,13 +18,50 @@ const transportOption = () =>
     .choices(['rabbitmq', 'sqs'])
     .makeOptionMandatory();
 
-async function withRabbit<T>(fn: (connection: RabbitConnection) => Promise<T>): Promise<T> {
-  await requireServices({ rabbitmq: env.AMQP_URL });
-  const connection = new RabbitConnection({ url: env.AMQP_URL, connectionName: 'cli-parked' });
+/** Runs `fn` with the parking lot of the chosen transport; exits 2 if it cannot be reached. */
+async function withParkingLot<T>(
+  transport: string,
+  fn: (lot: ParkingLot) => Promise<T>,
+): Promise<T> {
+  if (transport === 'rabbitmq') {
+    await requireServices({ rabbitmq: env.AMQP_URL });
+    const connection = new RabbitConnection({ url: env.AMQP_URL, connectionName: 'cli-parked' });
+    try {
+      const settler = new RabbitSettler(
+        { connection },
+        { budget: loadBudget(), consumer: `cli@${CODE_VERSION}` },
+      );
+      return await fn(rabbitParkingLot({ connection, settler }));
+    } finally {
+      await connection.close();
+    }
+  }
+  const endpoint = env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`;
+  const client = createSqsClient({ endpoint, region: env.AWS_REGION, maxAttempts: 1 });
   try {
-    return await fn(connection);
+    const names = sqsQueueNames(env.SQS_QUEUE_PREFIX);
+    let urls: { sourceUrl: string; parkingUrl: string; parkingArn: string };
+    try {
+      const source = await client.send(new GetQueueUrlCommand({ QueueName: names.source }));
+      const parking = await client.send(new GetQueueUrlCommand({ QueueName: names.parking }));
+      const arn = await client.send(
+        new GetQueueAttributesCommand({ QueueUrl: parking.QueueUrl, AttributeNames: ['QueueArn'] }),
+      );
+      urls = {
+        sourceUrl: source.QueueUrl as string,
+        parkingUrl: parking.QueueUrl as string,
+        parkingArn: arn.Attributes?.QueueArn as string,
+      };
+    } catch (err) {
+      console.error(
+        `SQS queues ${names.source} / ${names.parking} not reachable at ${endpoint} (${(err as Error).message}); ` +
+          'set SQS_ENDPOINT, or start the local pipeline with `npm run dev -- --transport sqs`',
+      );
+      process.exit(2);
+    }
+    return await fn(sqsParkingLot({ client, ...urls }));
   } finally {
-    await connection.close();
+    client.destroy();
   }
 }
 
@@ -47,11 +85,6 @@ const list = (v: string) =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-function refuseSqs(program: Command, transport: string): void {
-  if (transport === 'sqs')
-    program.error('--transport sqs is not available yet (the SQS transport is issue #4)');
-}
-
 export function registerParkedCommands(program: Command): void {
   const parked = program.command('parked').description('inspect and redrive parked messages');
   parked
@@ -61,8 +94,7 @@ export function registerParkedCommands(program: Command): void {
     .option('--limit <n>', 'at most this many', '50')
     .option('--json', 'print JSON')
     .action(async (opts: { transport: string; limit: string; json?: boolean }) => {
-      refuseSqs(program, opts.transport);
-      const items = await withRabbit((c) => listParked(c, Number(opts.limit)));
+      const items = await withParkingLot(opts.transport, (lot) => lot.list(Number(opts.limit)));
       if (opts.json) {
         console.log(
           JSON.stringify(
@@ -118,7 +150,6 @@ export function registerParkedCommands(program: Command): void {
         dryRun?: boolean;
         out?: string;
       }) => {
-        refuseSqs(program, opts.transport);
         let selection: RedriveSelection;
         try {
           selection = {
@@ -133,18 +164,12 @@ export function registerParkedCommands(program: Command): void {
         }
         const rate = Number(opts.rate);
         if (!(rate > 0)) program.error('--rate must be a positive number');
-        const result = await withRabbit((connection) =>
-          redriveParked(
-            {
-              connection,
-              settler: new RabbitSettler(
-                { connection },
-                { budget: loadBudget(), consumer: `cli@${CODE_VERSION}` },
-              ),
-            },
-            selection,
-            { rate, dryRun: opts.dryRun ?? false, onMoved: (id) => console.log(`moved ${id}`) },
-          ),
+        const result = await withParkingLot(opts.transport, (lot) =>
+          lot.redrive(selection, {
+            rate,
+            dryRun: opts.dryRun ?? false,
+            onMoved: (id) => console.log(`moved ${id}`),
+          }),
         );
         console.log(
           `${result.dryRun ? 'dry run: ' : ''}scanned ${result.scanned}, matched ${result.matched}, moved ${result.moved.length}`,

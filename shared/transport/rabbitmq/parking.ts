@@ -1,6 +1,14 @@
 import type { GetMessage } from 'amqplib';
-import type { Diagnosis, ParkReason } from '../../consumer/types.js';
-import { sleep } from '../../util/async.js';
+import {
+  matches,
+  type ParkedEntry,
+  type ParkingLot,
+  pacer,
+  type RedriveOptions,
+  type RedriveResult,
+  type RedriveSelection,
+} from '../../consumer/parking.js';
+import type { ParkReason } from '../../consumer/types.js';
 import type { RabbitConnection } from './RabbitConnection.js';
 import {
   HEADERS,
@@ -20,10 +28,7 @@ import { RETRY_NAMES } from './topology.js';
  * queue. (On RabbitMQ 4 a return by channel close does not count towards a delivery limit; the
  * parking queue has no delivery limit or dead-letter target of ours on 3.x.)
  */
-export interface ParkedMessage {
-  diagnosis: Diagnosis;
-  /** How it got here: parked by the consumer (with diagnosis) or dead-lettered by the broker. */
-  via: 'consumer' | 'broker';
+export interface ParkedMessage extends ParkedEntry {
   raw: RawMessage;
 }
 
@@ -96,40 +101,6 @@ export async function listParked(
   });
 }
 
-export interface RedriveSelection {
-  types?: string[];
-  /** Matches the diagnosis' error class or park reason (`transient`, `permanent`, `exhausted`, …). */
-  errorClasses?: string[];
-  /** Parked at or after / before. */
-  since?: Date;
-  until?: Date;
-  ids?: string[];
-}
-
-export function matches(p: ParkedMessage, s: RedriveSelection): boolean {
-  const d = p.diagnosis;
-  if (s.types?.length && !s.types.includes(d.type ?? '')) return false;
-  if (
-    s.errorClasses?.length &&
-    !s.errorClasses.includes(d.errorClass) &&
-    !s.errorClasses.includes(d.reason)
-  ) {
-    return false;
-  }
-  const parkedAt = Date.parse(d.parkedAt);
-  if (s.since && parkedAt < s.since.getTime()) return false;
-  if (s.until && parkedAt > s.until.getTime()) return false;
-  if (s.ids?.length && !s.ids.includes(d.messageId ?? '')) return false;
-  return true;
-}
-
-export interface RedriveResult {
-  scanned: number;
-  matched: number;
-  moved: string[];
-  dryRun: boolean;
-}
-
 /**
  * Moves the selected parked messages back to `inventory.orders` with the same message id, the
  * attempt count reset and the diagnosis headers removed (a redrive stamp is added), at most `rate`
@@ -139,9 +110,9 @@ export interface RedriveResult {
 export async function redriveParked(
   deps: { connection: RabbitConnection; settler: RabbitSettler },
   selection: RedriveSelection,
-  options: { rate?: number; dryRun?: boolean; onMoved?: (id: string) => void } = {},
+  options: RedriveOptions = {},
 ): Promise<RedriveResult> {
-  const interval = options.rate && options.rate > 0 ? 1000 / options.rate : 0;
+  const pace = pacer(options.rate);
   return deps.connection.withChannel(async (ch) => {
     const { messageCount } = await ch.checkQueue(RETRY_NAMES.parkingQueue);
     const result: RedriveResult = {
@@ -150,7 +121,6 @@ export async function redriveParked(
       moved: [],
       dryRun: options.dryRun ?? false,
     };
-    let next = Date.now();
     for (let i = 0; i < messageCount; i++) {
       const msg: GetMessage | false = await ch.get(RETRY_NAMES.parkingQueue, { noAck: false });
       if (!msg) break;
@@ -159,9 +129,7 @@ export async function redriveParked(
       if (!matches(parked, selection)) continue; // stays unacked: back in parking when we close
       result.matched++;
       if (options.dryRun) continue;
-      const wait = next - Date.now();
-      if (wait > 0) await sleep(wait);
-      next = Math.max(next, Date.now()) + interval;
+      await pace();
       const {
         [HEADERS.parkedAt]: _p,
         [HEADERS.parkReason]: _r,
@@ -189,4 +157,15 @@ export async function redriveParked(
     }
     return result;
   });
+}
+
+/** The RabbitMQ parking lot behind the transport-neutral interface. */
+export function rabbitParkingLot(deps: {
+  connection: RabbitConnection;
+  settler: RabbitSettler;
+}): ParkingLot {
+  return {
+    list: (limit) => listParked(deps.connection, limit),
+    redrive: (selection, options) => redriveParked(deps, selection, options),
+  };
 }
