@@ -115,13 +115,11 @@ export function sqsParkingLot(deps: {
         .send(
           new ChangeMessageVisibilityBatchCommand({
             QueueUrl: parkingUrl,
-            Entries: messages
-              .slice(i, i + 10)
-              .map((m, k) => ({
-                Id: String(k),
-                ReceiptHandle: m.ReceiptHandle,
-                VisibilityTimeout: 0,
-              })),
+            Entries: messages.slice(i, i + 10).map((m, k) => ({
+              Id: String(k),
+              ReceiptHandle: m.ReceiptHandle,
+              VisibilityTimeout: 0,
+            })),
           }),
         )
         .catch(() => {}); // they become visible after 60 s anyway
