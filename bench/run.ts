@@ -4,6 +4,7 @@ import { requireServices } from '../shared/local/preflight.js';
 import { benchRelayRabbit } from './relay.js';
 import { type BenchFigure, DEFAULT_REPORT, progress, writeFigures } from './report.js';
 import { benchReserveRabbit } from './reserve.js';
+import { benchSqs } from './sqs.js';
 
 /**
  * `npm run bench [-- <suite…>]`: benchmarks, each beside its raw baseline measured in the same run.
@@ -19,6 +20,7 @@ const program = new Command('bench')
   .option('--consumers <n>', 'reserve: consumers (and raw connections)', '2')
   .option('--prefetch <n>', 'reserve: prefetch per consumer', '16')
   .option('--skus <n>', 'reserve: distinct SKUs (fewer = hotter rows)', '1000')
+  .option('--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
@@ -32,6 +34,7 @@ const opts = program.opts<{
   consumers: string;
   prefetch: string;
   skus: string;
+  transport: string;
   out: string;
 }>();
 const chosen = (program.args.length ? program.args : [...SUITES]) as string[];
@@ -48,7 +51,8 @@ await requireServices({
 });
 
 const figures: Record<string, BenchFigure> = {};
-if (chosen.includes('relay')) {
+const transports = opts.transport.split(',').map((t) => t.trim());
+if (chosen.includes('relay') && transports.includes('rabbitmq')) {
   progress(`relay → RabbitMQ: ${opts.messages} messages × ${opts.runs} runs`);
   Object.assign(
     figures,
@@ -61,7 +65,7 @@ if (chosen.includes('relay')) {
     }),
   );
 }
-if (chosen.includes('reserve')) {
+if (chosen.includes('reserve') && transports.includes('rabbitmq')) {
   progress(
     `reserve on RabbitMQ (worker mode, inbox on): ${opts.messages} messages × ${opts.runs} runs`,
   );
@@ -74,6 +78,24 @@ if (chosen.includes('reserve')) {
       prefetch: Number(opts.prefetch),
       skus: Number(opts.skus),
     }),
+  );
+}
+const sqsSuites = chosen.filter((s): s is 'relay' | 'reserve' => s === 'relay' || s === 'reserve');
+if (transports.includes('sqs') && sqsSuites.length > 0) {
+  progress(`${sqsSuites.join(' and ')} on SQS: ${opts.messages} messages × ${opts.runs} runs`);
+  Object.assign(
+    figures,
+    await benchSqs(
+      env,
+      {
+        messages: Number(opts.messages),
+        runs: Number(opts.runs),
+        batchSize: Number(opts.batchSize),
+        concurrency: Number(opts.concurrency),
+        skus: Number(opts.skus),
+      },
+      sqsSuites,
+    ),
   );
 }
 await writeFigures(opts.out, figures);

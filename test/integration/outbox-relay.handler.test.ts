@@ -18,6 +18,7 @@ import { queueDepth, testConnection } from '../helpers/amqp.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { DATABASE_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
+import { SQS_SERVERS } from '../helpers/sqs.js';
 
 const scheduledEvent: ScheduledEvent = {
   version: '0',
@@ -96,15 +97,24 @@ describe('npm run bench (short run)', () => {
         '--out',
         out,
       ],
-      { env: { ...process.env, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } },
+      {
+        env: {
+          ...process.env,
+          DATABASE_URL,
+          RABBITMQ_MANAGEMENT_URL,
+          SQS_ENDPOINT: SQS_SERVERS[0]?.endpoint,
+        },
+      },
     );
     const report = JSON.parse(await readFile(out, 'utf8'));
-    const figure = report['relay.rabbitmq'];
-    expect(figure).toMatchObject({ unit: 'events/s', messages: 300 });
-    for (const key of ['value', 'baseline', 'ratio']) {
-      expect(typeof figure[key]).toBe('number');
-      expect(figure[key]).toBeGreaterThan(0);
+    for (const name of ['relay.rabbitmq', 'relay.sqs']) {
+      const figure = report[name];
+      expect(figure).toMatchObject({ unit: 'events/s', messages: 300 });
+      for (const key of ['value', 'baseline', 'ratio']) {
+        expect(typeof figure[key]).toBe('number');
+        expect(figure[key]).toBeGreaterThan(0);
+      }
+      expect(figure.ratio).toBeCloseTo(figure.value / figure.baseline, 1);
     }
-    expect(figure.ratio).toBeCloseTo(figure.value / figure.baseline, 1);
   });
 });

@@ -1,0 +1,270 @@
+import { randomUUID } from 'node:crypto';
+import {
+  DeleteMessageBatchCommand,
+  PurgeQueueCommand,
+  ReceiveMessageCommand,
+  SendMessageBatchCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
+import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
+import type { Env } from '../shared/config/env.js';
+import { Journal } from '../shared/consumer/journal.js';
+import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
+import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
+import { setStock } from '../shared/inventory/stock.js';
+import { ensureLocalSqs } from '../shared/local/sqsServer.js';
+import { SqsTrigger } from '../shared/local/sqsTrigger.js';
+import { createLogger } from '../shared/logger.js';
+import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
+import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { createSqsClient } from '../shared/transport/sqs/client.js';
+import { sqsQueueNames } from '../shared/transport/sqs/names.js';
+import { defaultSqsQueueSettings, ensureSqsQueues } from '../shared/transport/sqs/queues.js';
+import { envelopeAttributes, SqsPublisher } from '../shared/transport/sqs/SqsPublisher.js';
+import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
+import { withBenchEnvironment } from './environment.js';
+import { type BenchFigure, median, progress } from './report.js';
+
+export interface SqsBenchOptions {
+  messages: number;
+  runs: number;
+  batchSize: number;
+  concurrency: number;
+  skus: number;
+}
+
+function orderEvents(n: number, skus: number): Envelope[] {
+  return Array.from({ length: n }, (_, i) => {
+    const orderId = randomUUID();
+    return newEnvelope({
+      type: 'order.created',
+      aggregate: { type: 'order', id: orderId, version: 1 },
+      data: { orderId, sku: `SKU-${i % skus}`, quantity: 1 },
+      correlationId: orderId,
+      producer: 'order-service',
+    });
+  });
+}
+
+/** Raw: the same messages with SendMessageBatch, 8 calls in flight, no database. */
+async function rawSend(
+  client: SQSClient,
+  queueUrl: string,
+  envelopes: Envelope[],
+): Promise<number> {
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < envelopes.length) {
+        const chunk = envelopes.slice(next, next + 10);
+        next += 10;
+        const out = await client.send(
+          new SendMessageBatchCommand({
+            QueueUrl: queueUrl,
+            Entries: chunk.map((e, k) => ({
+              Id: String(k),
+              MessageBody: encodeEnvelope(e).toString(),
+              MessageAttributes: envelopeAttributes(e),
+            })),
+          }),
+        );
+        if (out.Failed?.length) throw new Error('raw send failed');
+      }
+    }),
+  );
+  return envelopes.length / ((performance.now() - started) / 1000);
+}
+
+/** Raw: receive 10 + delete 10, `concurrency` loops, until `total` were received. */
+async function rawReceive(
+  client: SQSClient,
+  queueUrl: string,
+  total: number,
+  concurrency: number,
+): Promise<number> {
+  let got = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (got < total) {
+        const out = await client.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 10,
+            WaitTimeSeconds: 1,
+            MessageAttributeNames: ['All'],
+          }),
+        );
+        const ms = out.Messages ?? [];
+        if (ms.length === 0) continue;
+        got += ms.length;
+        await client.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: queueUrl,
+            Entries: ms.map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle })),
+          }),
+        );
+      }
+    }),
+  );
+  return total / ((performance.now() - started) / 1000);
+}
+
+export async function benchSqs(
+  env: Env,
+  o: SqsBenchOptions,
+  suites: ('relay' | 'reserve')[],
+): Promise<Record<string, BenchFigure>> {
+  const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });
+  const client = createSqsClient({
+    endpoint: local.endpoint,
+    region: env.AWS_REGION,
+    requestTimeoutMs: 25_000,
+  });
+  const server = env.SQS_ENDPOINT
+    ? env.SQS_ENDPOINT
+    : `embedded fauxqs (${local.embedded ? 'in this process' : 'joined'})`;
+  try {
+    return await withBenchEnvironment(env, 'sqs', async ({ name, dbUrl }) => {
+      const queues = await ensureSqsQueues(
+        client,
+        sqsQueueNames(`${name.replace(/_/g, '-')}-`),
+        DEFAULT_RETENTION,
+        {
+          ...defaultSqsQueueSettings(TEST_RETRY_BUDGET),
+          visibilityTimeoutSeconds: 60,
+        },
+      );
+      const purge = () =>
+        client.send(new PurgeQueueCommand({ QueueUrl: queues.sourceUrl })).catch(() => {});
+      const db = new PgDatabase({ connectionString: dbUrl, max: o.concurrency + 2 });
+      const figures: Record<string, BenchFigure> = {};
+      try {
+        for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000);
+        if (suites.includes('relay')) {
+          const raw: number[] = [];
+          const relayed: number[] = [];
+          for (let run = 1; run <= o.runs; run++) {
+            const envelopes = orderEvents(o.messages, o.skus);
+            await purge();
+            raw.push(await rawSend(client, queues.sourceUrl, envelopes));
+            await purge();
+            await db.query('TRUNCATE outbox');
+            const store = new OutboxStore('outbox');
+            for (let i = 0; i < envelopes.length; i += 1000) {
+              await db.transaction((tx) => store.appendMany(tx, envelopes.slice(i, i + 1000)));
+            }
+            const relay = new OutboxRelay(
+              { db, publisher: new SqsPublisher({ client }, { queueUrl: queues.sourceUrl }) },
+              { table: 'outbox', batchSize: o.batchSize, maxAttempts: 10 },
+            );
+            const started = performance.now();
+            const r = await relay.drain({
+              budgetMs: 600_000,
+              idleWaitMs: 1,
+              concurrency: o.concurrency,
+              stopWhenIdle: true,
+            });
+            if (r.published !== envelopes.length)
+              throw new Error(`relay published ${r.published} of ${envelopes.length}`);
+            relayed.push(envelopes.length / ((performance.now() - started) / 1000));
+            progress(
+              `  relay → SQS run ${run}/${o.runs}: raw SendMessageBatch ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relayed.at(-1) as number)} events/s`,
+            );
+          }
+          const value = Math.round(median(relayed));
+          const baseline = Math.round(median(raw));
+          figures['relay.sqs'] = {
+            value,
+            unit: 'events/s',
+            baseline,
+            baselineName: 'raw SendMessageBatch of the same messages, 8 calls in flight',
+            ratio: Math.round((value / baseline) * 100) / 100,
+            goal: 0.7,
+            server,
+            messages: o.messages,
+            runs: o.runs,
+            samples: { relay: relayed.map(Math.round), baseline: raw.map(Math.round) },
+          };
+        }
+        if (suites.includes('reserve')) {
+          const raw: number[] = [];
+          const reserved: number[] = [];
+          for (let run = 1; run <= o.runs; run++) {
+            await purge();
+            await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
+            raw.push(await rawReceive(client, queues.sourceUrl, o.messages, o.concurrency));
+            await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
+            await db.query('UPDATE stock SET reserved = 0');
+            await purge();
+            await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
+            const journal = new Journal();
+            let acked = 0;
+            let done!: () => void;
+            const finished = new Promise<void>((r) => (done = r));
+            journal.addSink((e) => {
+              if (e.step === 'acked' && ++acked === o.messages) done();
+            });
+            const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
+            const handler = createReserveInventorySqsHandler({
+              process: (m) => useCase.process(m),
+              settler: new SqsSettler(
+                { client },
+                {
+                  sourceUrl: queues.sourceUrl,
+                  parkingUrl: queues.parkingUrl,
+                  mode: 'visibility',
+                  budget: TEST_RETRY_BUDGET,
+                  consumer: 'bench',
+                },
+              ),
+              logger: createLogger('bench'),
+              journal,
+            });
+            const trigger = new SqsTrigger(
+              { client, handler },
+              {
+                queueUrl: queues.sourceUrl,
+                queueArn: queues.sourceArn,
+                batchSize: 10,
+                maxConcurrency: o.concurrency,
+                functionTimeoutMs: 10_000,
+              },
+            );
+            const started = performance.now();
+            await trigger.start();
+            await finished;
+            reserved.push(o.messages / ((performance.now() - started) / 1000));
+            await trigger.stop();
+            progress(
+              `  reserve on SQS run ${run}/${o.runs}: raw receive+delete ${Math.round(raw.at(-1) as number)} msg/s, reserved ${Math.round(reserved.at(-1) as number)} msg/s`,
+            );
+          }
+          const value = Math.round(median(reserved));
+          const baseline = Math.round(median(raw));
+          figures['reserve.sqs'] = {
+            value,
+            unit: 'messages/s',
+            baseline,
+            baselineName: `raw ReceiveMessage(10) + DeleteMessageBatch, ${o.concurrency} loops`,
+            ratio: Math.round((value / baseline) * 100) / 100,
+            server,
+            messages: o.messages,
+            runs: o.runs,
+            concurrency: o.concurrency,
+            samples: { consumer: reserved.map(Math.round), baseline: raw.map(Math.round) },
+          };
+        }
+      } finally {
+        await db.close();
+      }
+      return figures;
+    });
+  } finally {
+    client.destroy();
+    await local.stop();
+  }
+}
