@@ -12,7 +12,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'integration',
-          include: ['test/integration/**/*.test.ts'],
+          include: ['test/integration/**/*.test.ts', 'test/contract/**/*.test.ts'],
           globalSetup: ['test/globalSetup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,

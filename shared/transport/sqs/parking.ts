@@ -202,6 +202,13 @@ export function sqsParkingLot(deps: {
               ...keep,
               [SQS_ATTRIBUTES.attempt]: { DataType: 'String', StringValue: '0' },
             },
+            // FIFO: back into its own message group; a fresh deduplication id (a redrive is new)
+            ...(sourceUrl.endsWith('.fifo')
+              ? {
+                  MessageGroupId: m.Attributes?.MessageGroupId ?? 'redrive',
+                  MessageDeduplicationId: `${m.MessageId}-redrive-${Date.now()}`,
+                }
+              : {}),
           }),
         );
         await client.send(

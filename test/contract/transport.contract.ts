@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ParkingLot } from '../../shared/consumer/parking.js';
+import type { InboundMessage, Outcome } from '../../shared/consumer/types.js';
+import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import type { Publisher } from '../../shared/transport/types.js';
+import { waitFor } from '../helpers/waitFor.js';
+
+/**
+ * The transport contract (in the spirit of Watermill's universal pub/sub tests): what every
+ * backend promises, written once. A backend's test file only supplies a harness factory and its
+ * capability flags; each test gets fresh queues from the factory.
+ */
+export interface TransportFeatures {
+  /** Messages with the same key (aggregate id) are delivered in publish order. */
+  orderedPerKey: boolean;
+  /** Tolerance for "retry later" delays (ms above the requested delay). */
+  delayToleranceMs: number;
+}
+
+export type Process = (messages: readonly InboundMessage[]) => Promise<Outcome[]>;
+
+export interface TransportHarness {
+  /** Publishes to the consumer's queue. */
+  publisher: Publisher;
+  /** Publishes to a destination that does not exist. */
+  missingDestination: Publisher;
+  /** Starts the backend's consumer (worker or trigger emulation) around `process`. */
+  startConsumer(process: Process): Promise<void>;
+  parkingLot: ParkingLot;
+  close(): Promise<void>;
+}
+
+export interface Delivery {
+  messageId: string;
+  attempt: number;
+  redelivered: boolean;
+  at: number;
+}
+
+const envelope = (key = randomUUID(), version = 1): Envelope =>
+  newEnvelope({
+    type: version === 1 ? 'order.created' : 'order.cancelled',
+    aggregate: { type: 'order', id: key, version },
+    data: { orderId: key, sku: 'SKU-C', quantity: 1 },
+    correlationId: `contract-${key.slice(0, 8)}`,
+    producer: 'contract',
+  });
+
+const ack: Outcome = { kind: 'ack', result: 'noop' };
+
+export function runTransportContract(options: {
+  name: string;
+  features: TransportFeatures;
+  create: (label: string) => Promise<TransportHarness>;
+}): void {
+  describe(`transport contract: ${options.name}`, () => {
+    const harnesses: TransportHarness[] = [];
+    /** A fresh harness whose consumer records deliveries and answers with `decide`. */
+    const setup = async (
+      label: string,
+      decide: (m: InboundMessage, seen: number) => Outcome | Promise<Outcome>,
+    ) => {
+      const h = await options.create(label);
+      harnesses.push(h);
+      const deliveries: Delivery[] = [];
+      await h.startConsumer(async (messages) => {
+        const outcomes: Outcome[] = [];
+        for (const m of messages) {
+          deliveries.push({
+            messageId: m.messageId ?? '?',
+            attempt: m.attempt,
+            redelivered: m.redelivered,
+            at: Date.now(),
+          });
+          outcomes.push(
+            await decide(m, deliveries.filter((d) => d.messageId === m.messageId).length),
+          );
+        }
+        return outcomes;
+      });
+      const of = (id: string) => deliveries.filter((d) => d.messageId === id);
+      return { h, deliveries, of };
+    };
+    beforeAll(() => undefined);
+    afterAll(async () => {
+      for (const h of harnesses) await h.close();
+    });
+
+    it('a confirmed publish is delivered, with the envelope id as message id', async () => {
+      const { h, of } = await setup('confirmed', () => ack);
+      const sent = Array.from({ length: 15 }, () => envelope());
+      const outcomes = await h.publisher.publish(sent);
+      expect(outcomes.every((o) => o.ok)).toBe(true);
+      await waitFor(() => sent.every((e) => of(e.id).length >= 1), { message: 'all delivered' });
+    });
+
+    it('a publish to a missing destination fails as unroutable, never as confirmed', async () => {
+      const { h } = await setup('missing', () => ack);
+      const outcomes = await h.missingDestination.publish([envelope(), envelope()]);
+      expect(outcomes.map((o) => (o.ok ? 'ok' : o.reason))).toEqual(['unroutable', 'unroutable']);
+    });
+
+    it('when processing fails without an outcome (a crash), the message is delivered again', async () => {
+      const { h, of } = await setup('crash', (_m, seen) => {
+        if (seen === 1) throw new Error('consumer crashed');
+        return ack;
+      });
+      const e = envelope();
+      await h.publisher.publish([e]);
+      await waitFor(() => of(e.id).length >= 2, { timeoutMs: 20_000, message: 'redelivered' });
+      expect(of(e.id)[1]?.redelivered).toBe(true);
+    });
+
+    it('retry later honours the delay and counts the attempt', async () => {
+      const { h, of } = await setup('retry', (m, seen) =>
+        seen === 1
+          ? {
+              kind: 'retry',
+              delayMs: 1_000,
+              attempt: m.attempt + 1,
+              errorClass: 'transient',
+              error: 'try later',
+              infrastructure: false,
+            }
+          : ack,
+      );
+      const e = envelope();
+      await h.publisher.publish([e]);
+      await waitFor(() => of(e.id).length >= 2, { timeoutMs: 15_000, message: 'delivered again' });
+      const [first, second] = of(e.id) as [Delivery, Delivery];
+      expect(second.at - first.at).toBeGreaterThanOrEqual(1_000 - 100);
+      expect(second.at - first.at).toBeLessThan(1_000 + options.features.delayToleranceMs);
+      expect(second.attempt).toBe(1);
+    });
+
+    it('park carries the diagnosis, and redrive brings the same id back with its attempts reset', async () => {
+      const { h, of } = await setup('park', (_m, seen) =>
+        seen === 1
+          ? {
+              kind: 'park',
+              reason: 'permanent',
+              errorClass: 'permanent',
+              error: 'cannot process this',
+            }
+          : ack,
+      );
+      const e = envelope();
+      await h.publisher.publish([e]);
+      const parked = await waitFor(
+        async () => (await h.parkingLot.list(10)).find((p) => p.diagnosis.messageId === e.id),
+        { timeoutMs: 15_000, message: 'parked' },
+      );
+      expect(parked.diagnosis).toMatchObject({
+        reason: 'permanent',
+        errorClass: 'permanent',
+        error: 'cannot process this',
+      });
+      const result = await h.parkingLot.redrive({ ids: [e.id] }, { rate: 50 });
+      expect(result.moved).toEqual([e.id]);
+      await waitFor(() => of(e.id).length >= 2, { timeoutMs: 15_000, message: 'redriven' });
+      expect(of(e.id)[1]?.attempt).toBe(0);
+    });
+
+    it.skipIf(!options.features.orderedPerKey)(
+      'messages with the same key arrive in publish order',
+      async () => {
+        const { h, deliveries } = await setup('ordered', () => ack);
+        const key = randomUUID();
+        const sent = [envelope(key, 1), envelope(key, 2), envelope(key, 3), envelope(key, 4)];
+        for (const e of sent) await h.publisher.publish([e]);
+        await waitFor(() => deliveries.length >= 4, { message: 'all four' });
+        expect(deliveries.map((d) => d.messageId)).toEqual(sent.map((e) => e.id));
+      },
+    );
+  });
+}
