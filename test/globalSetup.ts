@@ -11,7 +11,7 @@ import {
 
 export interface SqsServer {
   /** `fauxqs` (embedded, always) or `moto` (when moto_server is on PATH). */
-  name: 'fauxqs' | 'moto' | 'external';
+  name: 'fauxqs' | 'moto' | 'localstack' | 'external';
   endpoint: string;
 }
 
@@ -103,7 +103,26 @@ async function startSqsServers(): Promise<SqsServer[]> {
   const servers: SqsServer[] = [{ name: 'fauxqs', endpoint: `http://127.0.0.1:${fauxqs.port}` }];
   const moto = await startMoto();
   if (moto) servers.push(moto);
+  const localstack = await startLocalStack();
+  if (localstack) servers.push(localstack);
   return servers;
+}
+
+/** LocalStack through testcontainers, when a Docker engine answers; otherwise one line why not. */
+async function startLocalStack(): Promise<SqsServer | undefined> {
+  try {
+    const { getContainerRuntimeClient } = await import('testcontainers');
+    await getContainerRuntimeClient();
+  } catch (err) {
+    process.stdout.write(
+      `no Docker engine (${(err as Error).message.split('\n')[0]}): the LocalStack SQS path is skipped\n`,
+    );
+    return undefined;
+  }
+  const { LocalstackContainer } = await import('@testcontainers/localstack');
+  const c = await new LocalstackContainer('localstack/localstack:4').start();
+  stops.push(() => c.stop());
+  return { name: 'localstack', endpoint: c.getConnectionUri() };
 }
 
 async function startMoto(): Promise<SqsServer | undefined> {

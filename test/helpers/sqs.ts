@@ -28,6 +28,7 @@ export const SQS_SERVERS: SqsServer[] = inject('services').sqs;
 export const SQS_FEATURES = {
   fauxqs: { rejectsInvalidCharacters: true, fifoGroupOrder: true },
   moto: { rejectsInvalidCharacters: false, fifoGroupOrder: false },
+  localstack: { rejectsInvalidCharacters: true, fifoGroupOrder: true },
   external: { rejectsInvalidCharacters: true, fifoGroupOrder: true },
 } as const;
 
