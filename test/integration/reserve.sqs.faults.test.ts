@@ -60,4 +60,36 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
       }
     },
   );
+
+  it.each(['visibility', 'resend'] as const)(
+    'database back before the budget ends (%s mode): processed once',
+    async (mode) => {
+      b = await SqsInventoryBench.create(server, `sqs_dbback_${mode}_${server.name}`, { mode });
+      await b.stock('SKU-B', 10);
+      const u = new URL(b.t.url);
+      const proxy = await new TcpProxy(u.hostname, Number(u.port || 5432)).start();
+      u.hostname = '127.0.0.1';
+      u.port = String(proxy.port);
+      const db = new PgDatabase({
+        connectionString: u.toString(),
+        max: 2,
+        connectionTimeoutMillis: 1_000,
+      });
+      try {
+        proxy.cut();
+        const e = created('SKU-B', 2);
+        await b.send(e);
+        await b.trigger({ db, maxConcurrency: 1 });
+        await b.waitForLine(e.id, 'retry-scheduled');
+        proxy.restore();
+        await b.waitForLine(e.id, 'effect-committed', 1, 20_000);
+        expect(await b.stockOf('SKU-B')).toEqual({ available: 10, reserved: 2 });
+        expect(await b.inboxRows(e.id)).toBe(1);
+        expect(b.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
+      } finally {
+        await db.close();
+        await proxy.close();
+      }
+    },
+  );
 });
