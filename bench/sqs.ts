@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
   DeleteMessageBatchCommand,
-  PurgeQueueCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
   type SQSClient,
@@ -129,17 +128,19 @@ export async function benchSqs(
     : `embedded fauxqs (${local.embedded ? 'in this process' : 'joined'})`;
   try {
     return await withBenchEnvironment(env, 'sqs', async ({ name, dbUrl }) => {
-      const queues = await ensureSqsQueues(
-        client,
-        sqsQueueNames(`${name.replace(/_/g, '-')}-`),
-        DEFAULT_RETENTION,
-        {
-          ...defaultSqsQueueSettings(TEST_RETRY_BUDGET),
-          visibilityTimeoutSeconds: 60,
-        },
-      );
-      const purge = () =>
-        client.send(new PurgeQueueCommand({ QueueUrl: queues.sourceUrl })).catch(() => {});
+      // Fresh queues for every measurement: a stopped trigger's abandoned long poll may still take
+      // messages (they stay invisible for the visibility timeout), and PurgeQueue is rate-limited.
+      let round = 0;
+      const freshQueues = () =>
+        ensureSqsQueues(
+          client,
+          sqsQueueNames(`${name.replace(/_/g, '-')}-${++round}-`),
+          DEFAULT_RETENTION,
+          {
+            ...defaultSqsQueueSettings(TEST_RETRY_BUDGET),
+            visibilityTimeoutSeconds: 60,
+          },
+        );
       const db = new PgDatabase({ connectionString: dbUrl, max: o.concurrency + 2 });
       const figures: Record<string, BenchFigure> = {};
       try {
@@ -149,9 +150,8 @@ export async function benchSqs(
           const relayed: number[] = [];
           for (let run = 1; run <= o.runs; run++) {
             const envelopes = orderEvents(o.messages, o.skus);
-            await purge();
-            raw.push(await rawSend(client, queues.sourceUrl, envelopes));
-            await purge();
+            raw.push(await rawSend(client, (await freshQueues()).sourceUrl, envelopes));
+            const queues = await freshQueues();
             await db.query('TRUNCATE outbox');
             const store = new OutboxStore('outbox');
             for (let i = 0; i < envelopes.length; i += 1000) {
@@ -194,12 +194,12 @@ export async function benchSqs(
           const raw: number[] = [];
           const reserved: number[] = [];
           for (let run = 1; run <= o.runs; run++) {
-            await purge();
-            await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
-            raw.push(await rawReceive(client, queues.sourceUrl, o.messages, o.concurrency));
+            const rawQueues = await freshQueues();
+            await rawSend(client, rawQueues.sourceUrl, orderEvents(o.messages, o.skus));
+            raw.push(await rawReceive(client, rawQueues.sourceUrl, o.messages, o.concurrency));
             await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
             await db.query('UPDATE stock SET reserved = 0');
-            await purge();
+            const queues = await freshQueues();
             await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
             const journal = new Journal();
             let acked = 0;
