@@ -18,6 +18,7 @@ import { SqsTrigger } from '../shared/local/sqsTrigger.js';
 import { createLogger } from '../shared/logger.js';
 import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderService } from '../shared/orders/OrderService.js';
+import type { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { createRabbitRelays } from '../shared/outbox/rabbitRelays.js';
 import { createSqsRelays } from '../shared/outbox/sqsRelays.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
@@ -85,6 +86,19 @@ await migrate(db);
 const stops: (() => Promise<void>)[] = [];
 const abort = new AbortController();
 
+/** Runs relays until SIGINT/SIGTERM; the round in flight finishes. */
+const drainUntilStopped = (relays: OutboxRelay[]) =>
+  Promise.all(
+    relays.map((r) =>
+      r.drain({
+        budgetMs: Number.MAX_SAFE_INTEGER,
+        idleWaitMs: env.RELAY_IDLE_WAIT_MS,
+        concurrency: env.RELAY_CONCURRENCY,
+        signal: abort.signal,
+      }),
+    ),
+  );
+
 if (runApi) {
   const handler = createPlaceOrderHandler({ orders: new OrderService({ db }), logger });
   const api = await startHttpApi(handler, { port: opts.port ? Number(opts.port) : env.PORT });
@@ -104,16 +118,7 @@ if (runRelay && opts.transport === 'rabbitmq') {
   console.log(
     `relay: draining ${relays.map((r) => r.store.table).join(' and ')} to ${new URL(env.AMQP_URL).host}`,
   );
-  const done = Promise.all(
-    relays.map((r) =>
-      r.drain({
-        budgetMs: Number.MAX_SAFE_INTEGER,
-        idleWaitMs: env.RELAY_IDLE_WAIT_MS,
-        concurrency: env.RELAY_CONCURRENCY,
-        signal: abort.signal,
-      }),
-    ),
-  );
+  const done = drainUntilStopped(relays);
   stops.push(async () => {
     await done;
     await connection.close();
@@ -203,16 +208,7 @@ if (opts.transport === 'sqs' && (runRelay || runConsumer)) {
     console.log(
       `relay: draining outbox and inventory_outbox to ${queues.sourceUrl} and ${queues.resultsUrl}`,
     );
-    const done = Promise.all(
-      relays.map((r) =>
-        r.drain({
-          budgetMs: Number.MAX_SAFE_INTEGER,
-          idleWaitMs: env.RELAY_IDLE_WAIT_MS,
-          concurrency: env.RELAY_CONCURRENCY,
-          signal: abort.signal,
-        }),
-      ),
-    );
+    const done = drainUntilStopped(relays);
     stops.push(async () => {
       await done;
     });

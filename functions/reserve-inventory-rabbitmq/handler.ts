@@ -70,11 +70,16 @@ export function createReserveInventoryRabbitHandler(deps: {
           if (outcome.kind === 'retry') {
             await deps.settler.retry(raw, outcome);
             fault('reserve.after-retry-publish');
-            record(deps.journal, 'retry-scheduled', message, outcome.errorClass, outcome.error);
+            deps.journal?.recordMessage(
+              'retry-scheduled',
+              message,
+              outcome.errorClass,
+              outcome.error,
+            );
             summary.retried++;
           } else if (outcome.kind === 'park') {
             const d = await deps.settler.park(raw, outcome, message.attempt);
-            record(deps.journal, 'parked', message, outcome.reason, d.error);
+            deps.journal?.recordMessage('parked', message, outcome.reason, d.error);
             summary.parked++;
           } else {
             summary.acked++;
@@ -89,26 +94,9 @@ export function createReserveInventoryRabbitHandler(deps: {
         }
       }
       // Returning is the acknowledgement of the whole batch.
-      for (const message of inbound) record(deps.journal, 'acked', message, 'batch returned');
+      for (const message of inbound)
+        deps.journal?.recordMessage('acked', message, 'batch returned');
       deps.logger.info('batch settled', { ...summary });
       return summary;
     });
-}
-
-function record(
-  journal: Journal | undefined,
-  step: 'retry-scheduled' | 'parked' | 'acked',
-  m: InboundMessage,
-  outcome?: string,
-  reason?: string,
-) {
-  journal?.record({
-    step,
-    messageId: m.messageId ?? null,
-    eventType: m.type ?? null,
-    attempt: m.attempt,
-    redelivered: m.redelivered,
-    ...(outcome ? { outcome } : {}),
-    ...(reason ? { reason } : {}),
-  });
 }

@@ -43,16 +43,14 @@ export function createReserveInventorySqsHandler(deps: {
     const settlement = await deps.settler.settle(record, message, outcome);
     if (outcome.kind === 'retry') {
       fault('reserve.after-retry-publish');
-      journal(
-        deps.journal,
+      deps.journal?.recordMessage(
         'retry-scheduled',
         message,
         outcome.errorClass,
         `${outcome.error} (in ${outcome.delayMs} ms, ${deps.settler.options.mode})`,
       );
     } else if (outcome.kind === 'park') {
-      journal(
-        deps.journal,
+      deps.journal?.recordMessage(
         'parked',
         message,
         settlement === 'ack' ? outcome.reason : 'parking refused it',
@@ -61,7 +59,11 @@ export function createReserveInventorySqsHandler(deps: {
     }
     if (settlement === 'fail')
       throw new ReportedFailure(`${message.messageId ?? record.messageId}: report as failed`);
-    journal(deps.journal, 'acked', message, outcome.kind === 'ack' ? outcome.result : outcome.kind);
+    deps.journal?.recordMessage(
+      'acked',
+      message,
+      outcome.kind === 'ack' ? outcome.result : outcome.kind,
+    );
   };
 
   return middy<SQSEvent, SQSBatchResponse>()
@@ -93,22 +95,4 @@ export function createReserveInventorySqsHandler(deps: {
         { context, throwOnFullBatchFailure: false },
       );
     });
-}
-
-function journal(
-  j: Journal | undefined,
-  step: 'retry-scheduled' | 'parked' | 'acked',
-  m: InboundMessage,
-  outcome?: string,
-  reason?: string,
-) {
-  j?.record({
-    step,
-    messageId: m.messageId ?? null,
-    eventType: m.type ?? null,
-    attempt: m.attempt,
-    redelivered: m.redelivered,
-    ...(outcome ? { outcome } : {}),
-    ...(reason ? { reason } : {}),
-  });
 }

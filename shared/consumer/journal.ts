@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js';
+import type { InboundMessage } from './types.js';
 
 /**
  * The journal of a delivery's transitions (issue #3 §10): one structured line per step with the
@@ -39,6 +40,24 @@ export class Journal {
       const i = this.sinks.indexOf(sink);
       if (i >= 0) this.sinks.splice(i, 1);
     };
+  }
+
+  /** Records a step of `message` (its id, type, attempt and redelivered flag). */
+  recordMessage(
+    step: JournalStep,
+    message: InboundMessage | undefined,
+    outcome?: string,
+    reason?: string,
+  ): void {
+    this.record({
+      step,
+      messageId: message?.messageId ?? null,
+      eventType: message?.type ?? null,
+      attempt: message?.attempt ?? 0,
+      redelivered: message?.redelivered ?? false,
+      ...(outcome ? { outcome } : {}),
+      ...(reason ? { reason } : {}),
+    });
   }
 
   record(entry: JournalEntry): void {

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { migrate } from '../../shared/db/migrate.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { DATABASE_URL, uniqueName } from './services.js';
+import { TcpProxy } from './tcpProxy.js';
 
 export interface TestDatabase {
   name: string;
@@ -47,6 +48,32 @@ export async function createTestDatabase(
     async drop() {
       await db.close();
       await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+  };
+}
+
+/**
+ * A pool on `url` through a TCP proxy the test can cut ("database down") without touching the
+ * server every other test file shares.
+ */
+export async function proxiedDatabase(
+  url: string,
+): Promise<{ db: PgDatabase; proxy: TcpProxy; close(): Promise<void> }> {
+  const target = new URL(url);
+  const proxy = await new TcpProxy(target.hostname, Number(target.port || 5432)).start();
+  target.hostname = '127.0.0.1';
+  target.port = String(proxy.port);
+  const db = new PgDatabase({
+    connectionString: target.toString(),
+    max: 4,
+    connectionTimeoutMillis: 1_000,
+  });
+  return {
+    db,
+    proxy,
+    async close() {
+      await db.close();
+      await proxy.close();
     },
   };
 }

@@ -6,8 +6,7 @@ import {
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
-import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
-import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
@@ -18,23 +17,16 @@ import {
   type RabbitWorkerOptions,
 } from '../../shared/transport/rabbitmq/RabbitWorker.js';
 import { prepareInventoryTopology, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
-import { createTestDatabase, type TestDatabase } from './db.js';
+import { createTestDatabase, proxiedDatabase, type TestDatabase } from './db.js';
+import { JournalRecorder } from './journalRecorder.js';
 import { createTestVhost, type TestVhost } from './rabbit.js';
-import { DATABASE_URL } from './services.js';
-import { TcpProxy } from './tcpProxy.js';
-import { waitFor } from './waitFor.js';
-
-export interface JournalLine extends JournalEntry {
-  at: number;
-}
+import type { TcpProxy } from './tcpProxy.js';
 
 /**
  * A consumer-side test bench: its own database and vhost with the full topology and policies, a
  * journal recorder, and helpers to publish events as the relay would and to read the outcome.
  */
-export class InventoryBench {
-  readonly journal = new Journal();
-  readonly lines: JournalLine[] = [];
+export class InventoryBench extends JournalRecorder {
   private readonly closers: (() => Promise<unknown>)[] = [];
   assert!: ChannelModel;
   connection!: RabbitConnection;
@@ -44,7 +36,7 @@ export class InventoryBench {
     readonly vhost: TestVhost,
     readonly budget: RetryBudget,
   ) {
-    this.journal.addSink((e) => this.lines.push({ ...e, at: Date.now() }));
+    super();
   }
 
   static async create(
@@ -71,21 +63,9 @@ export class InventoryBench {
 
   /** A database client through a TCP proxy the test can cut ("database down"). */
   async proxiedDb(): Promise<{ db: PgDatabase; proxy: TcpProxy }> {
-    const u = new URL(DATABASE_URL);
-    const proxy = await new TcpProxy(u.hostname, Number(u.port || 5432)).start();
-    const url = new URL(this.t.url);
-    url.hostname = '127.0.0.1';
-    url.port = String(proxy.port);
-    const db = new PgDatabase({
-      connectionString: url.toString(),
-      max: 4,
-      connectionTimeoutMillis: 1_000,
-    });
-    this.closers.push(
-      () => db.close(),
-      () => proxy.close(),
-    );
-    return { db, proxy };
+    const p = await proxiedDatabase(this.t.url);
+    this.closers.push(() => p.close());
+    return p;
   }
 
   useCase(db: PgDatabase = this.t.db, budget = this.budget): ReserveInventory {
@@ -228,19 +208,6 @@ export class InventoryBench {
       [messageId],
     );
     return Number(rows[0]?.n);
-  }
-
-  linesFor(messageId: string): JournalLine[] {
-    return this.lines.filter((l) => l.messageId === messageId);
-  }
-
-  waitForLine(messageId: string, step: JournalEntry['step'], count = 1, timeoutMs = 20_000) {
-    return waitFor(() => this.linesFor(messageId).filter((l) => l.step === step).length >= count, {
-      timeoutMs,
-      message: `${count}× ${step} for ${messageId} (saw: ${this.linesFor(messageId)
-        .map((l) => l.step)
-        .join(', ')})`,
-    });
   }
 
   async close(): Promise<void> {

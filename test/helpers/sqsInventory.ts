@@ -1,7 +1,6 @@
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope } from '../../shared/envelope/envelope.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
@@ -12,20 +11,16 @@ import { createSqsClient } from '../../shared/transport/sqs/client.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/SqsPublisher.js';
 import { type SqsRetryMode, SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
 import type { SqsServer } from '../globalSetup.js';
-import { createTestDatabase, type TestDatabase } from './db.js';
+import { createTestDatabase, proxiedDatabase, type TestDatabase } from './db.js';
+import { JournalRecorder } from './journalRecorder.js';
 import { createSqsFixture, type SqsFixture } from './sqs.js';
-import { waitFor } from './waitFor.js';
-
-export interface JournalLine extends JournalEntry {
-  at: number;
-}
+import type { TcpProxy } from './tcpProxy.js';
 
 /** The SQS twin of InventoryBench: own database, own queues (by prefix) on a shared server. */
-export class SqsInventoryBench {
-  readonly journal = new Journal();
-  readonly lines: JournalLine[] = [];
+export class SqsInventoryBench extends JournalRecorder {
   private readonly triggers: SqsTrigger[] = [];
   private readonly clients: SQSClient[] = [];
+  private readonly closers: (() => Promise<void>)[] = [];
 
   private constructor(
     readonly t: TestDatabase,
@@ -33,7 +28,7 @@ export class SqsInventoryBench {
     readonly budget: RetryBudget,
     readonly mode: SqsRetryMode,
   ) {
-    this.journal.addSink((e) => this.lines.push({ ...e, at: Date.now() }));
+    super();
   }
 
   static async create(
@@ -51,6 +46,13 @@ export class SqsInventoryBench {
       }),
     ]);
     return new SqsInventoryBench(t, f, budget, options.mode ?? 'visibility');
+  }
+
+  /** A database client through a proxy the test can cut; closed with the bench. */
+  async proxiedDb(): Promise<{ db: PgDatabase; proxy: TcpProxy }> {
+    const p = await proxiedDatabase(this.t.url);
+    this.closers.push(() => p.close());
+    return p;
   }
 
   settler(fifo = false): SqsSettler {
@@ -149,19 +151,6 @@ export class SqsInventoryBench {
     );
   }
 
-  linesFor(messageId: string): JournalLine[] {
-    return this.lines.filter((l) => l.messageId === messageId);
-  }
-
-  waitForLine(messageId: string, step: JournalEntry['step'], count = 1, timeoutMs = 20_000) {
-    return waitFor(() => this.linesFor(messageId).filter((l) => l.step === step).length >= count, {
-      timeoutMs,
-      message: `${count}× ${step} for ${messageId} (saw: ${this.linesFor(messageId)
-        .map((l) => l.step)
-        .join(', ')})`,
-    });
-  }
-
   async stockOf(sku: string) {
     const { rows } = await this.t.db.query<{ available: number; reserved: number }>(
       'SELECT available, reserved FROM stock WHERE sku = $1',
@@ -181,6 +170,7 @@ export class SqsInventoryBench {
   async close(): Promise<void> {
     for (const tr of this.triggers) await tr.stop();
     for (const c of this.clients) c.destroy();
+    for (const close of this.closers) await close();
     this.f.client.destroy();
     await this.t.drop();
   }

@@ -1,10 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { receiveAll, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
-import { TcpProxy } from '../helpers/tcpProxy.js';
 
 const created = (sku: string, quantity: number) => {
   const orderId = randomUUID();
@@ -26,38 +24,25 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
     async (mode) => {
       b = await SqsInventoryBench.create(server, `sqs_dbdown_${mode}_${server.name}`, { mode });
       await b.stock('SKU-D', 10);
-      const u = new URL(b.t.url);
-      const proxy = await new TcpProxy(u.hostname, Number(u.port || 5432)).start();
-      u.hostname = '127.0.0.1';
-      u.port = String(proxy.port);
-      const db = new PgDatabase({
-        connectionString: u.toString(),
-        max: 2,
-        connectionTimeoutMillis: 1_000,
+      const { db, proxy } = await b.proxiedDb();
+      proxy.cut();
+      const e = created('SKU-D', 1);
+      await b.send(e);
+      await b.trigger({ db, maxConcurrency: 1 });
+      await b.waitForLine(e.id, 'parked', 1, 30_000);
+      const received = b.linesFor(e.id).filter((l) => l.step === 'received');
+      expect(received.map((l) => l.attempt)).toEqual([0, 1, 2, 3]);
+      const gaps = received.slice(1).map((l, i) => l.at - (received[i]?.at ?? 0));
+      b.budget.ladderMs.forEach((delay, i) => {
+        expect(gaps[i]).toBeGreaterThanOrEqual(delay - 100);
+        expect(gaps[i]).toBeLessThan(delay + 2_500);
       });
-      try {
-        proxy.cut();
-        const e = created('SKU-D', 1);
-        await b.send(e);
-        await b.trigger({ db, maxConcurrency: 1 });
-        await b.waitForLine(e.id, 'parked', 1, 30_000);
-        const received = b.linesFor(e.id).filter((l) => l.step === 'received');
-        expect(received.map((l) => l.attempt)).toEqual([0, 1, 2, 3]);
-        const gaps = received.slice(1).map((l, i) => l.at - (received[i]?.at ?? 0));
-        b.budget.ladderMs.forEach((delay, i) => {
-          expect(gaps[i]).toBeGreaterThanOrEqual(delay - 100);
-          expect(gaps[i]).toBeLessThan(delay + 2_500);
-        });
-        const parked = await receiveAll(b.f.client, b.f.queues.parkingUrl, (m) => m.length >= 1);
-        expect(parked[0]?.MessageAttributes?.park_reason?.StringValue).toBe('exhausted');
-        expect(parked[0]?.MessageAttributes?.error_class?.StringValue).toBe('transient');
-        console.info(
-          `${server.name} ${mode}: gaps ${gaps.join(', ')} ms for ladder ${b.budget.ladderMs.join(', ')}`,
-        );
-      } finally {
-        await db.close();
-        await proxy.close();
-      }
+      const parked = await receiveAll(b.f.client, b.f.queues.parkingUrl, (m) => m.length >= 1);
+      expect(parked[0]?.MessageAttributes?.park_reason?.StringValue).toBe('exhausted');
+      expect(parked[0]?.MessageAttributes?.error_class?.StringValue).toBe('transient');
+      console.info(
+        `${server.name} ${mode}: gaps ${gaps.join(', ')} ms for ladder ${b.budget.ladderMs.join(', ')}`,
+      );
     },
   );
 
@@ -66,30 +51,17 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
     async (mode) => {
       b = await SqsInventoryBench.create(server, `sqs_dbback_${mode}_${server.name}`, { mode });
       await b.stock('SKU-B', 10);
-      const u = new URL(b.t.url);
-      const proxy = await new TcpProxy(u.hostname, Number(u.port || 5432)).start();
-      u.hostname = '127.0.0.1';
-      u.port = String(proxy.port);
-      const db = new PgDatabase({
-        connectionString: u.toString(),
-        max: 2,
-        connectionTimeoutMillis: 1_000,
-      });
-      try {
-        proxy.cut();
-        const e = created('SKU-B', 2);
-        await b.send(e);
-        await b.trigger({ db, maxConcurrency: 1 });
-        await b.waitForLine(e.id, 'retry-scheduled');
-        proxy.restore();
-        await b.waitForLine(e.id, 'effect-committed', 1, 20_000);
-        expect(await b.stockOf('SKU-B')).toEqual({ available: 10, reserved: 2 });
-        expect(await b.inboxRows(e.id)).toBe(1);
-        expect(b.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
-      } finally {
-        await db.close();
-        await proxy.close();
-      }
+      const { db, proxy } = await b.proxiedDb();
+      proxy.cut();
+      const e = created('SKU-B', 2);
+      await b.send(e);
+      await b.trigger({ db, maxConcurrency: 1 });
+      await b.waitForLine(e.id, 'retry-scheduled');
+      proxy.restore();
+      await b.waitForLine(e.id, 'effect-committed', 1, 20_000);
+      expect(await b.stockOf('SKU-B')).toEqual({ available: 10, reserved: 2 });
+      expect(await b.inboxRows(e.id)).toBe(1);
+      expect(b.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
     },
   );
 });

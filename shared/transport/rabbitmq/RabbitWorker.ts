@@ -1,5 +1,5 @@
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
-import type { Journal, JournalStep } from '../../consumer/journal.js';
+import type { Journal } from '../../consumer/journal.js';
 import type { InboundMessage, Outcome } from '../../consumer/types.js';
 import { fault } from '../../faults.js';
 import type { Logger } from '../../logger.js';
@@ -130,7 +130,7 @@ export class RabbitWorker {
       if (outcome.kind === 'retry') {
         const bucket = await this.deps.settler.retry(raw, outcome); // throws → give up, no ack
         fault('reserve.after-retry-publish');
-        this.journal(
+        this.deps.journal?.recordMessage(
           'retry-scheduled',
           message,
           outcome.errorClass,
@@ -139,17 +139,26 @@ export class RabbitWorker {
       } else if (outcome.kind === 'park') {
         try {
           const d = await this.deps.settler.park(raw, outcome, message.attempt);
-          this.journal('parked', message, outcome.reason, d.error);
+          this.deps.journal?.recordMessage('parked', message, outcome.reason, d.error);
         } catch (err) {
           // Parking refused the copy: let the broker dead-letter the original (at-least-once keeps
           // it in inventory.orders until the parking route exists again). Nothing is lost.
           ch.nack(msg, false, false);
-          this.journal('parked', message, 'dead-lettered by the broker', (err as Error).message);
+          this.deps.journal?.recordMessage(
+            'parked',
+            message,
+            'dead-lettered by the broker',
+            (err as Error).message,
+          );
           continue;
         }
       }
       ch.ack(msg);
-      this.journal('acked', message, outcome.kind === 'ack' ? outcome.result : outcome.kind);
+      this.deps.journal?.recordMessage(
+        'acked',
+        message,
+        outcome.kind === 'ack' ? outcome.result : outcome.kind,
+      );
     }
   }
 
@@ -157,7 +166,7 @@ export class RabbitWorker {
     this.deps.logger?.warn('consumer gives up on its channels; the broker will redeliver', {
       error: (err as Error).message,
     });
-    this.journal('abandoned', undefined, 'redelivery', (err as Error).message);
+    this.deps.journal?.recordMessage('abandoned', undefined, 'redelivery', (err as Error).message);
     this.buffer = [];
     if (this.ch === ch) this.ch = undefined;
     this.consumerTag = undefined;
@@ -206,22 +215,5 @@ export class RabbitWorker {
     this.buffer = [];
     await ch?.close().catch(() => {});
     await this.deps.settler.reset();
-  }
-
-  private journal(
-    step: JournalStep,
-    message: InboundMessage | undefined,
-    outcome?: string,
-    reason?: string,
-  ): void {
-    this.deps.journal?.record({
-      step,
-      messageId: message?.messageId ?? null,
-      eventType: message?.type ?? null,
-      attempt: message?.attempt ?? 0,
-      redelivered: message?.redelivered ?? false,
-      ...(outcome ? { outcome } : {}),
-      ...(reason ? { reason } : {}),
-    });
   }
 }

@@ -30,6 +30,23 @@ export function envelopeAttributes(e: Envelope): Record<string, MessageAttribute
   };
 }
 
+/** The envelope-identity attributes of a received message, for a copy of it (retry, park, redrive). */
+export function identityAttributes(
+  get: (name: string) => string | undefined,
+): Record<string, MessageAttributeValue> {
+  const out: Record<string, MessageAttributeValue> = {};
+  for (const name of [
+    SQS_ATTRIBUTES.eventId,
+    SQS_ATTRIBUTES.eventType,
+    SQS_ATTRIBUTES.schemaVersion,
+    SQS_ATTRIBUTES.correlationId,
+  ]) {
+    const v = get(name);
+    if (v !== undefined) out[name] = str(v);
+  }
+  return out;
+}
+
 /** Maps an SDK error of a whole call to a failure reason. */
 export function sqsFailureReason(err: unknown): PublishFailureReason {
   const e = err as {

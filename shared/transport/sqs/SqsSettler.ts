@@ -7,7 +7,7 @@ import {
 import type { SQSRecord } from 'aws-lambda';
 import type { RetryBudget } from '../../config/budget.js';
 import type { Diagnosis, InboundMessage, Outcome } from '../../consumer/types.js';
-import { SQS_ATTRIBUTES } from './SqsPublisher.js';
+import { identityAttributes, SQS_ATTRIBUTES } from './SqsPublisher.js';
 
 /** How "retry later" is done on SQS (DESIGN §3). */
 export type SqsRetryMode = 'visibility' | 'resend';
@@ -115,7 +115,7 @@ export class SqsSettler {
           MessageBody: record.body,
           DelaySeconds: Math.min(MAX_DELAY_SECONDS, delaySeconds),
           MessageAttributes: {
-            ...this.copyAttributes(record),
+            ...identityAttributes((name) => attr(record, name)),
             [SQS_ATTRIBUTES.attempt]: str(String(outcome.attempt)),
             [SQS_ATTRIBUTES.firstFailureAt]: str(message.firstFailureAt ?? now.toISOString()),
           },
@@ -130,7 +130,7 @@ export class SqsSettler {
           QueueUrl: this.options.parkingUrl,
           MessageBody: record.body,
           MessageAttributes: {
-            ...this.copyAttributes(record),
+            ...identityAttributes((name) => attr(record, name)),
             [SQS_ATTRIBUTES.attempt]: str(String(d.attempts)),
             [SQS_ATTRIBUTES.firstFailureAt]: str(d.firstFailureAt),
             [SQS_DIAGNOSIS.parkReason]: str(d.reason),
@@ -171,20 +171,5 @@ export class SqsSettler {
       correlationId: message.correlationId ?? null,
       consumer: this.options.consumer,
     };
-  }
-
-  /** The envelope attributes of the original (event id, type, schema version, correlation id). */
-  private copyAttributes(record: SQSRecord): Record<string, MessageAttributeValue> {
-    const out: Record<string, MessageAttributeValue> = {};
-    for (const name of [
-      SQS_ATTRIBUTES.eventId,
-      SQS_ATTRIBUTES.eventType,
-      SQS_ATTRIBUTES.schemaVersion,
-      SQS_ATTRIBUTES.correlationId,
-    ]) {
-      const v = attr(record, name);
-      if (v !== undefined) out[name] = str(v);
-    }
-    return out;
   }
 }

@@ -3,7 +3,6 @@ import {
   DeleteMessageCommand,
   GetQueueAttributesCommand,
   type Message,
-  type MessageAttributeValue,
   ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
@@ -19,7 +18,7 @@ import {
   type RedriveSelection,
 } from '../../consumer/parking.js';
 import type { ParkReason } from '../../consumer/types.js';
-import { SQS_ATTRIBUTES } from './SqsPublisher.js';
+import { identityAttributes, SQS_ATTRIBUTES } from './SqsPublisher.js';
 import { SQS_DIAGNOSIS } from './SqsSettler.js';
 
 const attr = (m: Message, name: string) => m.MessageAttributes?.[name]?.StringValue;
@@ -184,16 +183,7 @@ export function sqsParkingLot(deps: {
           continue;
         }
         await pace();
-        const keep: Record<string, MessageAttributeValue> = {};
-        for (const name of [
-          SQS_ATTRIBUTES.eventId,
-          SQS_ATTRIBUTES.eventType,
-          SQS_ATTRIBUTES.schemaVersion,
-          SQS_ATTRIBUTES.correlationId,
-        ]) {
-          const v = attr(m, name);
-          if (v !== undefined) keep[name] = { DataType: 'String', StringValue: v };
-        }
+        const keep = identityAttributes((name) => attr(m, name));
         await client.send(
           new SendMessageCommand({
             QueueUrl: sourceUrl,
