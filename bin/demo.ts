@@ -1,6 +1,8 @@
+import { DeleteQueueCommand, GetQueueUrlCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import amqp from 'amqplib';
 import pg from 'pg';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
+import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import { loadEnv } from '../shared/config/env.js';
@@ -12,10 +14,13 @@ import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { getStock, setStock } from '../shared/inventory/stock.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
 import { requireServices } from '../shared/local/preflight.js';
+import { ensureLocalSqs } from '../shared/local/sqsServer.js';
+import { SqsTrigger } from '../shared/local/sqsTrigger.js';
 import { createLogger } from '../shared/logger.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { createRabbitRelays } from '../shared/outbox/rabbitRelays.js';
+import { createSqsRelays } from '../shared/outbox/sqsRelays.js';
 import { listParked } from '../shared/transport/rabbitmq/parking.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
 import {
@@ -25,6 +30,10 @@ import {
 import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
 import { RabbitWorker } from '../shared/transport/rabbitmq/RabbitWorker.js';
 import { prepareInventoryTopology } from '../shared/transport/rabbitmq/topology.js';
+import { createSqsClient } from '../shared/transport/sqs/client.js';
+import { sqsParkingLot } from '../shared/transport/sqs/parking.js';
+import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
+import { ensureSqsPipeline } from '../shared/transport/sqs/setup.js';
 import { sleep } from '../shared/util/async.js';
 
 /**
@@ -32,8 +41,9 @@ import { sleep } from '../shared/util/async.js';
  * through the HTTP API, relays them to RabbitMQ, crashes the relay between the broker's confirm and
  * the mark (a duplicate with the same id, never a loss), then runs the inventory consumer: the inbox
  * absorbs the duplicates, stock is reserved once per order, an oversized order is rejected as a
- * business result and a poison message is parked with its diagnosis. It works in its own database
- * and virtual host and removes them at the end (`--keep` keeps them).
+ * business result and a poison message is parked with its diagnosis; then it replays the same
+ * outbox onto SQS (embedded server, Lambda SQS trigger emulation) with the same result. It works in
+ * its own database, virtual host and queues and removes them at the end (`--keep` keeps them).
  */
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 const env = loadEnv();
@@ -208,8 +218,121 @@ try {
     );
   }
   await check.close();
-  say('\n  The relay crash produced duplicates with the same message id, never a loss; the inbox');
-  say('  absorbed every duplicate, so each order reserved stock exactly once.');
+
+  step('The same events on SQS (embedded fauxqs, Lambda SQS trigger emulation, visibility mode)');
+  const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });
+  const sqs = createSqsClient({
+    endpoint: local.endpoint,
+    region: env.AWS_REGION,
+    requestTimeoutMs: 25_000,
+  });
+  const prefix = `demo-${process.pid}-`;
+  try {
+    const queues = await ensureSqsPipeline(sqs, {
+      prefix,
+      budget: TEST_RETRY_BUDGET,
+      retention: DEFAULT_RETENTION,
+      visibilityTimeoutSeconds: 30,
+    });
+    // replay the same outbox onto SQS, against fresh inventory state
+    await db.query('UPDATE outbox SET published_at = NULL');
+    await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
+    await db.query('UPDATE stock SET reserved = 0');
+    const [sqsRelay] = createSqsRelays(
+      { db, client: sqs },
+      env,
+      {
+        outbox: { queueUrl: queues.sourceUrl },
+        inventory_outbox: { queueUrl: queues.resultsUrl },
+      },
+      ['outbox'],
+    );
+    setFaults('relay.after-publish:throw');
+    await sqsRelay?.runOnce().catch(() => {});
+    setFaults('');
+    const again = await sqsRelay?.runOnce();
+    say(
+      `  relay: crashed once after SendMessageBatch, then sent and marked ${again?.published} (each event twice on the queue)`,
+    );
+    await sqs.send(
+      new SendMessageCommand({
+        QueueUrl: queues.sourceUrl,
+        MessageBody: '{not-json',
+        MessageAttributes: {
+          event_id: { DataType: 'String', StringValue: '00000000-0000-4000-8000-00000000beef' },
+        },
+      }),
+    );
+    const sqsCounts = new Map<string, number>();
+    const sqsJournal = new Journal();
+    sqsJournal.addSink((e) => {
+      const key = e.step === 'effect-committed' ? `committed (${e.outcome})` : e.step;
+      sqsCounts.set(key, (sqsCounts.get(key) ?? 0) + 1);
+    });
+    const sqsUseCase = new ReserveInventory(
+      { db, journal: sqsJournal },
+      { budget: TEST_RETRY_BUDGET },
+    );
+    const trigger = new SqsTrigger(
+      {
+        client: sqs,
+        handler: createReserveInventorySqsHandler({
+          process: (m) => sqsUseCase.process(m),
+          settler: new SqsSettler(
+            { client: sqs },
+            {
+              sourceUrl: queues.sourceUrl,
+              parkingUrl: queues.parkingUrl,
+              mode: 'visibility',
+              budget: TEST_RETRY_BUDGET,
+              consumer: 'inventory@demo',
+            },
+          ),
+          logger,
+          journal: sqsJournal,
+        }),
+      },
+      { queueUrl: queues.sourceUrl, queueArn: queues.sourceArn, functionTimeoutMs: 5_000 },
+    );
+    await trigger.start();
+    const sqsDeadline = Date.now() + 15_000;
+    while ((sqsCounts.get('acked') ?? 0) < expected && Date.now() < sqsDeadline) await sleep(50);
+    await trigger.stop();
+    for (const [k, n] of [...sqsCounts].sort()) say(`  ${k.padEnd(22)} ${n}`);
+    const sqsStock = await getStock(db, 'SKU-RED');
+    say(
+      `  stock SKU-RED: available ${sqsStock?.available}, reserved ${sqsStock?.reserved} (the same result as on RabbitMQ)`,
+    );
+    const lot = sqsParkingLot({
+      client: sqs,
+      sourceUrl: queues.sourceUrl,
+      parkingUrl: queues.parkingUrl,
+    });
+    for (const p of await lot.list(10)) {
+      say(
+        `  parked: ${p.diagnosis.messageId} reason=${p.diagnosis.reason} error="${p.diagnosis.error}"`,
+      );
+    }
+  } finally {
+    for (const name of [
+      'inventory-orders',
+      'inventory-orders-parking',
+      'orders-inventory-results',
+    ]) {
+      const url = await sqs
+        .send(new GetQueueUrlCommand({ QueueName: `${prefix}${name}` }))
+        .catch(() => undefined);
+      if (url?.QueueUrl)
+        await sqs.send(new DeleteQueueCommand({ QueueUrl: url.QueueUrl })).catch(() => {});
+    }
+    sqs.destroy();
+    await local.stop();
+  }
+  say(
+    '\n  On both transports the relay crash produced duplicates with the same id, never a loss; the',
+  );
+  say('  inbox absorbed every duplicate, so each order reserved stock exactly once.');
+  say('  (`npm start` becomes the side-by-side fault lab with issue #6.)');
   say(
     `\nDone in ${((Date.now() - started) / 1000).toFixed(1)} s.${keep ? ` Kept database ${demoDb} and vhost ${demoVhost}.` : ''}`,
   );
