@@ -77,3 +77,21 @@ export async function proxiedDatabase(
     },
   };
 }
+
+/** The stock row of a SKU (available, reserved). */
+export async function stockOf(db: PgDatabase, sku: string) {
+  const { rows } = await db.query<{ available: number; reserved: number }>(
+    'SELECT available, reserved FROM stock WHERE sku = $1',
+    [sku],
+  );
+  return rows[0];
+}
+
+/** Inbox rows for a message id (across consumers). */
+export async function inboxRows(db: PgDatabase, messageId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM processed_messages WHERE message_id = $1',
+    [messageId],
+  );
+  return rows[0]?.n ?? 0;
+}

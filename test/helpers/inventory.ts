@@ -17,7 +17,13 @@ import {
   type RabbitWorkerOptions,
 } from '../../shared/transport/rabbitmq/RabbitWorker.js';
 import { prepareInventoryTopology, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
-import { createTestDatabase, proxiedDatabase, type TestDatabase } from './db.js';
+import {
+  createTestDatabase,
+  inboxRows,
+  proxiedDatabase,
+  stockOf,
+  type TestDatabase,
+} from './db.js';
 import { JournalRecorder } from './journalRecorder.js';
 import { createTestVhost, type TestVhost } from './rabbit.js';
 import type { TcpProxy } from './tcpProxy.js';
@@ -194,20 +200,12 @@ export class InventoryBench extends JournalRecorder {
     return rows[0];
   }
 
-  async stockOf(sku: string) {
-    const { rows } = await this.t.db.query<{ available: number; reserved: number }>(
-      'SELECT available, reserved FROM stock WHERE sku = $1',
-      [sku],
-    );
-    return rows[0];
+  stockOf(sku: string) {
+    return stockOf(this.t.db, sku);
   }
 
-  async inboxRows(messageId: string): Promise<number> {
-    const { rows } = await this.t.db.query<{ n: string }>(
-      'SELECT count(*) AS n FROM processed_messages WHERE message_id = $1',
-      [messageId],
-    );
-    return Number(rows[0]?.n);
+  inboxRows(messageId: string): Promise<number> {
+    return inboxRows(this.t.db, messageId);
   }
 
   async close(): Promise<void> {

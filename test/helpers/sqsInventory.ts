@@ -11,7 +11,13 @@ import { createSqsClient } from '../../shared/transport/sqs/client.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/SqsPublisher.js';
 import { type SqsRetryMode, SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
 import type { SqsServer } from '../globalSetup.js';
-import { createTestDatabase, proxiedDatabase, type TestDatabase } from './db.js';
+import {
+  createTestDatabase,
+  inboxRows,
+  proxiedDatabase,
+  stockOf,
+  type TestDatabase,
+} from './db.js';
 import { JournalRecorder } from './journalRecorder.js';
 import { createSqsFixture, type SqsFixture } from './sqs.js';
 import type { TcpProxy } from './tcpProxy.js';
@@ -151,20 +157,12 @@ export class SqsInventoryBench extends JournalRecorder {
     );
   }
 
-  async stockOf(sku: string) {
-    const { rows } = await this.t.db.query<{ available: number; reserved: number }>(
-      'SELECT available, reserved FROM stock WHERE sku = $1',
-      [sku],
-    );
-    return rows[0];
+  stockOf(sku: string) {
+    return stockOf(this.t.db, sku);
   }
 
-  async inboxRows(messageId: string): Promise<number> {
-    const { rows } = await this.t.db.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM processed_messages WHERE message_id = $1',
-      [messageId],
-    );
-    return rows[0]?.n ?? 0;
+  inboxRows(messageId: string): Promise<number> {
+    return inboxRows(this.t.db, messageId);
   }
 
   async close(): Promise<void> {

@@ -41,22 +41,25 @@ interface XDeath {
 
 export function parkedFromRaw(raw: RawMessage): ParkedMessage {
   const h = raw.properties.headers;
+  const common = {
+    messageId: raw.properties.messageId ?? null,
+    type: raw.properties.type ?? null,
+    schemaVersion: headerString(h, HEADERS.schemaVersion) ?? null,
+    attempts: Number(headerString(h, HEADERS.attempt) ?? 0),
+    correlationId: raw.properties.correlationId ?? null,
+  };
   const parkedAt = headerString(h, HEADERS.parkedAt);
   if (parkedAt) {
     return {
       via: 'consumer',
       raw,
       diagnosis: {
-        messageId: raw.properties.messageId ?? null,
-        type: raw.properties.type ?? null,
-        schemaVersion: headerString(h, HEADERS.schemaVersion) ?? null,
-        attempts: Number(headerString(h, HEADERS.attempt) ?? 0),
+        ...common,
         firstFailureAt: headerString(h, HEADERS.firstFailureAt) ?? parkedAt,
         parkedAt,
         reason: (headerString(h, HEADERS.parkReason) ?? 'permanent') as ParkReason,
         errorClass: headerString(h, HEADERS.errorClass) ?? 'unknown',
         error: headerString(h, HEADERS.lastError) ?? '',
-        correlationId: raw.properties.correlationId ?? null,
         consumer: headerString(h, HEADERS.consumer) ?? 'unknown',
       },
     };
@@ -69,16 +72,12 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
     via: 'broker',
     raw,
     diagnosis: {
-      messageId: raw.properties.messageId ?? null,
-      type: raw.properties.type ?? null,
-      schemaVersion: headerString(h, HEADERS.schemaVersion) ?? null,
-      attempts: Number(headerString(h, HEADERS.attempt) ?? 0),
+      ...common,
       firstFailureAt: headerString(h, HEADERS.firstFailureAt) ?? at,
       parkedAt: at,
       reason: 'exhausted',
       errorClass: `broker:${death.reason ?? 'unknown'}`,
       error: `dead-lettered by the broker from ${death.queue ?? '?'} (${death.reason ?? '?'}, ${death.count ?? 1}×)`,
-      correlationId: raw.properties.correlationId ?? null,
       consumer: 'broker',
     },
   };
