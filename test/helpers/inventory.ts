@@ -7,6 +7,7 @@ import {
 } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { SqlDatabase } from '../../shared/db/types.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
@@ -74,7 +75,7 @@ export class InventoryBench extends JournalRecorder {
     return p;
   }
 
-  useCase(db: PgDatabase = this.t.db, budget = this.budget): ReserveInventory {
+  useCase(db: SqlDatabase = this.t.db, budget = this.budget): ReserveInventory {
     return new ReserveInventory({ db, journal: this.journal }, { budget });
   }
 
@@ -84,7 +85,10 @@ export class InventoryBench extends JournalRecorder {
 
   /** Starts a worker-mode consumer (stopped at close). */
   async worker(
-    options: { db?: PgDatabase; connection?: RabbitConnection } & Partial<RabbitWorkerOptions> = {},
+    options: {
+      db?: SqlDatabase;
+      connection?: RabbitConnection;
+    } & Partial<RabbitWorkerOptions> = {},
   ) {
     const connection = options.connection ?? this.connection;
     const useCase = this.useCase(options.db ?? this.t.db);

@@ -1,24 +1,9 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import {
-  ConstraintViolationError,
-  DbError,
-  TransientDbError,
-  UniqueViolationError,
-} from '../errors.js';
+import { DbError, TransientDbError } from '../errors.js';
+import { mapSqlState } from '../sqlState.js';
 import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
 
-// SQLSTATEs after which the same statement may succeed later.
-const TRANSIENT_SQLSTATES = new Set([
-  '40001', // serialization_failure
-  '40P01', // deadlock_detected
-  '57P01', // admin_shutdown
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now
-  '53300', // too_many_connections
-  '55P03', // lock_not_available
-  '57014', // query_canceled (statement_timeout)
-]);
 // Node socket errors that mean "the database was not reachable", not "the SQL was wrong".
 const TRANSIENT_SOCKET_CODES = new Set([
   'ECONNREFUSED',
@@ -57,26 +42,13 @@ export function mapPgError(err: unknown): Error {
   const e = (err ?? {}) as PgLikeError;
   const message = e.message ?? String(err);
   const code = typeof e.code === 'string' ? e.code : undefined;
-  if (code === '23505') {
-    return new UniqueViolationError(message, { cause: err, code, constraint: e.constraint });
-  }
-  if (code?.startsWith('23')) {
-    return new ConstraintViolationError(message, { cause: err, code, constraint: e.constraint });
-  }
-  if (code !== undefined && (TRANSIENT_SQLSTATES.has(code) || code.startsWith('08'))) {
-    return new TransientDbError(message, { cause: err, code });
-  }
   if (code !== undefined && TRANSIENT_SOCKET_CODES.has(code)) {
     return new TransientDbError(message, { cause: err, code });
   }
-  if (
-    /Connection terminated|connection timeout|Client has encountered a connection error/i.test(
-      message,
-    )
-  ) {
+  if (code === undefined && CONNECTION_MESSAGES.test(message)) {
     return new TransientDbError(message, { cause: err });
   }
-  return new DbError(message, { cause: err, code });
+  return mapSqlState(code, message, err, e.constraint);
 }
 
 const statementNames = new Map<string, string>();

@@ -1,0 +1,76 @@
+import { RDSDataClient } from '@aws-sdk/client-rds-data';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
+import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import { type DataApiServer, startDataApiServer } from '../../shared/local/dataApiServer.js';
+import { OrderService } from '../../shared/orders/OrderService.js';
+import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { RabbitPublisher } from '../../shared/transport/rabbitmq/RabbitPublisher.js';
+import { InventoryBench } from '../helpers/inventory.js';
+
+describe('the pipeline through the RDS Data API adapter (local endpoint, real SDK client)', () => {
+  let b: InventoryBench;
+  let server: DataApiServer;
+  let client: RDSDataClient;
+  let db: DataApiDatabase;
+  beforeAll(async () => {
+    b = await InventoryBench.create('data_api_pipeline');
+    server = await startDataApiServer({ databaseUrl: b.t.url });
+    client = new RDSDataClient({
+      endpoint: server.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      maxAttempts: 1,
+    });
+    db = new DataApiDatabase(
+      { client },
+      {
+        resourceArn: 'arn:aws:rds:us-east-1:000000000000:cluster:local',
+        secretArn: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:local',
+        database: b.t.name,
+      },
+    );
+  });
+  afterAll(async () => {
+    await b?.close();
+    client?.destroy();
+    await server?.close();
+  });
+
+  it('places orders, relays them, reserves once each even when delivered twice', async () => {
+    await b.stock('SKU-DA', 5);
+    const orders = new OrderService({ db });
+    const placed = [];
+    for (const quantity of [1, 2, 3])
+      placed.push(await orders.place({ sku: 'SKU-DA', quantity, correlationId: 'data-api' }));
+    const again = await orders.place({
+      sku: 'SKU-DA',
+      quantity: 1,
+      orderId: placed[0]?.orderId,
+      correlationId: 'data-api',
+    });
+    expect(again).toMatchObject({ created: false, eventId: placed[0]?.eventId });
+
+    const relay = new OutboxRelay(
+      {
+        db,
+        publisher: new RabbitPublisher(
+          { connection: b.connection },
+          { exchange: RABBITMQ_NAMES.ordersExchange },
+        ),
+      },
+      { table: 'outbox', batchSize: 100, maxAttempts: 5 },
+    );
+    expect(await relay.runOnce()).toMatchObject({ claimed: 3, published: 3 });
+    await b.t.db.query('UPDATE outbox SET published_at = NULL'); // publish them all a second time
+    expect(await relay.runOnce()).toMatchObject({ published: 3 });
+
+    await b.worker({ db });
+    for (const p of placed) await b.waitForLine(p.eventId, 'acked', 2);
+    // 1 + 2 reserved, 3 rejected (only 2 left): each decided once
+    expect(await b.stockOf('SKU-DA')).toEqual({ available: 5, reserved: 3 });
+    const statuses = await Promise.all(placed.map((p) => orders.get(p.orderId)));
+    expect(statuses.map((s) => s.reservation.status)).toEqual(['reserved', 'reserved', 'rejected']);
+    expect(b.lines.filter((l) => l.step === 'duplicate')).toHaveLength(3);
+  });
+});
