@@ -1,3 +1,4 @@
+import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { Command, Option } from 'commander';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
@@ -7,10 +8,13 @@ import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import { loadEnv } from '../shared/config/env.js';
 import { CODE_VERSION } from '../shared/config/version.js';
 import { Journal } from '../shared/consumer/journal.js';
+import { DataApiDatabase } from '../shared/db/data-api/DataApiDatabase.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { SqlDatabase } from '../shared/db/types.js';
 import { INVENTORY_CONSUMER, ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { AmazonMqTrigger } from '../shared/local/amazonMqTrigger.js';
+import { startDataApiServer } from '../shared/local/dataApiServer.js';
 import { startHttpApi } from '../shared/local/httpServer.js';
 import { requireServices } from '../shared/local/preflight.js';
 import { ensureLocalSqs } from '../shared/local/sqsServer.js';
@@ -56,10 +60,24 @@ const program = new Command('dev')
       .choices(['worker', 'lambda'])
       .default('worker'),
   )
+  .addOption(
+    new Option(
+      '--db <adapter>',
+      'SQL adapter: node-postgres, or the RDS Data API (local endpoint over DATABASE_URL)',
+    )
+      .choices(['pg', 'data-api'])
+      .default('pg'),
+  )
   .option('--port <port>', 'HTTP port (default: PORT or 3000)')
   .parse();
 
-const opts = program.opts<{ transport: string; role: string; consumer: string; port?: string }>();
+const opts = program.opts<{
+  transport: string;
+  role: string;
+  consumer: string;
+  db: string;
+  port?: string;
+}>();
 
 const env = loadEnv();
 const retention = loadRetention();
@@ -77,13 +95,35 @@ await requireServices({
     : {}),
 });
 
-const db = new PgDatabase({
+const pgDb = new PgDatabase({
   connectionString: env.DATABASE_URL,
   max: env.DB_POOL_MAX,
   applicationName: `dev-${opts.role}`,
 });
-await migrate(db);
+await migrate(pgDb); // migrations are multi-statement scripts: always through node-postgres
 const stops: (() => Promise<void>)[] = [];
+let db: SqlDatabase = pgDb;
+if (opts.db === 'data-api') {
+  const dataApi = await startDataApiServer({ databaseUrl: env.DATABASE_URL });
+  const rdsData = new RDSDataClient({
+    endpoint: dataApi.endpoint,
+    region: env.AWS_REGION,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  db = new DataApiDatabase(
+    { client: rdsData },
+    {
+      resourceArn: 'arn:aws:rds:local:000000000000:cluster:local',
+      secretArn: 'arn:aws:secretsmanager:local:000000000000:secret:local',
+      database: new URL(env.DATABASE_URL).pathname.slice(1),
+    },
+  );
+  console.log(`db: RDS Data API through the local endpoint ${dataApi.endpoint}`);
+  stops.push(async () => {
+    rdsData.destroy();
+    await dataApi.close();
+  });
+}
 const abort = new AbortController();
 
 /** Runs relays until SIGINT/SIGTERM; the round in flight finishes. */
@@ -272,8 +312,8 @@ const shutdown = async (signal: string) => {
   stopping = true;
   console.log(`${signal}: finishing in-flight work…`);
   abort.abort();
-  for (const stop of stops) await stop();
-  await db.close();
+  for (const stop of [...stops].reverse()) await stop(); // last started, first stopped
+  await pgDb.close();
   process.exit(0);
 };
 process.on('SIGINT', () => void shutdown('SIGINT'));
