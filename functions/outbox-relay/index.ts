@@ -1,21 +1,35 @@
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import { createRabbitRelays } from '../../shared/outbox/rabbitRelays.js';
+import { createSqsRelays } from '../../shared/outbox/sqsRelays.js';
 import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
-import { sharedDb, sharedRabbit } from '../commons/clients.js';
+import { required, sharedDb, sharedRabbit, sharedSqs } from '../commons/clients.js';
 import { createOutboxRelayHandler } from './handler.js';
 
 const env = loadEnv();
 const logger = createLogger('outbox-relay');
-const connection = sharedRabbit();
+
+/** The relays of the deployed transport (TRANSPORT=rabbitmq|sqs). */
+function relays() {
+  if (env.TRANSPORT === 'sqs') {
+    const sourceUrl = required(env, 'SOURCE_QUEUE_URL');
+    return {
+      relays: createSqsRelays({ db: sharedDb(), client: sharedSqs(), logger }, env, {
+        outbox: { queueUrl: sourceUrl, fifo: sourceUrl.endsWith('.fifo') },
+        inventory_outbox: { queueUrl: required(env, 'RESULTS_QUEUE_URL') },
+      }),
+    };
+  }
+  const connection = sharedRabbit();
+  return {
+    relays: createRabbitRelays({ db: sharedDb(), connection, logger }, env),
+    prepare: () => connection.withChannel((ch) => declareTopology(ch)),
+  };
+}
 
 /** Lambda entry point (EventBridge schedule, rate 1 minute). */
 export const handler = createOutboxRelayHandler(
-  {
-    relays: createRabbitRelays({ db: sharedDb(), connection, logger }, env),
-    logger,
-    prepare: () => connection.withChannel((ch) => declareTopology(ch)),
-  },
+  { ...relays(), logger },
   {
     drainBudgetMs: env.RELAY_DRAIN_BUDGET_MS,
     idleWaitMs: env.RELAY_IDLE_WAIT_MS,

@@ -4,9 +4,8 @@ import { CODE_VERSION } from '../../shared/config/version.js';
 import { Journal } from '../../shared/consumer/journal.js';
 import { INVENTORY_CONSUMER, ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../../shared/logger.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
 import { SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
-import { sharedDb } from '../commons/clients.js';
+import { required, sharedDb, sharedSqs } from '../commons/clients.js';
 import { createReserveInventorySqsHandler } from './handler.js';
 
 const env = loadEnv();
@@ -14,24 +13,19 @@ const logger = createLogger('reserve-inventory-sqs');
 const budget = loadBudget();
 const journal = new Journal(logger);
 const useCase = new ReserveInventory({ db: sharedDb(), logger, journal }, { budget });
-const required = (name: string) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 
 /** Lambda entry point (SQS event source mapping with ReportBatchItemFailures). */
 export const handler = createReserveInventorySqsHandler({
   process: (messages) => useCase.process(messages),
   settler: new SqsSettler(
-    { client: createSqsClient({ endpoint: env.SQS_ENDPOINT, region: env.AWS_REGION }) },
+    { client: sharedSqs() },
     {
-      sourceUrl: required('SOURCE_QUEUE_URL'),
-      parkingUrl: required('PARKING_QUEUE_URL'),
+      sourceUrl: required(env, 'SOURCE_QUEUE_URL'),
+      parkingUrl: required(env, 'PARKING_QUEUE_URL'),
       mode: env.SQS_RETRY_MODE,
       budget,
       consumer: `${INVENTORY_CONSUMER}@${CODE_VERSION}`,
-      fifo: required('SOURCE_QUEUE_URL').endsWith('.fifo'),
+      fifo: required(env, 'SOURCE_QUEUE_URL').endsWith('.fifo'),
     },
   ),
   logger,

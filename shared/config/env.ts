@@ -54,6 +54,19 @@ const envSchema = z.object({
   SQS_VISIBILITY_TIMEOUT_S: intFrom(0, 43_200).default(30),
   /** The consumer function's timeout (ms), for the trigger emulation. */
   FUNCTION_TIMEOUT_MS: intFrom(1_000, 900_000).default(5_000),
+  /** Which transport a deployed function uses (the relay, for one). */
+  TRANSPORT: z.enum(['rabbitmq', 'sqs']).default('rabbitmq'),
+  /** SQL adapter of deployed functions: node-postgres (DATABASE_URL) or the RDS Data API. */
+  DB_DRIVER: z.enum(['pg', 'data-api']).default('pg'),
+  DATA_API_RESOURCE_ARN: z.string().optional(),
+  DATA_API_SECRET_ARN: z.string().optional(),
+  DATA_API_DATABASE: z.string().optional(),
+  /** Data API endpoint override (the local endpoint); unset = AWS. */
+  DATA_API_ENDPOINT: z.string().url().optional(),
+  /** Queue URLs of a deployed SQS pipeline. */
+  SOURCE_QUEUE_URL: z.string().optional(),
+  PARKING_QUEUE_URL: z.string().optional(),
+  RESULTS_QUEUE_URL: z.string().optional(),
   /** Confirms awaited at once per channel. */
   PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
   /** How long a publish waits for a broker confirm before the message counts as failed (ms). */
