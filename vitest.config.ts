@@ -11,6 +11,15 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: 'infra',
+          include: ['test/infra/**/*.test.ts'],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/contract/**/*.test.ts'],
           globalSetup: ['test/globalSetup.ts'],

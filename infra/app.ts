@@ -1,15 +1,31 @@
-import { App, CfnOutput, Stack } from 'aws-cdk-lib';
-import { RABBITMQ_NAMES } from '../shared/config/constants.js';
+import { App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { pipelineConfig } from './config.js';
+import { DataStack } from './stacks/DataStack.js';
+import { SqsPipelineStack } from './stacks/SqsPipelineStack.js';
 
 /**
- * The CDK app. For now it synthesizes one foundation stack that records the pinned topology names;
- * the data stack (Aurora Serverless v2 + Data API) and the SQS / Amazon MQ pipeline stacks are built
- * from the same config module in a later issue.
+ * The CDK app: `npx cdk synth|deploy -c transport=sqs` (the Amazon MQ pipeline stack comes next).
+ * The data stack holds Aurora Serverless v2 with the Data API; the pipeline stack the queues and
+ * functions. Settings come from infra/config.ts, derived from the runtime's own config module.
  */
 const app = new App();
-const stack = new Stack(app, 'ReliableMessagingFoundation', {
-  description: 'reliable-messaging-serverless: foundation (pipeline stacks come later)',
+const transport = app.node.tryGetContext('transport') ?? 'sqs';
+if (transport !== 'sqs') {
+  throw new Error(
+    `-c transport=${transport}: only "sqs" is deployable yet (the Amazon MQ stack is in progress)`,
+  );
+}
+const minCapacity = Number(app.node.tryGetContext('minCapacity') ?? 0);
+const data = new DataStack(app, 'ReliableMessagingData', {
+  minCapacity,
+  deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
 });
-new CfnOutput(stack, 'OrdersExchange', { value: RABBITMQ_NAMES.ordersExchange });
-new CfnOutput(stack, 'InventoryQueue', { value: RABBITMQ_NAMES.inventoryQueue });
+new SqsPipelineStack(app, 'ReliableMessagingSqs', {
+  config: pipelineConfig(),
+  cluster: data.cluster,
+  databaseName: data.databaseName,
+});
+if (app.node.tryGetContext('nag') !== 'off')
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 app.synth();

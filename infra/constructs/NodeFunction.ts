@@ -1,0 +1,61 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { Architecture, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface NodeFunctionProps {
+  /** Folder under `functions/` whose `index.ts` exports `handler`. */
+  name: string;
+  timeoutSeconds: number;
+  environment?: Record<string, string>;
+  memorySize?: number;
+}
+
+/**
+ * Every function of the project: Node.js 24 on arm64, an ESM bundle built by the local esbuild
+ * (no Docker), minified with source maps, its own log group with a retention, Powertools settings.
+ * The AWS SDK v3 comes with the runtime and is left out of the bundle.
+ */
+export class NodeFunction extends NodejsFunction {
+  constructor(scope: Construct, id: string, props: NodeFunctionProps) {
+    const logGroup = new LogGroup(scope, `${id}Logs`, {
+      retention: RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    super(scope, id, {
+      entry: join(ROOT, 'functions', props.name, 'index.ts'),
+      handler: 'handler',
+      runtime: Runtime.NODEJS_24_X,
+      architecture: Architecture.ARM_64,
+      timeout: Duration.seconds(props.timeoutSeconds),
+      memorySize: props.memorySize ?? 512,
+      logGroup,
+      environment: {
+        NODE_OPTIONS: '--enable-source-maps',
+        POWERTOOLS_SERVICE_NAME: props.name,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+        ...props.environment,
+      },
+      bundling: {
+        format: OutputFormat.ESM,
+        minify: true,
+        sourceMap: true,
+        target: 'node24',
+        mainFields: ['module', 'main'],
+        externalModules: ['@aws-sdk/*'],
+        // ESM bundles of CommonJS dependencies need `require`
+        banner: "import{createRequire}from'module';const require=createRequire(import.meta.url);",
+      },
+    });
+    Validations.of(this).acknowledge({
+      id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      reason:
+        'The basic execution role only lets the function write to CloudWatch Logs (its own log group).',
+    });
+  }
+}

@@ -1,0 +1,152 @@
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import {
+  HttpApi,
+  HttpMethod,
+  HttpStage,
+  LogGroupLogDestination,
+} from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
+import { type CfnQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import { budgetEnvironment, type PipelineConfig } from '../config.js';
+import { NodeFunction } from '../constructs/NodeFunction.js';
+
+export interface SqsPipelineStackProps extends StackProps {
+  config: PipelineConfig;
+  cluster: DatabaseCluster;
+  databaseName: string;
+}
+
+/**
+ * The pipeline on SQS: place-order behind an IAM-authorized HTTP API, the outbox relay on a
+ * 1-minute schedule, reserve-inventory on an SQS event source with partial batch responses, and
+ * daily maintenance. Every function reaches the database through the RDS Data API.
+ */
+export class SqsPipelineStack extends Stack {
+  readonly source: Queue;
+  readonly parking: Queue;
+  readonly api: HttpApi;
+
+  constructor(scope: Construct, id: string, props: SqsPipelineStackProps) {
+    super(scope, id, props);
+    const { config, cluster } = props;
+    const sourceArn = Stack.of(this).formatArn({
+      service: 'sqs',
+      resource: config.names.inventoryQueue,
+    });
+
+    this.parking = new Queue(this, 'Parking', {
+      queueName: config.names.parkingQueue,
+      retentionPeriod: Duration.millis(config.retention.parkingMs),
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+    });
+    this.source = new Queue(this, 'Source', {
+      queueName: config.names.inventoryQueue,
+      visibilityTimeout: Duration.seconds(config.sqs.visibilityTimeoutSeconds),
+      retentionPeriod: Duration.seconds(config.sqs.sourceRetentionSeconds),
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      deadLetterQueue: { queue: this.parking, maxReceiveCount: config.sqs.maxReceiveCount },
+    });
+    // Only the source queue may dead-letter into parking. CDK builds RedriveAllowPolicy from queue
+    // objects, which would make the two queues depend on each other: set it by ARN.
+    const cfnParking = this.parking.node.defaultChild as CfnQueue;
+    cfnParking.redriveAllowPolicy = { redrivePermission: 'byQueue', sourceQueueArns: [sourceArn] };
+    const resultsParking = new Queue(this, 'ResultsParking', {
+      queueName: `${config.names.inventoryResultsQueue}-parking`,
+      retentionPeriod: Duration.millis(config.retention.parkingMs),
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+    });
+    const results = new Queue(this, 'Results', {
+      queueName: config.names.inventoryResultsQueue,
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      deadLetterQueue: { queue: resultsParking, maxReceiveCount: config.sqs.maxReceiveCount },
+    });
+
+    const environment = {
+      TRANSPORT: 'sqs',
+      DB_DRIVER: 'data-api',
+      DATA_API_RESOURCE_ARN: cluster.clusterArn,
+      DATA_API_SECRET_ARN: cluster.secret?.secretArn ?? '',
+      DATA_API_DATABASE: props.databaseName,
+      SOURCE_QUEUE_URL: this.source.queueUrl,
+      PARKING_QUEUE_URL: this.parking.queueUrl,
+      RESULTS_QUEUE_URL: results.queueUrl,
+      ...budgetEnvironment(config.budget),
+    };
+    const fn = (name: string, timeoutSeconds: number, extra: Record<string, string> = {}) => {
+      const f = new NodeFunction(this, name, {
+        name,
+        timeoutSeconds,
+        environment: { ...environment, ...extra },
+      });
+      cluster.grantDataApiAccess(f);
+      cluster.secret?.grantRead(f);
+      return f;
+    };
+
+    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
+    this.api = new HttpApi(this, 'Api', {
+      defaultAuthorizer: new HttpIamAuthorizer(),
+      createDefaultStage: false,
+    });
+    new HttpStage(this, 'ApiStage', {
+      httpApi: this.api,
+      stageName: '$default',
+      autoDeploy: true,
+      accessLogSettings: {
+        destination: new LogGroupLogDestination(
+          new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH }),
+        ),
+      },
+    });
+    const integration = new HttpLambdaIntegration('PlaceOrder', placeOrder);
+    this.api.addRoutes({ path: '/orders', methods: [HttpMethod.POST], integration });
+    this.api.addRoutes({ path: '/orders/{id}', methods: [HttpMethod.GET], integration });
+    this.api.addRoutes({ path: '/orders/{id}/cancel', methods: [HttpMethod.POST], integration });
+
+    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
+      RELAY_DRAIN_BUDGET_MS: String(config.relay.drainBudgetMs),
+      RELAY_IDLE_WAIT_MS: String(config.relay.idleWaitMs),
+    });
+    this.source.grantSendMessages(relay);
+    results.grantSendMessages(relay);
+    new Rule(this, 'RelaySchedule', {
+      schedule: Schedule.rate(Duration.minutes(1)),
+      targets: [new LambdaFunction(relay)],
+    });
+
+    const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, {
+      SQS_RETRY_MODE: 'visibility',
+    });
+    this.source.grantConsumeMessages(reserve);
+    this.source.grantSendMessages(reserve); // resend mode sends delayed copies
+    this.parking.grantSendMessages(reserve);
+    reserve.addEventSource(
+      new SqsEventSource(this.source, {
+        batchSize: config.sqs.batchSize,
+        maxBatchingWindow:
+          config.sqs.maxBatchingWindowSeconds > 0
+            ? Duration.seconds(config.sqs.maxBatchingWindowSeconds)
+            : undefined,
+        maxConcurrency: config.sqs.maxConcurrency,
+        reportBatchItemFailures: true,
+      }),
+    );
+
+    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
+    new Rule(this, 'MaintenanceSchedule', {
+      schedule: Schedule.rate(Duration.days(1)),
+      targets: [new LambdaFunction(maintenance)],
+    });
+  }
+}
