@@ -14,6 +14,8 @@ export interface NodeFunctionProps {
   timeoutSeconds: number;
   environment?: Record<string, string>;
   memorySize?: number;
+  /** Ship `shared/db/migrations/*.sql` in the bundle (the migrate function reads them). */
+  withMigrations?: boolean;
 }
 
 /**
@@ -39,6 +41,7 @@ export class NodeFunction extends NodejsFunction {
         NODE_OPTIONS: '--enable-source-maps',
         POWERTOOLS_SERVICE_NAME: props.name,
         POWERTOOLS_LOG_LEVEL: 'INFO',
+        ...(props.withMigrations ? { MIGRATIONS_DIR: '/var/task/migrations' } : {}),
         ...props.environment,
       },
       bundling: {
@@ -50,6 +53,17 @@ export class NodeFunction extends NodejsFunction {
         externalModules: ['@aws-sdk/*'],
         // ESM bundles of CommonJS dependencies need `require`
         banner: "import{createRequire}from'module';const require=createRequire(import.meta.url);",
+        ...(props.withMigrations
+          ? {
+              commandHooks: {
+                beforeBundling: () => [],
+                beforeInstall: () => [],
+                afterBundling: (_input: string, output: string) => [
+                  `mkdir -p "${output}/migrations" && cp "${join(ROOT, 'shared', 'db', 'migrations')}"/*.sql "${output}/migrations/"`,
+                ],
+              },
+            }
+          : {}),
       },
     });
     Validations.of(this).acknowledge({

@@ -1,4 +1,7 @@
-import { Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CustomResource, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
 import {
   AuroraPostgresEngineVersion,
@@ -7,7 +10,10 @@ import {
   DatabaseCluster,
   DatabaseClusterEngine,
 } from 'aws-cdk-lib/aws-rds';
+import { Provider } from 'aws-cdk-lib/custom-resources';
 import type { Construct } from 'constructs';
+import { MIGRATIONS_DIR } from '../../shared/db/migrate.js';
+import { NodeFunction } from '../constructs/NodeFunction.js';
 
 export interface DataStackProps extends StackProps {
   /** Aurora Serverless v2 minimum capacity (ACU); 0 lets the cluster pause when idle. */
@@ -51,6 +57,41 @@ export class DataStack extends Stack {
       vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
     });
+    // Migrations on deploy: a custom resource whose version is the migrations' checksums, so a new
+    // migration re-runs it (applying only what is pending).
+    const migrateFn = new NodeFunction(this, 'migrate', {
+      name: 'migrate',
+      timeoutSeconds: 300,
+      withMigrations: true,
+      environment: {
+        DB_DRIVER: 'data-api',
+        DATA_API_RESOURCE_ARN: this.cluster.clusterArn,
+        DATA_API_SECRET_ARN: this.cluster.secret?.secretArn ?? '',
+        DATA_API_DATABASE: this.databaseName,
+      },
+    });
+    this.cluster.grantDataApiAccess(migrateFn);
+    this.cluster.secret?.grantRead(migrateFn);
+    const provider = new Provider(this, 'MigrationsProvider', { onEventHandler: migrateFn });
+    Validations.of(provider).acknowledge(
+      {
+        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+        reason:
+          "The CDK Provider framework's function only writes its own logs with the basic execution role.",
+      },
+      {
+        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::<migrateED724F89.Arn>:*]',
+        reason:
+          'The Provider framework invokes any version of the migrate function (its own ARN with a version suffix).',
+      },
+    );
+    const migrations = new CustomResource(this, 'Migrations', {
+      serviceToken: provider.serviceToken,
+      resourceType: 'Custom::Migrations',
+      properties: { version: migrationsVersion() },
+    });
+    migrations.node.addDependency(this.cluster);
+
     Validations.of(this.cluster).acknowledge({
       id: 'AwsSolutions::AwsSolutions-SMG4',
       reason:
@@ -64,4 +105,15 @@ export class DataStack extends Stack {
       ? super.availabilityZones
       : [`${this.region}a`, `${this.region}b`];
   }
+}
+
+/** A digest of every migration file: changes when one is added. */
+function migrationsVersion(): string {
+  const hash = createHash('sha256');
+  for (const f of readdirSync(MIGRATIONS_DIR)
+    .filter((x) => x.endsWith('.sql'))
+    .sort()) {
+    hash.update(f).update(readFileSync(join(MIGRATIONS_DIR, f)));
+  }
+  return hash.digest('hex').slice(0, 16);
 }

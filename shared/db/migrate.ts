@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DbError } from './errors.js';
+import { splitStatements } from './statements.js';
 import type { SqlDatabase } from './types.js';
 
 export interface Migration {
@@ -11,7 +12,8 @@ export interface Migration {
   checksum: string;
 }
 
-export const MIGRATIONS_DIR = join(import.meta.dirname, 'migrations');
+/** Beside this module; a Lambda bundle ships them at `<bundle>/migrations` (MIGRATIONS_DIR). */
+export const MIGRATIONS_DIR = process.env.MIGRATIONS_DIR ?? join(import.meta.dirname, 'migrations');
 
 export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
@@ -68,7 +70,8 @@ export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promis
         result.skipped.push(m.name);
         return;
       }
-      await tx.query(m.sql);
+      // statement by statement: the RDS Data API runs one per call
+      for (const statement of splitStatements(m.sql)) await tx.query(statement);
       await tx.query('INSERT INTO schema_migrations (name, checksum) VALUES ($1, $2)', [
         m.name,
         m.checksum,

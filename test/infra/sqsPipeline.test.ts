@@ -96,6 +96,20 @@ describe('CDK: data stack and SQS pipeline stack', () => {
     });
   });
 
+  it('migrations run on deploy: a custom resource versioned by the migration files, through the Data API', () => {
+    t.data.hasResourceProperties('Custom::Migrations', {
+      version: Match.stringLikeRegexp('^[0-9a-f]{16}$'),
+    });
+    t.data.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: Match.objectLike({
+          DB_DRIVER: 'data-api',
+          MIGRATIONS_DIR: '/var/task/migrations',
+        }),
+      },
+    });
+  });
+
   it('cdk-nag (AwsSolutions) reports no unacknowledged error: synthesis would throw "Validation failed"', () => {
     expect(() => t.app.synth()).not.toThrow();
   });

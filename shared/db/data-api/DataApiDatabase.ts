@@ -9,6 +9,7 @@ import {
 } from '@aws-sdk/client-rds-data';
 import { DbError, TransientDbError } from '../errors.js';
 import { mapSqlState } from '../sqlState.js';
+import { splitStatements } from '../statements.js';
 import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -132,7 +133,7 @@ class DataApiExecutor implements SqlExecutor {
     sql: string,
     params: readonly SqlParam[] = [],
   ): Promise<QueryResult<T>> {
-    if (/;\s*\S/.test(sql.replace(/'[^']*'/g, ''))) {
+    if (splitStatements(sql).length > 1) {
       throw new DbError('the RDS Data API runs one statement per call; split the script');
     }
     try {

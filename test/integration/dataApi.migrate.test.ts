@@ -1,0 +1,76 @@
+import { RDSDataClient } from '@aws-sdk/client-rds-data';
+import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMigrateHandler } from '../../functions/migrate/handler.js';
+import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import { loadMigrations } from '../../shared/db/migrate.js';
+import { type DataApiServer, startDataApiServer } from '../../shared/local/dataApiServer.js';
+import { localLambdaContext } from '../../shared/local/lambdaContext.js';
+import { createLogger } from '../../shared/logger.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+
+const event = (RequestType: 'Create' | 'Update' | 'Delete') =>
+  ({
+    RequestType,
+    ServiceToken: 'arn:aws:lambda:local:000000000000:function:provider',
+    ResponseURL: 'http://localhost/unused',
+    StackId: 'arn:aws:cloudformation:local:000000000000:stack/data/1',
+    RequestId: '1',
+    LogicalResourceId: 'Migrations',
+    ResourceType: 'Custom::Migrations',
+    ResourceProperties: { ServiceToken: 'x' },
+    ...(RequestType === 'Create'
+      ? {}
+      : { PhysicalResourceId: 'schema-migrations', OldResourceProperties: {} }),
+  }) as CloudFormationCustomResourceEvent;
+
+describe('migrations on deploy through the RDS Data API (custom resource handler)', () => {
+  let t: TestDatabase;
+  let server: DataApiServer;
+  let client: RDSDataClient;
+  let handler: ReturnType<typeof createMigrateHandler>;
+  beforeAll(async () => {
+    t = await createTestDatabase('data_api_migrate', { migrated: false });
+    server = await startDataApiServer({ databaseUrl: t.url });
+    client = new RDSDataClient({
+      endpoint: server.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      maxAttempts: 1,
+    });
+    const db = new DataApiDatabase(
+      { client },
+      {
+        resourceArn: 'arn:aws:rds:local:0:cluster:c',
+        secretArn: 'arn:aws:secretsmanager:local:0:secret:s',
+        database: t.name,
+      },
+    );
+    handler = createMigrateHandler({ db, logger: createLogger('migrate-test') });
+  });
+  afterAll(async () => {
+    client?.destroy();
+    await server?.close();
+    await t?.drop();
+  });
+
+  it('Create applies every migration statement by statement; Update is a no-op; Delete keeps the data', async () => {
+    const all = await loadMigrations();
+    const created = await handler(event('Create'), localLambdaContext('migrate'));
+    expect(created).toEqual({
+      PhysicalResourceId: 'schema-migrations',
+      Data: { applied: all.length, skipped: 0 },
+    });
+    const { rows } = await t.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'
+          AND table_name IN ('orders', 'outbox', 'stock', 'reservations', 'processed_messages', 'inventory_outbox', 'schema_migrations')`,
+    );
+    expect(rows[0]?.n).toBe(7);
+    expect(await handler(event('Update'), localLambdaContext('migrate'))).toMatchObject({
+      Data: { applied: 0, skipped: all.length },
+    });
+    expect(await handler(event('Delete'), localLambdaContext('migrate'))).toMatchObject({
+      Data: { applied: 0 },
+    });
+  });
+});
