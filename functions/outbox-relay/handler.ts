@@ -23,7 +23,13 @@ export type RelaySummary = Record<string, DrainResult>;
  * rows are claimed with FOR UPDATE SKIP LOCKED.
  */
 export function createOutboxRelayHandler(
-  deps: { relays: OutboxRelay[]; logger: Logger; prepare?: () => Promise<void> },
+  deps: {
+    relays: OutboxRelay[];
+    logger: Logger;
+    prepare?: () => Promise<void>;
+    /** Called after each invocation's drain (e.g. CloudWatch metrics of the backlog). */
+    report?: (results: DrainResult[]) => Promise<void>;
+  },
   options: OutboxRelayHandlerOptions,
 ) {
   let prepared: Promise<void> | undefined;
@@ -56,6 +62,11 @@ export function createOutboxRelayHandler(
       deps.relays.forEach((relay, i) => {
         summary[relay.store.table] = results[i] as DrainResult;
       });
+      await deps
+        .report?.(results)
+        .catch((err) =>
+          deps.logger.warn('relay metrics not published', { error: (err as Error).message }),
+        );
       deps.logger.info('relay invocation done', { budgetMs, summary });
       return summary;
     });

@@ -1,5 +1,6 @@
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
+import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { createRabbitRelays } from '../../shared/outbox/rabbitRelays.js';
 import { createSqsRelays } from '../../shared/outbox/sqsRelays.js';
 import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
@@ -28,8 +29,13 @@ function relays() {
 }
 
 /** Lambda entry point (EventBridge schedule, rate 1 minute). */
+const wiring = relays();
 export const handler = createOutboxRelayHandler(
-  { ...relays(), logger },
+  {
+    ...wiring,
+    logger,
+    report: (results) => publishOutboxMetrics(sharedDb(), wiring.relays, results),
+  },
   {
     drainBudgetMs: env.RELAY_DRAIN_BUDGET_MS,
     idleWaitMs: env.RELAY_IDLE_WAIT_MS,

@@ -16,6 +16,7 @@ import { type CfnQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { budgetEnvironment, type PipelineConfig } from '../config.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
+import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 
 export interface SqsPipelineStackProps extends StackProps {
   config: PipelineConfig;
@@ -32,6 +33,7 @@ export class SqsPipelineStack extends Stack {
   readonly source: Queue;
   readonly parking: Queue;
   readonly api: HttpApi;
+  readonly alarms: PipelineAlarms;
 
   constructor(scope: Construct, id: string, props: SqsPipelineStackProps) {
     super(scope, id, props);
@@ -142,6 +144,12 @@ export class SqsPipelineStack extends Stack {
         reportBatchItemFailures: true,
       }),
     );
+
+    this.alarms = new PipelineAlarms(this, 'Alarms', {
+      relay,
+      reserve,
+      queues: { source: this.source, parking: this.parking },
+    });
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
     new Rule(this, 'MaintenanceSchedule', {

@@ -96,6 +96,24 @@ describe('CDK: data stack and SQS pipeline stack', () => {
     });
   });
 
+  it('alarms on one SNS topic: parking arrivals, oldest message, outbox backlog / age / attention, function errors', () => {
+    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 7);
+    t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Threshold: 0,
+      AlarmActions: [Match.anyValue()],
+    });
+    t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'ReliableMessaging',
+      MetricName: 'OutboxNeedsAttention',
+      Dimensions: Match.arrayWith([
+        { Name: 'Outbox', Value: 'outbox' },
+        { Name: 'service', Value: 'outbox-relay' },
+      ]),
+    });
+    t.sqs.resourceCountIs('AWS::SNS::Topic', 1);
+  });
+
   it('migrations run on deploy: a custom resource versioned by the migration files, through the Data API', () => {
     t.data.hasResourceProperties('Custom::Migrations', {
       version: Match.stringLikeRegexp('^[0-9a-f]{16}$'),

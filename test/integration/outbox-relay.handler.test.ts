@@ -4,13 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ScheduledEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { localLambdaContext } from '../../shared/local/lambdaContext.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
+import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { createRabbitRelays } from '../../shared/outbox/rabbitRelays.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
 import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
@@ -76,6 +77,56 @@ describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
     } finally {
       await conn.close();
     }
+  });
+});
+
+describe('relay metrics (CloudWatch EMF, for the alarms)', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase('relay_metrics');
+  });
+  afterAll(() => t?.drop());
+
+  it('publishes each outbox backlog, oldest unpublished age and rows needing attention', async () => {
+    const orders = new OrderService({ db: t.db });
+    for (let i = 0; i < 3; i++)
+      await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `m${i}` });
+    await t.db.query(`UPDATE outbox SET occurred_at = now() - interval '90 seconds'`);
+    await t.db.query(
+      `UPDATE outbox SET needs_attention_at = now() WHERE id = (SELECT id FROM outbox ORDER BY occurred_at LIMIT 1)`,
+    );
+    const relays = createRabbitRelays(
+      { db: t.db, connection: new RabbitConnection({ url: 'amqp://unused' }) },
+      loadEnv({}),
+    );
+    const lines: string[] = [];
+    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      lines.push(String(chunk));
+      return true;
+    });
+    try {
+      await publishOutboxMetrics(t.db, relays, [
+        { published: 7, failed: 1 },
+        { published: 0, failed: 0 },
+      ]);
+    } finally {
+      spy.mockRestore();
+    }
+    const emf = lines
+      .flatMap((l) => l.split('\n'))
+      .filter((l) => l.includes('"_aws"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const outbox = emf.find((m) => m.Outbox === 'outbox');
+    expect(outbox).toMatchObject({
+      OutboxBacklog: 2,
+      OutboxNeedsAttention: 1,
+      OutboxPublished: 7,
+      OutboxPublishFailures: 1,
+    });
+    expect(outbox?.OutboxOldestUnpublishedAgeSeconds).toBeGreaterThanOrEqual(89);
+    expect(emf.find((m) => m.Outbox === 'inventory_outbox')).toMatchObject({ OutboxBacklog: 0 });
+    const aws = outbox?._aws as { CloudWatchMetrics: { Namespace: string }[] } | undefined;
+    expect(aws?.CloudWatchMetrics[0]?.Namespace).toBe('ReliableMessaging');
   });
 });
 
