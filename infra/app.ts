@@ -2,7 +2,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { pipelineConfig } from './config.js';
 import { DataStack } from './stacks/DataStack.js';
-import { SqsPipelineStack } from './stacks/SqsPipelineStack.js';
+import { dataApiAccess, SqsPipelineStack } from './stacks/SqsPipelineStack.js';
 
 /**
  * The CDK app: `npx cdk synth|deploy -c transport=sqs` (the Amazon MQ pipeline stack comes next).
@@ -23,8 +23,7 @@ const data = new DataStack(app, 'ReliableMessagingData', {
 });
 new SqsPipelineStack(app, 'ReliableMessagingSqs', {
   config: pipelineConfig(),
-  cluster: data.cluster,
-  databaseName: data.databaseName,
+  database: dataApiAccess(data.cluster, data.databaseName),
 });
 if (app.node.tryGetContext('nag') !== 'off')
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));

@@ -9,6 +9,7 @@ import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import type { IGrantable } from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
@@ -18,10 +19,33 @@ import { budgetEnvironment, type PipelineConfig } from '../config.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 
+/** How the functions reach the database: a cluster's Data API (or, for emulators, plain ARNs). */
+export interface DatabaseAccess {
+  clusterArn: string;
+  secretArn: string;
+  databaseName: string;
+  grant(fn: IGrantable): void;
+}
+
+export function dataApiAccess(cluster: DatabaseCluster, databaseName: string): DatabaseAccess {
+  return {
+    clusterArn: cluster.clusterArn,
+    secretArn: cluster.secret?.secretArn ?? '',
+    databaseName,
+    grant: (fn) => {
+      cluster.grantDataApiAccess(fn);
+      cluster.secret?.grantRead(fn);
+    },
+  };
+}
+
 export interface SqsPipelineStackProps extends StackProps {
   config: PipelineConfig;
-  cluster: DatabaseCluster;
-  databaseName: string;
+  database: DatabaseAccess;
+  /** Off where the target cannot create them (moto has no CloudWatch alarms). Default on. */
+  alarms?: boolean;
+  /** Off where the target has no API Gateway v2. Default on. */
+  httpApi?: boolean;
 }
 
 /**
@@ -32,12 +56,12 @@ export interface SqsPipelineStackProps extends StackProps {
 export class SqsPipelineStack extends Stack {
   readonly source: Queue;
   readonly parking: Queue;
-  readonly api: HttpApi;
-  readonly alarms: PipelineAlarms;
+  api: HttpApi | undefined;
+  alarms: PipelineAlarms | undefined;
 
   constructor(scope: Construct, id: string, props: SqsPipelineStackProps) {
     super(scope, id, props);
-    const { config, cluster } = props;
+    const { config, database } = props;
     const sourceArn = Stack.of(this).formatArn({
       service: 'sqs',
       resource: config.names.inventoryQueue,
@@ -77,9 +101,9 @@ export class SqsPipelineStack extends Stack {
     const environment = {
       TRANSPORT: 'sqs',
       DB_DRIVER: 'data-api',
-      DATA_API_RESOURCE_ARN: cluster.clusterArn,
-      DATA_API_SECRET_ARN: cluster.secret?.secretArn ?? '',
-      DATA_API_DATABASE: props.databaseName,
+      DATA_API_RESOURCE_ARN: database.clusterArn,
+      DATA_API_SECRET_ARN: database.secretArn,
+      DATA_API_DATABASE: database.databaseName,
       SOURCE_QUEUE_URL: this.source.queueUrl,
       PARKING_QUEUE_URL: this.parking.queueUrl,
       RESULTS_QUEUE_URL: results.queueUrl,
@@ -91,30 +115,12 @@ export class SqsPipelineStack extends Stack {
         timeoutSeconds,
         environment: { ...environment, ...extra },
       });
-      cluster.grantDataApiAccess(f);
-      cluster.secret?.grantRead(f);
+      database.grant(f);
       return f;
     };
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
-    this.api = new HttpApi(this, 'Api', {
-      defaultAuthorizer: new HttpIamAuthorizer(),
-      createDefaultStage: false,
-    });
-    new HttpStage(this, 'ApiStage', {
-      httpApi: this.api,
-      stageName: '$default',
-      autoDeploy: true,
-      accessLogSettings: {
-        destination: new LogGroupLogDestination(
-          new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH }),
-        ),
-      },
-    });
-    const integration = new HttpLambdaIntegration('PlaceOrder', placeOrder);
-    this.api.addRoutes({ path: '/orders', methods: [HttpMethod.POST], integration });
-    this.api.addRoutes({ path: '/orders/{id}', methods: [HttpMethod.GET], integration });
-    this.api.addRoutes({ path: '/orders/{id}/cancel', methods: [HttpMethod.POST], integration });
+    if (props.httpApi !== false) this.api = this.httpApi(placeOrder);
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
       RELAY_DRAIN_BUDGET_MS: String(config.relay.drainBudgetMs),
@@ -145,16 +151,41 @@ export class SqsPipelineStack extends Stack {
       }),
     );
 
-    this.alarms = new PipelineAlarms(this, 'Alarms', {
-      relay,
-      reserve,
-      queues: { source: this.source, parking: this.parking },
-    });
+    if (props.alarms !== false) {
+      this.alarms = new PipelineAlarms(this, 'Alarms', {
+        relay,
+        reserve,
+        queues: { source: this.source, parking: this.parking },
+      });
+    }
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
     });
+  }
+
+  /** place-order behind an HTTP API that requires IAM auth, with access logs. */
+  private httpApi(placeOrder: NodeFunction): HttpApi {
+    const api = new HttpApi(this, 'Api', {
+      defaultAuthorizer: new HttpIamAuthorizer(),
+      createDefaultStage: false,
+    });
+    new HttpStage(this, 'ApiStage', {
+      httpApi: api,
+      stageName: '$default',
+      autoDeploy: true,
+      accessLogSettings: {
+        destination: new LogGroupLogDestination(
+          new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH }),
+        ),
+      },
+    });
+    const integration = new HttpLambdaIntegration('PlaceOrder', placeOrder);
+    api.addRoutes({ path: '/orders', methods: [HttpMethod.POST], integration });
+    api.addRoutes({ path: '/orders/{id}', methods: [HttpMethod.GET], integration });
+    api.addRoutes({ path: '/orders/{id}/cancel', methods: [HttpMethod.POST], integration });
+    return api;
   }
 }

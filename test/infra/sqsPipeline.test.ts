@@ -8,7 +8,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { budgetEnvironment, pipelineConfig } from '../../infra/config.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
-import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
+import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
 
 const config = pipelineConfig();
 
@@ -18,8 +18,7 @@ function synth() {
   const data = new DataStack(app, 'Data');
   const pipeline = new SqsPipelineStack(app, 'Sqs', {
     config,
-    cluster: data.cluster,
-    databaseName: data.databaseName,
+    database: dataApiAccess(data.cluster, data.databaseName),
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return { app, data: Template.fromStack(data), sqs: Template.fromStack(pipeline) };
