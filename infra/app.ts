@@ -16,6 +16,23 @@ if (transport !== 'sqs') {
     `-c transport=${transport}: only "sqs" is deployable yet (the Amazon MQ stack is in progress)`,
   );
 }
+if (app.node.tryGetContext('emulator') === 'moto') {
+  // moto runs CloudFormation for queues, functions, event source mappings and rules, but has no
+  // Aurora, CloudWatch alarms or API Gateway v2: deploy the SQS pipeline alone with stand-in ARNs.
+  new SqsPipelineStack(app, 'ReliableMessagingSqs', {
+    config: pipelineConfig(),
+    database: {
+      clusterArn: 'arn:aws:rds:us-east-1:123456789012:cluster:emulated',
+      secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated',
+      databaseName: 'reliable_messaging',
+      grant: () => {},
+    },
+    alarms: false,
+    httpApi: false,
+  });
+  app.synth();
+  process.exit(0);
+}
 const minCapacity = Number(app.node.tryGetContext('minCapacity') ?? 0);
 const data = new DataStack(app, 'ReliableMessagingData', {
   minCapacity,
