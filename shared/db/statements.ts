@@ -60,3 +60,25 @@ export function splitStatements(script: string): string[] {
     .map((s) => s.trim())
     .filter((s) => s.replace(/--[^\n]*|\/\*[\s\S]*?\*\//g, '').trim() !== '');
 }
+
+/**
+ * Applies `fn` to the parts of `sql` outside quoted strings and identifiers, leaving those as they
+ * are (parameter placeholders are rewritten this way by the Data API adapter and its endpoint).
+ */
+export function mapOutsideQuotes(sql: string, fn: (code: string) => string): string {
+  let out = '';
+  let code = '';
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i] as string;
+    if (c === "'" || c === '"') {
+      const end = sql.indexOf(c, i + 1);
+      const stop = end < 0 ? sql.length : end;
+      out += fn(code) + sql.slice(i, stop + 1);
+      code = '';
+      i = stop;
+      continue;
+    }
+    code += c;
+  }
+  return out + fn(code);
+}

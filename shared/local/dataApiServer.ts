@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
+import { mapOutsideQuotes } from '../db/statements.js';
 
 /**
  * A local endpoint that speaks the RDS Data API's wire protocol (REST-JSON: POST /Execute,
@@ -69,23 +70,9 @@ export function toPositional(
 ): { text: string; values: unknown[] } {
   const index = new Map<string, number>();
   const values: unknown[] = [];
-  let out = '';
-  for (let i = 0; i < sql.length; i++) {
-    const c = sql[i] as string;
-    if (c === "'" || c === '"') {
-      const end = sql.indexOf(c, i + 1);
-      const stop = end < 0 ? sql.length : end;
-      out += sql.slice(i, stop + 1);
-      i = stop;
-      continue;
-    }
-    if (c === ':' && sql[i + 1] === ':') {
-      out += '::';
-      i++;
-      continue;
-    }
-    if (c === ':' && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
-      const name = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i + 1))?.[0] as string;
+  // `:name`, but not the second colon of a `::type` cast
+  const text = mapOutsideQuotes(sql, (code) =>
+    code.replace(/(?<!:):([A-Za-z_][A-Za-z0-9_]*)/g, (_m, name: string) => {
       const p = params.find((x) => x.name === name);
       if (!p)
         throw Object.assign(new Error(`No value specified for parameter: ${name}`), {
@@ -97,13 +84,10 @@ export function toPositional(
         n = values.length;
         index.set(name, n);
       }
-      out += `$${n}${p.typeHint ? (CASTS[p.typeHint] ?? '') : ''}`;
-      i += name.length;
-      continue;
-    }
-    out += c;
-  }
-  return { text: out, values };
+      return `$${n}${p.typeHint ? (CASTS[p.typeHint] ?? '') : ''}`;
+    }),
+  );
+  return { text, values };
 }
 
 function fieldValue(f: Field): unknown {

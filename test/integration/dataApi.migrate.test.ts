@@ -1,12 +1,10 @@
-import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMigrateHandler } from '../../functions/migrate/handler.js';
-import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
-import { type DataApiServer, startDataApiServer } from '../../shared/local/dataApiServer.js';
 import { localLambdaContext } from '../../shared/local/lambdaContext.js';
 import { createLogger } from '../../shared/logger.js';
+import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const event = (RequestType: 'Create' | 'Update' | 'Delete') =>
@@ -26,31 +24,15 @@ const event = (RequestType: 'Create' | 'Update' | 'Delete') =>
 
 describe('migrations on deploy through the RDS Data API (custom resource handler)', () => {
   let t: TestDatabase;
-  let server: DataApiServer;
-  let client: RDSDataClient;
+  let api: Awaited<ReturnType<typeof localDataApi>>;
   let handler: ReturnType<typeof createMigrateHandler>;
   beforeAll(async () => {
     t = await createTestDatabase('data_api_migrate', { migrated: false });
-    server = await startDataApiServer({ databaseUrl: t.url });
-    client = new RDSDataClient({
-      endpoint: server.endpoint,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      maxAttempts: 1,
-    });
-    const db = new DataApiDatabase(
-      { client },
-      {
-        resourceArn: 'arn:aws:rds:local:0:cluster:c',
-        secretArn: 'arn:aws:secretsmanager:local:0:secret:s',
-        database: t.name,
-      },
-    );
-    handler = createMigrateHandler({ db, logger: createLogger('migrate-test') });
+    api = await localDataApi(t.url, t.name);
+    handler = createMigrateHandler({ db: api.db, logger: createLogger('migrate-test') });
   });
   afterAll(async () => {
-    client?.destroy();
-    await server?.close();
+    await api?.close();
     await t?.drop();
   });
 

@@ -1,40 +1,24 @@
-import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
-import { type DataApiServer, startDataApiServer } from '../../shared/local/dataApiServer.js';
+import type { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { RabbitPublisher } from '../../shared/transport/rabbitmq/RabbitPublisher.js';
+import { localDataApi } from '../helpers/dataApi.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('the pipeline through the RDS Data API adapter (local endpoint, real SDK client)', () => {
   let b: InventoryBench;
-  let server: DataApiServer;
-  let client: RDSDataClient;
+  let api: Awaited<ReturnType<typeof localDataApi>>;
   let db: DataApiDatabase;
   beforeAll(async () => {
     b = await InventoryBench.create('data_api_pipeline');
-    server = await startDataApiServer({ databaseUrl: b.t.url });
-    client = new RDSDataClient({
-      endpoint: server.endpoint,
-      region: 'us-east-1',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      maxAttempts: 1,
-    });
-    db = new DataApiDatabase(
-      { client },
-      {
-        resourceArn: 'arn:aws:rds:us-east-1:000000000000:cluster:local',
-        secretArn: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:local',
-        database: b.t.name,
-      },
-    );
+    api = await localDataApi(b.t.url, b.t.name);
+    db = api.db;
   });
   afterAll(async () => {
     await b?.close();
-    client?.destroy();
-    await server?.close();
+    await api?.close();
   });
 
   it('places orders, relays them, reserves once each even when delivered twice', async () => {

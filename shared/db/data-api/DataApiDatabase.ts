@@ -9,7 +9,7 @@ import {
 } from '@aws-sdk/client-rds-data';
 import { DbError, TransientDbError } from '../errors.js';
 import { mapSqlState } from '../sqlState.js';
-import { splitStatements } from '../statements.js';
+import { mapOutsideQuotes, splitStatements } from '../statements.js';
 import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -48,25 +48,7 @@ export function toSqlParameter(name: string, value: SqlParam): SqlParameter {
 
 /** Rewrites `$1…$n` to `:p1…:pn`, leaving quoted text alone. */
 export function toNamed(sql: string): string {
-  let out = '';
-  for (let i = 0; i < sql.length; i++) {
-    const c = sql[i] as string;
-    if (c === "'" || c === '"') {
-      const end = sql.indexOf(c, i + 1);
-      const stop = end < 0 ? sql.length : end;
-      out += sql.slice(i, stop + 1);
-      i = stop;
-      continue;
-    }
-    const m = c === '$' ? /^\$(\d+)/.exec(sql.slice(i)) : null;
-    if (m) {
-      out += `:p${m[1]}`;
-      i += (m[0] as string).length - 1;
-      continue;
-    }
-    out += c;
-  }
-  return out;
+  return mapOutsideQuotes(sql, (code) => code.replace(/\$(\d+)/g, ':p$1'));
 }
 
 function fromField(f: Field, typeName: string | undefined): unknown {

@@ -1,0 +1,35 @@
+import { RDSDataClient } from '@aws-sdk/client-rds-data';
+import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import { startDataApiServer } from '../../shared/local/dataApiServer.js';
+
+/**
+ * The RDS Data API adapter on a test database: the local endpoint speaking the Data API's wire
+ * protocol, reached by the real SDK client over HTTP.
+ */
+export async function localDataApi(
+  databaseUrl: string,
+  databaseName: string,
+): Promise<{ db: DataApiDatabase; close(): Promise<void> }> {
+  const server = await startDataApiServer({ databaseUrl });
+  const client = new RDSDataClient({
+    endpoint: server.endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    maxAttempts: 1,
+  });
+  const db = new DataApiDatabase(
+    { client },
+    {
+      resourceArn: 'arn:aws:rds:us-east-1:000000000000:cluster:local',
+      secretArn: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:local',
+      database: databaseName,
+    },
+  );
+  return {
+    db,
+    async close() {
+      client.destroy();
+      await server.close();
+    },
+  };
+}
