@@ -4,7 +4,8 @@ import type { SqlDatabase } from '../db/types.js';
 import type { Logger } from '../logger.js';
 import type { RabbitConnection } from '../transport/rabbitmq/RabbitConnection.js';
 import { RabbitPublisher } from '../transport/rabbitmq/RabbitPublisher.js';
-import { OutboxRelay } from './OutboxRelay.js';
+import type { OutboxRelay } from './OutboxRelay.js';
+import { createRelays } from './relays.js';
 
 /** One relay per outbox table, publishing to that table's exchange over a shared connection. */
 export function createRabbitRelays(
@@ -15,22 +16,18 @@ export function createRabbitRelays(
   >,
   tables: readonly OutboxTable[] = OUTBOX_TABLES,
 ): OutboxRelay[] {
-  return tables.map(
+  return createRelays(
+    deps,
+    env,
     (table) =>
-      new OutboxRelay(
+      new RabbitPublisher(
+        { connection: deps.connection, logger: deps.logger },
         {
-          db: deps.db,
-          logger: deps.logger,
-          publisher: new RabbitPublisher(
-            { connection: deps.connection, logger: deps.logger },
-            {
-              exchange: OUTBOX_EXCHANGE[table],
-              window: env.PUBLISH_WINDOW,
-              confirmTimeoutMs: env.PUBLISH_TIMEOUT_MS,
-            },
-          ),
+          exchange: OUTBOX_EXCHANGE[table],
+          window: env.PUBLISH_WINDOW,
+          confirmTimeoutMs: env.PUBLISH_TIMEOUT_MS,
         },
-        { table, batchSize: env.RELAY_BATCH_SIZE, maxAttempts: env.RELAY_MAX_ATTEMPTS },
       ),
+    tables,
   );
 }

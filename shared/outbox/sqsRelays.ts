@@ -4,7 +4,8 @@ import type { Env } from '../config/env.js';
 import type { SqlDatabase } from '../db/types.js';
 import type { Logger } from '../logger.js';
 import { SqsPublisher } from '../transport/sqs/SqsPublisher.js';
-import { OutboxRelay } from './OutboxRelay.js';
+import type { OutboxRelay } from './OutboxRelay.js';
+import { createRelays } from './relays.js';
 
 /** Queue URLs the relay publishes to: order events to inventory's queue, results to the order service's. */
 export interface SqsRelayTargets {
@@ -19,15 +20,10 @@ export function createSqsRelays(
   targets: SqsRelayTargets,
   tables: readonly OutboxTable[] = OUTBOX_TABLES,
 ): OutboxRelay[] {
-  return tables.map(
-    (table) =>
-      new OutboxRelay(
-        {
-          db: deps.db,
-          logger: deps.logger,
-          publisher: new SqsPublisher({ client: deps.client }, targets[table]),
-        },
-        { table, batchSize: env.RELAY_BATCH_SIZE, maxAttempts: env.RELAY_MAX_ATTEMPTS },
-      ),
+  return createRelays(
+    deps,
+    env,
+    (table) => new SqsPublisher({ client: deps.client }, targets[table]),
+    tables,
   );
 }
