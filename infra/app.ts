@@ -1,20 +1,19 @@
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { pipelineConfig } from './config.js';
+import { type BrokerSettings, DEFAULT_BROKER, pipelineConfig } from './config.js';
 import { DataStack } from './stacks/DataStack.js';
+import { RabbitPipelineStack } from './stacks/RabbitPipelineStack.js';
 import { dataApiAccess, SqsPipelineStack } from './stacks/SqsPipelineStack.js';
 
 /**
- * The CDK app: `npx cdk synth|deploy -c transport=sqs` (the Amazon MQ pipeline stack comes next).
- * The data stack holds Aurora Serverless v2 with the Data API; the pipeline stack the queues and
- * functions. Settings come from infra/config.ts, derived from the runtime's own config module.
+ * The CDK app: `npx cdk synth|deploy -c transport=sqs|rabbitmq`. The data stack holds Aurora
+ * Serverless v2 with the Data API; the pipeline stack the broker or queues and the functions.
+ * Settings come from infra/config.ts, derived from the runtime's own config module.
  */
 const app = new App();
 const transport = app.node.tryGetContext('transport') ?? 'sqs';
-if (transport !== 'sqs') {
-  throw new Error(
-    `-c transport=${transport}: only "sqs" is deployable yet (the Amazon MQ stack is in progress)`,
-  );
+if (transport !== 'sqs' && transport !== 'rabbitmq') {
+  throw new Error(`-c transport=${transport}: expected "sqs" or "rabbitmq"`);
 }
 if (app.node.tryGetContext('emulator') === 'moto') {
   // moto runs CloudFormation for queues, functions, event source mappings and rules, but has no
@@ -38,10 +37,29 @@ const data = new DataStack(app, 'ReliableMessagingData', {
   minCapacity,
   deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
 });
-new SqsPipelineStack(app, 'ReliableMessagingSqs', {
-  config: pipelineConfig(),
-  database: dataApiAccess(data.cluster, data.databaseName),
-});
+const database = dataApiAccess(data.cluster, data.databaseName);
+if (transport === 'sqs') {
+  new SqsPipelineStack(app, 'ReliableMessagingSqs', { config: pipelineConfig(), database });
+} else {
+  new RabbitPipelineStack(app, 'ReliableMessagingRabbitMq', {
+    config: pipelineConfig(),
+    database,
+    broker: brokerSettings(),
+  });
+}
 if (app.node.tryGetContext('nag') !== 'off')
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 app.synth();
+
+/** `-c brokerEngine=3.13 -c brokerInstance=mq.m7g.large -c brokerDeployment=cluster`. */
+function brokerSettings(): BrokerSettings {
+  const deployment = app.node.tryGetContext('brokerDeployment') ?? DEFAULT_BROKER.deployment;
+  if (deployment !== 'single' && deployment !== 'cluster') {
+    throw new Error(`-c brokerDeployment=${deployment}: expected "single" or "cluster"`);
+  }
+  return {
+    engineVersion: app.node.tryGetContext('brokerEngine') ?? DEFAULT_BROKER.engineVersion,
+    instanceType: app.node.tryGetContext('brokerInstance') ?? DEFAULT_BROKER.instanceType,
+    deployment,
+  };
+}

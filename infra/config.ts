@@ -4,6 +4,8 @@ import {
   type Retention,
   type RetryBudget,
 } from '../shared/config/budget.js';
+import { AMAZON_MQ_TRIGGER, RABBITMQ_NAMES } from '../shared/config/constants.js';
+import { RETRY_NAMES } from '../shared/transport/rabbitmq/topology.js';
 import { SQS_NAMES } from '../shared/transport/sqs/names.js';
 
 /**
@@ -26,7 +28,31 @@ export interface PipelineConfig {
     maxConcurrency: number;
   };
   relay: { drainBudgetMs: number; idleWaitMs: number };
+  rabbitmq: {
+    /** The queue the Amazon MQ event source reads, and where parked messages wait. */
+    queue: string;
+    parkingQueue: string;
+    vhost: string;
+    /** Amazon MQ event source: messages per invocation and batching window (as the local trigger). */
+    batchSize: number;
+    /** Whole seconds (CloudFormation's type); unset = Lambda's default of 500 ms. */
+    maxBatchingWindowSeconds: number | undefined;
+  };
 }
+
+/** The Amazon MQ broker; `cdk -c brokerEngine=3.13 -c brokerInstance=… -c brokerDeployment=cluster`. */
+export interface BrokerSettings {
+  /** 4.2 is Amazon MQ's recommended version (mq.m7g only); 3.13 also runs on t3/m5. */
+  engineVersion: string;
+  instanceType: string;
+  deployment: 'single' | 'cluster';
+}
+
+export const DEFAULT_BROKER: BrokerSettings = {
+  engineVersion: '4.2',
+  instanceType: 'mq.m7g.medium',
+  deployment: 'single',
+};
 
 export function pipelineConfig(
   budget: RetryBudget = DEFAULT_RETRY_BUDGET,
@@ -48,7 +74,25 @@ export function pipelineConfig(
     },
     // the relay drains for 50 s of each 60 s invocation (schedule: once a minute)
     relay: { drainBudgetMs: 50_000, idleWaitMs: 100 },
+    rabbitmq: {
+      queue: RABBITMQ_NAMES.inventoryQueue,
+      parkingQueue: RETRY_NAMES.parkingQueue,
+      vhost: '/',
+      batchSize: AMAZON_MQ_TRIGGER.batchSize,
+      maxBatchingWindowSeconds: mqBatchingWindowSeconds(AMAZON_MQ_TRIGGER.batchWindowMs),
+    },
   };
+}
+
+/**
+ * CloudFormation takes the Amazon MQ batching window in whole seconds; Lambda's default of 500 ms
+ * is had only by leaving it unset.
+ */
+export function mqBatchingWindowSeconds(ms: number): number | undefined {
+  if (ms === 500) return undefined;
+  if (ms % 1000 !== 0)
+    throw new Error(`Amazon MQ batching window ${ms} ms: use 500 or whole seconds`);
+  return ms / 1000;
 }
 
 /** Environment variables that carry the retry budget to the functions. */

@@ -1,10 +1,17 @@
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { ConfigError, type Env, loadEnv } from '../../shared/config/env.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
+import {
+  type BrokerCredentials,
+  readBrokerSecret,
+  withCredentials,
+} from '../../shared/transport/rabbitmq/brokerSecret.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
+import { RabbitManagement } from '../../shared/transport/rabbitmq/RabbitManagement.js';
 import { createSqsClient } from '../../shared/transport/sqs/client.js';
 
 /**
@@ -44,9 +51,47 @@ export function sharedDb(): SqlDatabase {
   return db;
 }
 
+let brokerSecret: Promise<BrokerCredentials> | undefined;
+
+/** The Amazon MQ credentials, read once from Secrets Manager (again after a failed read). */
+function brokerCredentials(env: Env): Promise<BrokerCredentials> {
+  brokerSecret ??= readBrokerSecret(
+    new SecretsManagerClient({ region: env.AWS_REGION }),
+    required(env, 'BROKER_SECRET_ARN'),
+  ).catch((err: unknown) => {
+    brokerSecret = undefined;
+    throw err;
+  });
+  return brokerSecret;
+}
+
+/**
+ * The AMQP connection: to the Amazon MQ broker with credentials from Secrets Manager when
+ * BROKER_SECRET_ARN is set (deployed), else to AMQP_URL. Nothing connects until first use.
+ */
 export function sharedRabbit(): RabbitConnection {
-  rabbit ??= new RabbitConnection({ url: loadEnv().AMQP_URL, connectionName: 'lambda' });
+  const env = loadEnv();
+  rabbit ??= new RabbitConnection({
+    url: env.BROKER_SECRET_ARN
+      ? async () =>
+          withCredentials(
+            required(env, 'BROKER_AMQP_ENDPOINT'),
+            await brokerCredentials(env),
+            env.BROKER_VHOST,
+          )
+      : env.AMQP_URL,
+    connectionName: 'lambda',
+  });
   return rabbit;
+}
+
+/** The broker's management API (Amazon MQ's console endpoint when deployed). */
+export async function sharedManagement(): Promise<RabbitManagement> {
+  const env = loadEnv();
+  if (!env.BROKER_SECRET_ARN) return new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL);
+  return new RabbitManagement(
+    withCredentials(required(env, 'BROKER_MANAGEMENT_ENDPOINT'), await brokerCredentials(env)),
+  );
 }
 
 export function sharedSqs(): SQSClient {

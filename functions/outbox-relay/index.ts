@@ -1,10 +1,18 @@
+import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { createRabbitRelays } from '../../shared/outbox/rabbitRelays.js';
 import { createSqsRelays } from '../../shared/outbox/sqsRelays.js';
-import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
-import { required, sharedDb, sharedRabbit, sharedSqs } from '../commons/clients.js';
+import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
+import { declareTopology, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
+import {
+  required,
+  sharedDb,
+  sharedManagement,
+  sharedRabbit,
+  sharedSqs,
+} from '../commons/clients.js';
 import { createOutboxRelayHandler } from './handler.js';
 
 const env = loadEnv();
@@ -34,7 +42,23 @@ export const handler = createOutboxRelayHandler(
   {
     ...wiring,
     logger,
-    report: (results) => publishOutboxMetrics(sharedDb(), wiring.relays, results),
+    report: async (results) => {
+      await publishOutboxMetrics(sharedDb(), wiring.relays, results);
+      // On Amazon MQ the queue depths come from the management API (RabbitMQ 4 brokers vend
+      // no per-queue CloudWatch metrics); a failure here must not fail the relay.
+      if (env.TRANSPORT === 'rabbitmq' && env.BROKER_SECRET_ARN) {
+        await sharedManagement()
+          .then((management) =>
+            publishQueueMetrics(management, env.BROKER_VHOST, [
+              RABBITMQ_NAMES.inventoryQueue,
+              RETRY_NAMES.parkingQueue,
+            ]),
+          )
+          .catch((err: unknown) =>
+            logger.warn('queue metrics unavailable', { error: String(err) }),
+          );
+      }
+    },
   },
   {
     drainBudgetMs: env.RELAY_DRAIN_BUDGET_MS,

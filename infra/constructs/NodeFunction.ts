@@ -1,6 +1,7 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Architecture, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
@@ -16,6 +17,8 @@ export interface NodeFunctionProps {
   memorySize?: number;
   /** Ship `shared/db/migrations/*.sql` in the bundle (the migrate function reads them). */
   withMigrations?: boolean;
+  /** Run in these private subnets (functions that talk to a private Amazon MQ broker). */
+  network?: { vpc: IVpc; securityGroup: ISecurityGroup };
 }
 
 /**
@@ -37,6 +40,13 @@ export class NodeFunction extends NodejsFunction {
       timeout: Duration.seconds(props.timeoutSeconds),
       memorySize: props.memorySize ?? 512,
       logGroup,
+      ...(props.network
+        ? {
+            vpc: props.network.vpc,
+            vpcSubnets: { subnetType: SubnetType.PRIVATE_WITH_EGRESS },
+            securityGroups: [props.network.securityGroup],
+          }
+        : {}),
       environment: {
         NODE_OPTIONS: '--enable-source-maps',
         POWERTOOLS_SERVICE_NAME: props.name,
@@ -71,5 +81,12 @@ export class NodeFunction extends NodejsFunction {
       reason:
         'The basic execution role only lets the function write to CloudWatch Logs (its own log group).',
     });
+    if (props.network) {
+      Validations.of(this).acknowledge({
+        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
+        reason:
+          'A function in a VPC needs to create and delete its network interfaces; this managed policy grants only that.',
+      });
+    }
   }
 }

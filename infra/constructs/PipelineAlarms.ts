@@ -13,12 +13,18 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
+import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/queueMetrics.js';
+
+const PARKED = 'A message arrived in the parking lot: read its diagnosis with `cli parked list`.';
 
 export interface PipelineAlarmsProps {
   relay: IFunction;
   reserve: IFunction;
   /** SQS pipeline: parking arrivals and the source's oldest message age. */
   queues?: { source: IQueue; parking: IQueue };
+  /** RabbitMQ pipeline: queue names whose depths the relay publishes (parking, backlog). */
+  brokerQueues?: { source: string; parking: string };
+  brokerBacklog?: number;
   /** Thresholds. */
   outboxBacklog?: number;
   oldestUnpublishedSeconds?: number;
@@ -70,7 +76,7 @@ export class PipelineAlarms extends Construct {
           statistic: 'Maximum',
         }),
         0,
-        'A message arrived in the parking lot: read its diagnosis with `cli parked list`.',
+        PARKED,
       );
       alarm(
         'OldestMessageAge',
@@ -80,6 +86,25 @@ export class PipelineAlarms extends Construct {
         }),
         props.oldestMessageSeconds ?? 300,
         'The oldest message waiting for the consumer is too old.',
+      );
+    }
+    if (props.brokerQueues) {
+      // Amazon MQ vends no per-queue CloudWatch metrics for RabbitMQ 4: the relay publishes the
+      // depths it reads from the management API once a minute.
+      const depth = (metricName: string, queue: string) =>
+        new Metric({
+          namespace: METRICS_NAMESPACE,
+          metricName,
+          dimensionsMap: { service: 'outbox-relay', Queue: queue },
+          statistic: 'Maximum',
+          period: Duration.minutes(5),
+        });
+      alarm('ParkedMessages', depth(QUEUE_METRICS.depth, props.brokerQueues.parking), 0, PARKED);
+      alarm(
+        'ConsumerBacklog',
+        depth(QUEUE_METRICS.ready, props.brokerQueues.source),
+        props.brokerBacklog ?? 1_000,
+        'Messages pile up in the consumer queue (RabbitMQ has no oldest-message age metric).',
       );
     }
     alarm(

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CustomResource, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
+import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import {
   AuroraPostgresEngineVersion,
   ClusterInstance,
@@ -80,7 +81,7 @@ export class DataStack extends Stack {
           "The CDK Provider framework's function only writes its own logs with the basic execution role.",
       },
       {
-        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::<migrateED724F89.Arn>:*]',
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${this.getLogicalId(migrateFn.node.defaultChild as CfnFunction)}.Arn>:*]`,
         reason:
           'The Provider framework invokes any version of the migrate function (its own ARN with a version suffix).',
       },

@@ -1,22 +1,15 @@
 import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
-import {
-  HttpApi,
-  HttpMethod,
-  HttpStage,
-  LogGroupLogDestination,
-} from 'aws-cdk-lib/aws-apigatewayv2';
-import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
-import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import type { IGrantable } from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import { type CfnQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { budgetEnvironment, type PipelineConfig } from '../config.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
+import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 
 /** How the functions reach the database: a cluster's Data API (or, for emulators, plain ARNs). */
@@ -120,7 +113,7 @@ export class SqsPipelineStack extends Stack {
     };
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
-    if (props.httpApi !== false) this.api = this.httpApi(placeOrder);
+    if (props.httpApi !== false) this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
       RELAY_DRAIN_BUDGET_MS: String(config.relay.drainBudgetMs),
@@ -164,28 +157,5 @@ export class SqsPipelineStack extends Stack {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
     });
-  }
-
-  /** place-order behind an HTTP API that requires IAM auth, with access logs. */
-  private httpApi(placeOrder: NodeFunction): HttpApi {
-    const api = new HttpApi(this, 'Api', {
-      defaultAuthorizer: new HttpIamAuthorizer(),
-      createDefaultStage: false,
-    });
-    new HttpStage(this, 'ApiStage', {
-      httpApi: api,
-      stageName: '$default',
-      autoDeploy: true,
-      accessLogSettings: {
-        destination: new LogGroupLogDestination(
-          new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH }),
-        ),
-      },
-    });
-    const integration = new HttpLambdaIntegration('PlaceOrder', placeOrder);
-    api.addRoutes({ path: '/orders', methods: [HttpMethod.POST], integration });
-    api.addRoutes({ path: '/orders/{id}', methods: [HttpMethod.GET], integration });
-    api.addRoutes({ path: '/orders/{id}/cancel', methods: [HttpMethod.POST], integration });
-    return api;
   }
 }

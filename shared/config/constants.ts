@@ -37,3 +37,9 @@ export const OUTBOX_EXCHANGE: Record<OutboxTable, string> = {
 };
 
 export const SCHEMA_VERSION_HEADER = 'x-schema-version';
+
+/**
+ * The Amazon MQ event source's batching (AWS defaults: 100 messages, 500 ms): the deployed event
+ * source mapping and the local trigger emulation both read it.
+ */
+export const AMAZON_MQ_TRIGGER = { batchSize: 100, batchWindowMs: 500 } as const;

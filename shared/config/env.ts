@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AMAZON_MQ_TRIGGER } from './constants.js';
 
 /**
  * Runtime configuration, read from the environment once and validated (DESIGN §10).
@@ -42,8 +43,8 @@ const envSchema = z.object({
   /** Worker mode: consumers (channels, each with its own transaction) in one process. */
   CONSUMER_CONCURRENCY: intFrom(1, 64).default(1),
   /** Amazon MQ trigger: messages per invocation and batching window (AWS defaults 100 / 500 ms). */
-  MQ_BATCH_SIZE: intFrom(1, 10_000).default(100),
-  MQ_BATCH_WINDOW_MS: intFrom(0, 300_000).default(500),
+  MQ_BATCH_SIZE: intFrom(1, 10_000).default(AMAZON_MQ_TRIGGER.batchSize),
+  MQ_BATCH_WINDOW_MS: intFrom(0, 300_000).default(AMAZON_MQ_TRIGGER.batchWindowMs),
   /** SQS consumer: how "retry later" is done (visibility timeout change, or a delayed copy). */
   SQS_RETRY_MODE: z.enum(['visibility', 'resend']).default('visibility'),
   /** SQS trigger: records per invocation, batching window, invocations at once. */
@@ -67,6 +68,16 @@ const envSchema = z.object({
   SOURCE_QUEUE_URL: z.string().optional(),
   PARKING_QUEUE_URL: z.string().optional(),
   RESULTS_QUEUE_URL: z.string().optional(),
+  /**
+   * A deployed RabbitMQ pipeline (Amazon MQ): the Secrets Manager secret with the broker's
+   * `{"username","password"}`, read at cold start, and the endpoints the broker reports
+   * (`amqps://…:5671`, `https://…` for the management API). Set, they replace AMQP_URL and
+   * RABBITMQ_MANAGEMENT_URL.
+   */
+  BROKER_SECRET_ARN: z.string().optional(),
+  BROKER_AMQP_ENDPOINT: z.string().url().optional(),
+  BROKER_MANAGEMENT_ENDPOINT: z.string().url().optional(),
+  BROKER_VHOST: z.string().default('/'),
   /** Confirms awaited at once per channel. */
   PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
   /** How long a publish waits for a broker confirm before the message counts as failed (ms). */

@@ -10,7 +10,11 @@ interface ChannelState {
 }
 
 export interface RabbitConnectionOptions {
-  url: string;
+  /**
+   * The AMQP URL, or a function that resolves it on first connect (deployed functions read the
+   * Amazon MQ credentials from Secrets Manager then, never from their environment).
+   */
+  url: string | (() => Promise<string>);
   /** Name shown in the management UI. */
   connectionName?: string;
   /** First reconnect delay (ms); doubles up to `maxReconnectDelayMs`, with ±20 % jitter. */
@@ -39,7 +43,8 @@ export class RabbitConnection {
 
   private connectModel(): Promise<RecoveringChannelModel> {
     this.modelPromise ??= (async () => {
-      const url = new URL(this.options.url);
+      const { url: source } = this.options;
+      const url = new URL(typeof source === 'string' ? source : await source());
       const model = await amqp.connect(
         {
           protocol: url.protocol.replace(':', ''),
@@ -76,7 +81,11 @@ export class RabbitConnection {
       model.on('connect', () => this.logger?.info('amqp connected'));
       this.model = model;
       return model;
-    })();
+    })().catch((err: unknown) => {
+      // e.g. the credentials could not be read: the next call tries again
+      this.modelPromise = undefined;
+      throw err;
+    });
     return this.modelPromise;
   }
 

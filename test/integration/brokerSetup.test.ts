@@ -1,0 +1,125 @@
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
+import { localLambdaContext } from '../../shared/local/lambdaContext.js';
+import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
+import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
+import {
+  buildTopology,
+  RETRY_NAMES,
+  retryQueueName,
+} from '../../shared/transport/rabbitmq/topology.js';
+import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
+import { AMQP_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
+import { SQS_SERVERS } from '../helpers/sqs.js';
+
+const moto = SQS_SERVERS.find((s) => s.name === 'moto');
+
+/**
+ * The deployed RabbitMQ pipeline's start-up path, end to end on real services: the broker
+ * credentials are a secret in Secrets Manager (moto_server), the functions read them at cold start
+ * (never from their environment), and the broker-setup custom resource declares the topology and
+ * applies its policies through the management API (local RabbitMQ, its own virtual host).
+ */
+describe.skipIf(!moto)('broker-setup custom resource with credentials from Secrets Manager', () => {
+  let v: TestVhost;
+  const saved = { ...process.env };
+
+  beforeAll(async () => {
+    v = await createTestVhost('broker-setup');
+    const endpoint = moto?.endpoint as string;
+    Object.assign(process.env, {
+      AWS_ACCESS_KEY_ID: 'testing',
+      AWS_SECRET_ACCESS_KEY: 'testing',
+      AWS_REGION: 'us-east-1',
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: endpoint,
+    });
+    const local = new URL(AMQP_URL);
+    const secret = await new SecretsManagerClient({ region: 'us-east-1' }).send(
+      new CreateSecretCommand({
+        Name: `broker-${v.vhost}`,
+        SecretString: JSON.stringify({
+          username: decodeURIComponent(local.username),
+          password: decodeURIComponent(local.password),
+        }),
+      }),
+    );
+    const management = new URL(RABBITMQ_MANAGEMENT_URL);
+    management.username = '';
+    management.password = '';
+    Object.assign(process.env, {
+      BROKER_SECRET_ARN: secret.ARN,
+      // as Amazon MQ reports it: no credentials, no virtual host
+      BROKER_AMQP_ENDPOINT: `${local.protocol}//${local.host}`,
+      BROKER_MANAGEMENT_ENDPOINT: management.origin,
+      BROKER_VHOST: v.vhost,
+    });
+  });
+
+  afterAll(async () => {
+    process.env = saved;
+    await v?.delete();
+  });
+
+  it('declares every queue and applies the policies; a repeat (Update) changes nothing', async () => {
+    const { handler } = await import('../../functions/broker-setup/index.js');
+    const event = {
+      RequestType: 'Create',
+      ResourceProperties: { ServiceToken: 'x', version: 'test' },
+    } as unknown as CloudFormationCustomResourceEvent;
+    const created = await handler(event, localLambdaContext('broker-setup'));
+    const declared = buildTopology(DEFAULT_RETRY_BUDGET).queues.map((q) => q.name);
+    expect(created).toMatchObject({
+      PhysicalResourceId: `broker-topology:${v.vhost}`,
+      Data: { queues: declared.length, rabbitmqVersion: expect.stringMatching(/^\d+\.\d+/) },
+    });
+    const queues = await v.management.request<{ name: string; type: string }[]>(
+      'GET',
+      `/api/queues/${encodeURIComponent(v.vhost)}`,
+    );
+    expect(queues?.map((q) => q.name).sort()).toEqual([...declared].sort());
+    expect(queues?.every((q) => q.type === 'quorum')).toBe(true);
+    const policies = await v.management.request<
+      { name: string; definition: Record<string, unknown> }[]
+    >('GET', `/api/policies/${encodeURIComponent(v.vhost)}`);
+    const byName = new Map(policies?.map((p) => [p.name, p.definition]));
+    expect(byName.get(RABBITMQ_NAMES.inventoryQueue)).toMatchObject({
+      'delivery-limit': 10,
+      'dead-letter-exchange': RETRY_NAMES.parkingExchange,
+    });
+    const firstDelay = DEFAULT_RETRY_BUDGET.ladderMs[0] as number;
+    expect(byName.get(retryQueueName(firstDelay))).toMatchObject({ 'message-ttl': firstDelay });
+
+    const updated = await handler(
+      { ...event, RequestType: 'Update', PhysicalResourceId: created.PhysicalResourceId } as never,
+      localLambdaContext('broker-setup'),
+    );
+    expect(updated.PhysicalResourceId).toBe(created.PhysicalResourceId);
+  });
+
+  it('the relay publishes queue depths read from the management API', async () => {
+    const { sharedManagement } = await import('../../functions/commons/clients.js');
+    const seen = await publishQueueMetrics(await sharedManagement(), v.vhost, [
+      RABBITMQ_NAMES.inventoryQueue,
+      RETRY_NAMES.parkingQueue,
+      'no-such-queue',
+    ]);
+    expect(Object.keys(seen).sort()).toEqual(
+      [RABBITMQ_NAMES.inventoryQueue, RETRY_NAMES.parkingQueue].sort(),
+    );
+  });
+});
+
+describe('broker secret parsing', () => {
+  it('names what is missing, and never echoes the value', () => {
+    expect(() => parseBrokerSecret('{"username":"u"}')).toThrow(/missing or empty password/);
+    expect(() => parseBrokerSecret('s3cret')).toThrow(/not JSON/);
+    expect(() => parseBrokerSecret('s3cret')).not.toThrow(/s3cret/);
+    expect(parseBrokerSecret('{"username":"u","password":"p","engine":"x"}')).toEqual({
+      username: 'u',
+      password: 'p',
+    });
+  });
+});
