@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
+  CfnOutput,
   CustomResource,
   Duration,
   Fn,
@@ -162,7 +163,10 @@ export class RabbitPipelineStack extends Stack {
     const topology = this.topologyOnDeploy(fn('broker-setup', 120, { broker: true }), config);
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
-    if (props.httpApi !== false) this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+    if (props.httpApi !== false) {
+      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+      new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
+    }
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
       broker: true,
@@ -171,6 +175,7 @@ export class RabbitPipelineStack extends Stack {
         RELAY_IDLE_WAIT_MS: String(config.relay.idleWaitMs),
       },
     });
+    new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
     new Rule(this, 'RelaySchedule', {
       schedule: Schedule.rate(Duration.minutes(1)),
       targets: [new LambdaFunction(relay)],
@@ -224,6 +229,7 @@ export class RabbitPipelineStack extends Stack {
         reserve,
         brokerQueues: { source: config.rabbitmq.queue, parking: config.rabbitmq.parkingQueue },
       });
+      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
     }
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);

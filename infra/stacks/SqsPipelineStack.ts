@@ -1,4 +1,4 @@
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
@@ -113,7 +113,10 @@ export class SqsPipelineStack extends Stack {
     };
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
-    if (props.httpApi !== false) this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+    if (props.httpApi !== false) {
+      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+      new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
+    }
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
       RELAY_DRAIN_BUDGET_MS: String(config.relay.drainBudgetMs),
@@ -121,6 +124,7 @@ export class SqsPipelineStack extends Stack {
     });
     this.source.grantSendMessages(relay);
     results.grantSendMessages(relay);
+    new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
     new Rule(this, 'RelaySchedule', {
       schedule: Schedule.rate(Duration.minutes(1)),
       targets: [new LambdaFunction(relay)],
@@ -150,6 +154,7 @@ export class SqsPipelineStack extends Stack {
         reserve,
         queues: { source: this.source, parking: this.parking },
       });
+      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
     }
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);

@@ -15,7 +15,10 @@ export interface SqsClientOptions {
  * resolve, e.g. `sqs.<region>.localhost`; moto needs `useQueueUrlAsEndpoint: false`).
  */
 export function createSqsClient(options: SqsClientOptions = {}): SQSClient {
-  const local = Boolean(options.endpoint);
+  // an amazonaws.com endpoint (e.g. the CLI against a deployed pipeline) is AWS: real credentials
+  const local =
+    Boolean(options.endpoint) &&
+    !new URL(options.endpoint as string).hostname.endsWith('.amazonaws.com');
   return new SQSClient({
     region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
     maxAttempts: options.maxAttempts ?? 2,
@@ -26,6 +29,8 @@ export function createSqsClient(options: SqsClientOptions = {}): SQSClient {
           credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
           useQueueUrlAsEndpoint: false,
         }
-      : {}),
+      : options.endpoint
+        ? { endpoint: options.endpoint }
+        : {}),
   });
 }
