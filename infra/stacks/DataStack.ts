@@ -3,7 +3,6 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CustomResource, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
-import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import {
   AuroraPostgresEngineVersion,
   ClusterInstance,
@@ -11,9 +10,9 @@ import {
   DatabaseCluster,
   DatabaseClusterEngine,
 } from 'aws-cdk-lib/aws-rds';
-import { Provider } from 'aws-cdk-lib/custom-resources';
 import type { Construct } from 'constructs';
 import { MIGRATIONS_DIR } from '../../shared/db/migrate.js';
+import { deployProvider } from '../constructs/deployProvider.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 
 export interface DataStackProps extends StackProps {
@@ -73,19 +72,7 @@ export class DataStack extends Stack {
     });
     this.cluster.grantDataApiAccess(migrateFn);
     this.cluster.secret?.grantRead(migrateFn);
-    const provider = new Provider(this, 'MigrationsProvider', { onEventHandler: migrateFn });
-    Validations.of(provider).acknowledge(
-      {
-        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-        reason:
-          "The CDK Provider framework's function only writes its own logs with the basic execution role.",
-      },
-      {
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${this.getLogicalId(migrateFn.node.defaultChild as CfnFunction)}.Arn>:*]`,
-        reason:
-          'The Provider framework invokes any version of the migrate function (its own ARN with a version suffix).',
-      },
-    );
+    const provider = deployProvider(this, 'MigrationsProvider', migrateFn);
     const migrations = new CustomResource(this, 'Migrations', {
       serviceToken: provider.serviceToken,
       resourceType: 'Custom::Migrations',

@@ -15,9 +15,8 @@ import { Port, SecurityGroup, SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { CfnEventSourceMapping, type CfnFunction } from 'aws-cdk-lib/aws-lambda';
+import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
-import { Provider } from 'aws-cdk-lib/custom-resources';
 import type { Construct } from 'constructs';
 import { buildPolicies, buildTopology } from '../../shared/transport/rabbitmq/topology.js';
 import {
@@ -26,6 +25,7 @@ import {
   DEFAULT_BROKER,
   type PipelineConfig,
 } from '../config.js';
+import { deployProvider } from '../constructs/deployProvider.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
@@ -244,19 +244,7 @@ export class RabbitPipelineStack extends Stack {
    * resource whose version is a digest of what it declares (a changed retry ladder re-applies).
    */
   private topologyOnDeploy(setup: NodeFunction, config: PipelineConfig): CustomResource {
-    const provider = new Provider(this, 'BrokerSetupProvider', { onEventHandler: setup });
-    Validations.of(provider).acknowledge(
-      {
-        id: 'AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-        reason:
-          "The CDK Provider framework's function only writes its own logs with the basic execution role.",
-      },
-      {
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${this.getLogicalId(setup.node.defaultChild as CfnFunction)}.Arn>:*]`,
-        reason:
-          'The Provider framework invokes any version of the broker-setup function (its own ARN with a version suffix).',
-      },
-    );
+    const provider = deployProvider(this, 'BrokerSetupProvider', setup);
     const declared = JSON.stringify({
       topology: buildTopology(config.budget),
       policies: buildPolicies(config.budget, config.retention),
