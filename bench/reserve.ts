@@ -26,7 +26,11 @@ export interface ReserveBenchOptions {
 }
 
 /** Raw baseline: `concurrency` connections, each doing BEGIN; one-row INSERT; COMMIT. */
-async function rawTransactions(url: string, total: number, concurrency: number): Promise<number> {
+export async function rawTransactions(
+  url: string,
+  total: number,
+  concurrency: number,
+): Promise<number> {
   const clients = await Promise.all(
     Array.from({ length: concurrency }, async () => {
       const c = new pg.Client({ connectionString: url });
