@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Env } from '../shared/config/env.js';
 import { withDatabase } from '../shared/local/scratch.js';
@@ -14,12 +15,21 @@ export interface RunningLabServices extends LabServices {
 
 async function fauxqsVersion(): Promise<string> {
   try {
-    const require = createRequire(import.meta.url);
-    const path = require.resolve('fauxqs/package.json');
-    return (JSON.parse(await readFile(path, 'utf8')) as { version: string }).version;
+    // the package's exports hide package.json: walk up from its entry point
+    let dir = dirname(fileURLToPath(import.meta.resolve('fauxqs')));
+    for (let i = 0; i < 5; i++, dir = dirname(dir)) {
+      const pkg = JSON.parse(
+        await readFile(join(dir, 'package.json'), 'utf8').catch(() => '{}'),
+      ) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === 'fauxqs' && pkg.version) return pkg.version;
+    }
   } catch {
-    return 'unknown';
+    // unknown
   }
+  return 'unknown';
 }
 
 /**

@@ -35,17 +35,6 @@ export function noDoubleEffect(m: Measurements): Check[] {
   ];
 }
 
-/** How the first retry or failure was settled, from the journal and the marks. */
-export function firstRetryReason(m: Measurements): string | undefined {
-  return m.lines.find((l) => l.step === 'retry-scheduled')?.reason;
-}
-
-/** Time from a mark (by label prefix) to the next delivery of `messageId`. */
-export function gapAfter(rig: Rig, m: Measurements, at: number, messageId: string): number | null {
-  const next = m.lines.find((l) => l.step === 'received' && l.messageId === messageId && l.at > at);
-  return next ? next.at - at : null;
-}
-
 export function parkedLine(m: Measurements): string {
   if (m.parked.length === 0) return 'nothing parked';
   const kinds = new Map<string, number>();
