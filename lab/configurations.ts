@@ -17,6 +17,8 @@ export interface Configuration {
   id: ConfigurationId;
   /** Column header in the reports. */
   label: string;
+  /** Lane name in the timelines. */
+  short: string;
   transport: 'rabbitmq' | 'sqs';
   consumer: 'worker' | 'amazonmq-trigger' | 'sqs-trigger';
   sqsMode?: SqsRetryMode;
@@ -32,6 +34,7 @@ export interface Configuration {
 export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   'rabbitmq-worker': {
     id: 'rabbitmq-worker',
+    short: 'RabbitMQ worker',
     label: 'RabbitMQ worker',
     transport: 'rabbitmq',
     consumer: 'worker',
@@ -42,6 +45,7 @@ export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   },
   'rabbitmq-amazonmq': {
     id: 'rabbitmq-amazonmq',
+    short: 'Amazon MQ trigger',
     label: 'RabbitMQ · Amazon MQ trigger',
     transport: 'rabbitmq',
     consumer: 'amazonmq-trigger',
@@ -53,6 +57,7 @@ export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   },
   'sqs-visibility': {
     id: 'sqs-visibility',
+    short: 'SQS visibility',
     label: 'SQS visibility',
     transport: 'sqs',
     consumer: 'sqs-trigger',
@@ -64,6 +69,7 @@ export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   },
   'sqs-resend': {
     id: 'sqs-resend',
+    short: 'SQS resend',
     label: 'SQS resend',
     transport: 'sqs',
     consumer: 'sqs-trigger',
@@ -74,6 +80,7 @@ export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   },
   'sqs-fifo': {
     id: 'sqs-fifo',
+    short: 'SQS FIFO',
     label: 'SQS FIFO',
     transport: 'sqs',
     consumer: 'sqs-trigger',

@@ -1,4 +1,5 @@
 import type { JournalLine } from '../shared/consumer/journalRecorder.js';
+import type { FaultPoint } from '../shared/faults.js';
 import type { Rig } from './rig.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
 
@@ -43,7 +44,18 @@ export async function measure(rig: Rig): Promise<Measurements> {
   const lines = rig.recorder.lines.filter((l) => l.at >= rig.t0);
   const by = (step: JournalLine['step']) => lines.filter((l) => l.step === step);
   const received = by('received');
-  const retries = by('retry-scheduled');
+  // A retry is journaled once its copy (or visibility change) is settled; a fault right after the
+  // settle (reserve.after-retry-publish) stops the consumer before that line, so such a firing is a
+  // retry too, of the message most recently received before it.
+  const retries: { messageId: string | null; attempt: number; at: number }[] = [
+    ...by('retry-scheduled'),
+    ...rig.faults.fired
+      .filter((f) => f.point === 'reserve.after-retry-publish' && f.at >= rig.t0)
+      .map((f) => {
+        const handled = received.filter((l) => l.at <= f.at).at(-1);
+        return { messageId: handled?.messageId ?? null, attempt: handled?.attempt ?? 0, at: f.at };
+      }),
+  ].sort((a, b) => a.at - b.at);
   const retryDelaysMs: number[] = [];
   for (const r of retries) {
     const next = received.find(
@@ -119,6 +131,13 @@ const STEP_KIND: Record<JournalLine['step'], TimelineKind> = {
 
 const short = (id: string | null | undefined) => (id ? id.slice(0, 8) : 'no id');
 
+const FAULT_MEANING: Record<FaultPoint, string> = {
+  'order.after-outbox-insert': 'order and outbox rows written, not committed',
+  'relay.after-publish': 'broker confirmed, rows not marked published',
+  'reserve.after-commit': 'effect committed, not acknowledged',
+  'reserve.after-retry-publish': 'retry settled, original not acknowledged',
+};
+
 /** The run's events on one time axis (ms since the scenario's start), for the HTML timeline. */
 export function timeline(rig: Rig, m: Measurements, finalAt: number | null): TimelineEvent[] {
   const events: TimelineEvent[] = m.lines.map((l) => ({
@@ -133,7 +152,22 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
     if (mark.at >= rig.t0) events.push({ t: mark.at - rig.t0, kind: mark.kind, label: mark.label });
   }
   for (const f of rig.faults.fired) {
-    if (f.at >= rig.t0) events.push({ t: f.at - rig.t0, kind: 'fault', label: `fault ${f.point}` });
+    if (f.at < rig.t0) continue;
+    events.push({
+      t: f.at - rig.t0,
+      kind: 'fault',
+      label: `fault ${f.point}: ${FAULT_MEANING[f.point]}`,
+    });
+    if (f.point === 'reserve.after-retry-publish') {
+      // the retry it interrupted (see measure): drawn like any other retry
+      const handled = m.lines.filter((l) => l.step === 'received' && l.at <= f.at).at(-1);
+      events.push({
+        t: f.at - rig.t0,
+        kind: 'retry',
+        messageId: handled?.messageId ?? null,
+        label: `retry settled for ${short(handled?.messageId)}, then the fault`,
+      });
+    }
   }
   if (finalAt !== null) events.push({ t: finalAt - rig.t0, kind: 'final', label: 'final state' });
   return events.sort((a, b) => a.t - b.t);

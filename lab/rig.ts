@@ -132,7 +132,8 @@ export abstract class Rig {
     options: RigOptions = {},
   ): Promise<Rig> {
     const name = scratchName(`lab_${label}`);
-    const scratch = await createScratchDatabase(services.databaseUrl, name);
+    // A small pool: several runs at once share one PostgreSQL (max_connections is often 100).
+    const scratch = await createScratchDatabase(services.databaseUrl, name, { poolSize: 5 });
     try {
       const rig =
         configuration.transport === 'rabbitmq'

@@ -1,3 +1,4 @@
+import { CONFIGURATIONS } from '../configurations.js';
 import type {
   LabReport,
   RunResult,
@@ -108,7 +109,7 @@ function finalSummary(r: RunResult): string {
 
 function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string; height: number } {
   const parts: string[] = [];
-  const name = label(r.configuration);
+  const name = CONFIGURATIONS[r.configuration].short;
   if (!r.applicable) {
     const h = 30;
     parts.push(
@@ -143,7 +144,9 @@ function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string
     });
   }
   // controls and faults: vertical lines across the lane
-  let controls = 0;
+  // control labels: two rows (bottom, top); a label that would overlap the previous one in both
+  // rows is pushed right of the one that ends first
+  const rowEnds = [Number.NEGATIVE_INFINITY, Number.NEGATIVE_INFINITY];
   for (const e of r.timeline) {
     if (e.kind !== 'control' && e.kind !== 'fault' && e.kind !== 'failed-invocation') continue;
     const xx = x(e.t);
@@ -152,9 +155,17 @@ function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string
       `<line x1="${xx}" x2="${xx}" y1="${y0 + 2}" y2="${y0 + h - 2}" stroke="${COLORS[e.kind]}" stroke-width="1"${dash} opacity="0.6"><title>${esc(`${fmtTick(Math.round(e.t))}: ${e.label}`)}</title></line>`,
     );
     if (e.kind === 'control') {
-      // staggered, so that two controls close in time do not print over each other
-      const ty = controls++ % 2 === 0 ? y0 + h - 4 : y0 + 9;
-      parts.push(`<text x="${xx + 3}" y="${ty}" class="ctl">${esc(e.label.slice(0, 28))}</text>`);
+      const text = e.label.slice(0, 28);
+      const width = text.length * 4.6;
+      let row = rowEnds.findIndex((end) => xx + 3 >= end + 4);
+      let tx = xx + 3;
+      if (row < 0) {
+        row = (rowEnds[0] as number) <= (rowEnds[1] as number) ? 0 : 1;
+        tx = (rowEnds[row] as number) + 4;
+      }
+      rowEnds[row] = tx + width;
+      const ty = row === 0 ? y0 + h - 4 : y0 + 9;
+      parts.push(`<text x="${tx}" y="${ty}" class="ctl">${esc(text)}</text>`);
     }
   }
   // retries: an arc from the retry to the delivery it produced, labelled with the actual delay
