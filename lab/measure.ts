@@ -144,6 +144,7 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
     t: l.at - rig.t0,
     kind: STEP_KIND[l.step],
     messageId: l.messageId,
+    attempt: l.attempt,
     label: `${l.step} ${short(l.messageId)} (attempt ${l.attempt}${l.redelivered ? ', redelivered' : ''})${
       l.outcome ? ` ${l.outcome}` : ''
     }${l.reason ? `: ${l.reason}` : ''}`,
@@ -165,6 +166,7 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
         t: f.at - rig.t0,
         kind: 'retry',
         messageId: handled?.messageId ?? null,
+        attempt: handled?.attempt ?? 0,
         label: `retry settled for ${short(handled?.messageId)}, then the fault`,
       });
     }

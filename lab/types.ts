@@ -57,6 +57,8 @@ export interface TimelineEvent {
   kind: TimelineKind;
   label: string;
   messageId?: string | null;
+  /** Retries already made when this happened (deliveries and retries). */
+  attempt?: number;
 }
 
 export interface ParkedSummary {

@@ -156,7 +156,7 @@ function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string
     );
     if (e.kind === 'control') {
       const text = e.label.slice(0, 28);
-      const width = text.length * 4.6;
+      const width = text.length * 5;
       let row = rowEnds.findIndex((end) => xx + 3 >= end + 4);
       let tx = xx + 3;
       if (row < 0) {
@@ -171,7 +171,13 @@ function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string
   // retries: an arc from the retry to the delivery it produced, labelled with the actual delay
   const received = r.timeline.filter((e) => e.kind === 'received');
   for (const e of r.timeline.filter((q) => q.kind === 'retry' || q.kind === 'deferred')) {
-    const next = received.find((q) => q.messageId === e.messageId && q.t > e.t);
+    // the delivery this retry (or deferral) produced: same message, one attempt further
+    const next = received.find(
+      (q) =>
+        q.messageId === e.messageId &&
+        q.t > e.t &&
+        (e.attempt === undefined || q.attempt === e.attempt + 1),
+    );
     if (!next) continue;
     const x1 = x(e.t);
     const x2 = x(next.t);
