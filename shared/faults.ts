@@ -1,7 +1,10 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
 /**
  * Fault points (DESIGN §10). `FAULTS="point:action,…"` with action `throw` (an error at that point)
  * or `exit` (the process dies at once with SIGKILL, as if the machine lost power: no finally
- * blocks, no flush, no ack). With `FAULTS` unset `fault()` is one Map lookup on an empty map.
+ * blocks, no flush, no ack). With `FAULTS` unset and no `FaultScope` armed, `fault()` is two
+ * comparisons.
  */
 export const FAULT_POINTS = [
   'order.after-outbox-insert',
@@ -41,13 +44,64 @@ export function parseFaults(spec: string | undefined): Map<FaultPoint, FaultActi
 
 let active = parseFaults(process.env.FAULTS);
 
+/** Points armed in some `FaultScope` (0 → `fault()` stays one comparison). */
+let armedInScopes = 0;
+const scopes = new AsyncLocalStorage<FaultScope>();
+
+/** One firing of a scoped fault point. */
+export interface FaultFiring {
+  point: FaultPoint;
+  at: number;
+}
+
+/**
+ * Faults for one piece of work in a process that runs several at once (the comparison lab runs
+ * scenarios in parallel): a point armed here fires only for code running inside `run()` (and
+ * everything it starts: connections, timers, loops), `times` times, then is inert again, as a
+ * process that crashed once and was restarted without `FAULTS`. Scoped faults only `throw`: an
+ * `exit` would take every other scope down with it.
+ */
+export class FaultScope {
+  private readonly remaining = new Map<FaultPoint, number>();
+  /** Every firing, in order. */
+  readonly fired: FaultFiring[] = [];
+
+  /** Arms `point` for its next `times` passes inside this scope. */
+  arm(point: FaultPoint, times = 1): void {
+    if (!this.remaining.has(point)) armedInScopes++;
+    this.remaining.set(point, times);
+  }
+
+  /** Disarms one point, or all. */
+  disarm(point?: FaultPoint): void {
+    for (const p of point ? [point] : [...this.remaining.keys()]) {
+      if (this.remaining.delete(p)) armedInScopes--;
+    }
+  }
+
+  run<T>(fn: () => T): T {
+    return scopes.run(this, fn);
+  }
+
+  /** True when `point` fires now (and counts it). */
+  take(point: FaultPoint): boolean {
+    const left = this.remaining.get(point);
+    if (left === undefined) return false;
+    if (left <= 1) this.disarm(point);
+    else this.remaining.set(point, left - 1);
+    this.fired.push({ point, at: Date.now() });
+    return true;
+  }
+}
+
 /** Replaces the active faults (tests and the lab); `undefined` re-reads `process.env.FAULTS`. */
 export function setFaults(spec: string | undefined): void {
   active = parseFaults(spec ?? process.env.FAULTS);
 }
 
 export function fault(point: FaultPoint): void {
-  if (active.size === 0) return;
+  if (active.size === 0 && armedInScopes === 0) return;
+  if (armedInScopes > 0 && scopes.getStore()?.take(point)) throw new InjectedFaultError(point);
   const action = active.get(point);
   if (action === 'throw') throw new InjectedFaultError(point);
   if (action === 'exit') {

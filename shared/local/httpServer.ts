@@ -72,7 +72,7 @@ export function toHttpApiEvent(req: IncomingMessage, body: Buffer): APIGatewayPr
 
 /**
  * Serves an API Gateway HTTP API handler over plain HTTP, invoking it in-process the way API
- * Gateway would (payload format 2.0). Used by `npm run dev`, the demo and the HTTP tests.
+ * Gateway would (payload format 2.0). Used by `npm run dev`, the comparison lab and the HTTP tests.
  */
 export async function startHttpApi(
   handler: HttpApiHandler,

@@ -1,81 +1,21 @@
-import pg from 'pg';
-import { migrate } from '../../shared/db/migrate.js';
-import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import {
+  createScratchDatabase,
+  proxiedDatabase,
+  type ScratchDatabase,
+} from '../../shared/local/scratch.js';
 import { DATABASE_URL, uniqueName } from './services.js';
-import { TcpProxy } from './tcpProxy.js';
 
-export interface TestDatabase {
-  name: string;
-  url: string;
-  db: PgDatabase;
-  drop(): Promise<void>;
-}
+export { proxiedDatabase };
 
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
-
-async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: withDatabase(DATABASE_URL, 'postgres') });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
+export type TestDatabase = ScratchDatabase;
 
 /** A fresh database of its own for one test file, migrated unless `migrated: false`. */
-export async function createTestDatabase(
+export function createTestDatabase(
   label: string,
   options: { migrated?: boolean; poolSize?: number } = {},
 ): Promise<TestDatabase> {
-  const name = uniqueName(label);
-  await admin((c) => c.query(`CREATE DATABASE ${name}`));
-  const url = withDatabase(DATABASE_URL, name);
-  const db = new PgDatabase({
-    connectionString: url,
-    max: options.poolSize ?? 10,
-    applicationName: name,
-  });
-  if (options.migrated !== false) await migrate(db);
-  return {
-    name,
-    url,
-    db,
-    async drop() {
-      await db.close();
-      await admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
-    },
-  };
-}
-
-/**
- * A pool on `url` through a TCP proxy the test can cut ("database down") without touching the
- * server every other test file shares.
- */
-export async function proxiedDatabase(
-  url: string,
-): Promise<{ db: PgDatabase; proxy: TcpProxy; close(): Promise<void> }> {
-  const target = new URL(url);
-  const proxy = await new TcpProxy(target.hostname, Number(target.port || 5432)).start();
-  target.hostname = '127.0.0.1';
-  target.port = String(proxy.port);
-  const db = new PgDatabase({
-    connectionString: target.toString(),
-    max: 4,
-    connectionTimeoutMillis: 1_000,
-  });
-  return {
-    db,
-    proxy,
-    async close() {
-      await db.close();
-      await proxy.close();
-    },
-  };
+  return createScratchDatabase(DATABASE_URL, uniqueName(label), options);
 }
 
 /** The stock row of a SKU (available, reserved). */

@@ -1,0 +1,176 @@
+import type { JournalLine } from '../shared/consumer/journalRecorder.js';
+import type { FaultPoint } from '../shared/faults.js';
+import type { Rig } from './rig.js';
+import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
+
+/**
+ * What a run did, read from the consumer's journal (every step, with its time), the run's
+ * database (reservations, inbox, outbox) and the broker (the parking lot). Nothing here is
+ * written by a scenario: the numbers are what the pipeline produced.
+ */
+export interface Measurements {
+  /** Deliveries the consumer received (journal `received`). */
+  deliveries: number;
+  /** Of those, ones the broker marked as delivered before. */
+  redeliveries: number;
+  /** Distinct effects: reservation rows in the database. */
+  effects: number;
+  effectsByStatus: Record<string, number>;
+  /** Effects committed per message id (journal `effect-committed`); more than 1 is a double effect. */
+  maxEffectsPerMessage: number;
+  /** Inbox rows (`processed_messages`). */
+  inboxRows: number;
+  /** Deliveries the inbox recognised as already processed (journal `duplicate`). */
+  duplicatesAbsorbed: number;
+  /** Retries scheduled (journal `retry-scheduled`) and the delay each actually took. */
+  retries: number;
+  retryDelaysMs: number[];
+  /** Deferrals (a predecessor was missing). */
+  deferrals: number;
+  /** Invocations that failed as a whole, and worker give-ups (channel closed). */
+  failedInvocations: number;
+  parked: ParkedSummary[];
+  /** `inventory.reservation_rejected` events written (business results). */
+  rejectionEvents: number;
+  outboxUnpublished: number;
+  /** Outbox rows that needed more than one publish attempt. */
+  outboxRetriedRows: number;
+  /** Per message: the order of committed effects (message id → time). */
+  committedAt: Map<string, number>;
+  lines: JournalLine[];
+}
+
+export async function measure(rig: Rig): Promise<Measurements> {
+  const lines = rig.recorder.lines.filter((l) => l.at >= rig.t0);
+  const by = (step: JournalLine['step']) => lines.filter((l) => l.step === step);
+  const received = by('received');
+  // A retry is journaled once its copy (or visibility change) is settled; a fault right after the
+  // settle (reserve.after-retry-publish) stops the consumer before that line, so such a firing is a
+  // retry too, of the message most recently received before it.
+  const retries: { messageId: string | null; attempt: number; at: number }[] = [
+    ...by('retry-scheduled'),
+    ...rig.faults.fired
+      .filter((f) => f.point === 'reserve.after-retry-publish' && f.at >= rig.t0)
+      .map((f) => {
+        const handled = received.filter((l) => l.at <= f.at).at(-1);
+        return { messageId: handled?.messageId ?? null, attempt: handled?.attempt ?? 0, at: f.at };
+      }),
+  ].sort((a, b) => a.at - b.at);
+  const retryDelaysMs: number[] = [];
+  for (const r of retries) {
+    const next = received.find(
+      (l) => l.messageId === r.messageId && l.at >= r.at && l.attempt === r.attempt + 1,
+    );
+    if (next) retryDelaysMs.push(next.at - r.at);
+  }
+  const committed = by('effect-committed');
+  const perMessage = new Map<string, number>();
+  const committedAt = new Map<string, number>();
+  for (const c of committed) {
+    const id = c.messageId ?? '?';
+    perMessage.set(id, (perMessage.get(id) ?? 0) + 1);
+    if (!committedAt.has(id)) committedAt.set(id, c.at);
+  }
+  const { rows } = await rig.db.query<{
+    statuses: Record<string, number> | null;
+    inbox: number;
+    rejections: number;
+    unpublished: number;
+    retried: number;
+  }>(
+    `SELECT (SELECT json_object_agg(status, n) FROM
+              (SELECT status, count(*)::int AS n FROM reservations GROUP BY status) s) AS statuses,
+            (SELECT count(*)::int FROM processed_messages) AS inbox,
+            (SELECT count(*)::int FROM inventory_outbox) AS rejections,
+            (SELECT count(*)::int FROM outbox WHERE published_at IS NULL) AS unpublished,
+            (SELECT count(*)::int FROM outbox WHERE attempts > 0) AS retried`,
+  );
+  const row = rows[0];
+  const effectsByStatus = row?.statuses ?? {};
+  const parked = (await rig.parkingLot().list(500)).map((p) => ({
+    messageId: p.diagnosis.messageId,
+    reason: p.diagnosis.reason,
+    errorClass: p.diagnosis.errorClass,
+    error: p.diagnosis.error,
+    via: p.via,
+    attempts: p.diagnosis.attempts,
+  }));
+  return {
+    deliveries: received.length,
+    redeliveries: received.filter((l) => l.redelivered).length,
+    effects: Object.values(effectsByStatus).reduce((a, n) => a + n, 0),
+    effectsByStatus,
+    maxEffectsPerMessage: Math.max(0, ...perMessage.values()),
+    inboxRows: row?.inbox ?? 0,
+    duplicatesAbsorbed: by('duplicate').length,
+    retries: retries.length,
+    retryDelaysMs,
+    deferrals: by('deferred').length,
+    failedInvocations:
+      rig.marks.filter((m) => m.kind === 'failed-invocation' && m.at >= rig.t0).length +
+      by('abandoned').length,
+    parked,
+    rejectionEvents: row?.rejections ?? 0,
+    outboxUnpublished: row?.unpublished ?? 0,
+    outboxRetriedRows: row?.retried ?? 0,
+    committedAt,
+    lines,
+  };
+}
+
+const STEP_KIND: Record<JournalLine['step'], TimelineKind> = {
+  received: 'received',
+  duplicate: 'duplicate',
+  'effect-committed': 'committed',
+  deferred: 'deferred',
+  'retry-scheduled': 'retry',
+  parked: 'parked',
+  acked: 'acked',
+  abandoned: 'abandoned',
+};
+
+const short = (id: string | null | undefined) => (id ? id.slice(0, 8) : 'no id');
+
+const FAULT_MEANING: Record<FaultPoint, string> = {
+  'order.after-outbox-insert': 'order and outbox rows written, not committed',
+  'relay.after-publish': 'broker confirmed, rows not marked published',
+  'reserve.after-commit': 'effect committed, not acknowledged',
+  'reserve.after-retry-publish': 'retry settled, original not acknowledged',
+};
+
+/** The run's events on one time axis (ms since the scenario's start), for the HTML timeline. */
+export function timeline(rig: Rig, m: Measurements, finalAt: number | null): TimelineEvent[] {
+  const events: TimelineEvent[] = m.lines.map((l) => ({
+    t: l.at - rig.t0,
+    kind: STEP_KIND[l.step],
+    messageId: l.messageId,
+    attempt: l.attempt,
+    label: `${l.step} ${short(l.messageId)} (attempt ${l.attempt}${l.redelivered ? ', redelivered' : ''})${
+      l.outcome ? ` ${l.outcome}` : ''
+    }${l.reason ? `: ${l.reason}` : ''}`,
+  }));
+  for (const mark of rig.marks) {
+    if (mark.at >= rig.t0) events.push({ t: mark.at - rig.t0, kind: mark.kind, label: mark.label });
+  }
+  for (const f of rig.faults.fired) {
+    if (f.at < rig.t0) continue;
+    events.push({
+      t: f.at - rig.t0,
+      kind: 'fault',
+      label: `fault ${f.point}: ${FAULT_MEANING[f.point]}`,
+    });
+    if (f.point === 'reserve.after-retry-publish') {
+      // the retry it interrupted (see measure): drawn like any other retry
+      const handled = m.lines.filter((l) => l.step === 'received' && l.at <= f.at).at(-1);
+      events.push({
+        t: f.at - rig.t0,
+        kind: 'retry',
+        messageId: handled?.messageId ?? null,
+        attempt: handled?.attempt ?? 0,
+        label: `retry settled for ${short(handled?.messageId)}, then the fault`,
+      });
+    }
+  }
+  if (finalAt !== null) events.push({ t: finalAt - rig.t0, kind: 'final', label: 'final state' });
+  return events.sort((a, b) => a.t - b.t);
+}

@@ -1,0 +1,25 @@
+import type { ConfigurationId } from '../configurations.js';
+import type { LabReport } from '../types.js';
+import { CELL_LEGEND, cell, failedChecks, label } from './cells.js';
+
+const pad = (s: string, n: number) => s + ' '.repeat(Math.max(0, n - [...s].length));
+
+/** The comparison table for a terminal: scenarios × configurations. */
+export function renderTable(report: LabReport): string {
+  const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
+  const head = ['scenario', ...configs.map((c: ConfigurationId) => label(c))];
+  const rows = report.scenarios.map((s) => [s.id, ...s.results.map(cell)]);
+  const widths = head.map((h, i) =>
+    Math.max([...h].length, ...rows.map((r) => [...(r[i] ?? '')].length)),
+  );
+  const line = (cols: string[]) => cols.map((c, i) => pad(c, widths[i] ?? 0)).join('  ');
+  const out = [line(head), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)];
+  out.push('', CELL_LEGEND);
+  const failures = report.scenarios.flatMap((s) =>
+    s.results
+      .filter((r) => !r.invariantHeld)
+      .map((r) => `✗ ${s.id} × ${r.configuration}: ${failedChecks(r).join('; ')}`),
+  );
+  if (failures.length) out.push('', ...failures);
+  return out.join('\n');
+}

@@ -1,0 +1,182 @@
+import { cpus } from 'node:os';
+import type { Configuration } from './configurations.js';
+import { measure, timeline } from './measure.js';
+import { Rig } from './rig.js';
+import type { LabServices, LabSettings } from './settings.js';
+import type { LabReport, RunResult, Scenario, ScenarioReport } from './types.js';
+
+const EMPTY = {
+  deliveries: 0,
+  effects: 0,
+  parked: 0,
+  retries: 0,
+  duplicatesAbsorbed: 0,
+  retryDelaysMs: [],
+  redeliveries: 0,
+  failedInvocations: 0,
+  parkedMessages: [],
+  checks: [],
+  timeline: [],
+};
+
+const errorText = (err: unknown) =>
+  ((err as Error)?.message ?? String(err)).split('\n')[0]?.slice(0, 300) ?? 'error';
+
+/**
+ * Runs one scenario on one configuration: builds its rig (own database, vhost or queues), runs the
+ * script inside the rig's fault scope, measures what happened, checks the invariant, and tears
+ * everything down. Never throws: a failure is a result with `invariantHeld: false`.
+ */
+export async function runScenario(
+  scenario: Scenario,
+  configuration: Configuration,
+  settings: LabSettings,
+  services: LabServices,
+): Promise<RunResult> {
+  const started = Date.now();
+  const na = scenario.notApplicable?.(configuration);
+  if (na) {
+    return {
+      configuration: configuration.id,
+      applicable: false,
+      invariantHeld: true,
+      timeToFinalMs: null,
+      note: `not applicable: ${na.reason}. Instead: ${na.instead}`,
+      reason: na.reason,
+      instead: na.instead,
+      wallMs: 0,
+      ...EMPTY,
+    };
+  }
+  const options = typeof scenario.rig === 'function' ? scenario.rig(configuration) : scenario.rig;
+  let rig: Rig;
+  try {
+    rig = await Rig.create(
+      configuration,
+      settings,
+      services,
+      `${scenario.id}_${configuration.id}`,
+      options,
+    );
+  } catch (err) {
+    return {
+      configuration: configuration.id,
+      applicable: true,
+      invariantHeld: false,
+      timeToFinalMs: null,
+      note: 'setup failed',
+      error: `setup: ${errorText(err)}`,
+      wallMs: Date.now() - started,
+      ...EMPTY,
+    };
+  }
+  try {
+    let error: string | undefined;
+    let finalAt: number | null = null;
+    rig.begin();
+    try {
+      await rig.faults.run(() => scenario.run(rig));
+      finalAt = Date.now();
+    } catch (err) {
+      error = errorText(err);
+    }
+    const m = await measure(rig);
+    const checks = error ? [] : await scenario.check(rig, m);
+    let note: string;
+    try {
+      note = scenario.note(rig, m);
+    } catch (err) {
+      note = `(note failed: ${errorText(err)})`;
+    }
+    return {
+      configuration: configuration.id,
+      applicable: true,
+      invariantHeld: !error && checks.every((c) => c.ok),
+      deliveries: m.deliveries,
+      effects: m.effects,
+      parked: m.parked.length,
+      retries: m.retries,
+      timeToFinalMs: finalAt === null ? null : finalAt - rig.t0,
+      note,
+      duplicatesAbsorbed: m.duplicatesAbsorbed,
+      retryDelaysMs: m.retryDelaysMs,
+      redeliveries: m.redeliveries,
+      failedInvocations: m.failedInvocations,
+      parkedMessages: m.parked,
+      checks,
+      ...(error ? { error } : {}),
+      timeline: timeline(rig, m, finalAt),
+      wallMs: Date.now() - started,
+    };
+  } catch (err) {
+    return {
+      configuration: configuration.id,
+      applicable: true,
+      invariantHeld: false,
+      timeToFinalMs: null,
+      note: 'measurement failed',
+      error: `measure: ${errorText(err)}`,
+      wallMs: Date.now() - started,
+      ...EMPTY,
+    };
+  } finally {
+    await rig.close();
+  }
+}
+
+export interface RunAllOptions {
+  scenarios: Scenario[];
+  configurations: Configuration[];
+  settings: LabSettings;
+  services: LabServices;
+  /** Runs at once (default: 4 per core). */
+  concurrency?: number;
+  onResult?: (scenario: Scenario, result: RunResult, done: number, total: number) => void;
+}
+
+/** Runs every scenario × configuration, several at once (each run is isolated). */
+export async function runAll(options: RunAllOptions): Promise<LabReport> {
+  const started = Date.now();
+  const jobs = options.scenarios.flatMap((s) =>
+    options.configurations.map((c) => ({ scenario: s, configuration: c })),
+  );
+  const results = new Map<string, RunResult>();
+  const key = (s: string, c: string) => `${s}\u0000${c}`;
+  let next = 0;
+  let done = 0;
+  const worker = async () => {
+    while (next < jobs.length) {
+      const job = jobs[next++] as (typeof jobs)[number];
+      const r = await runScenario(
+        job.scenario,
+        job.configuration,
+        options.settings,
+        options.services,
+      );
+      results.set(key(job.scenario.id, job.configuration.id), r);
+      options.onResult?.(job.scenario, r, ++done, jobs.length);
+    }
+  };
+  const concurrency = options.concurrency ?? Math.max(2, cpus().length * 4);
+  await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+  const scenarios: ScenarioReport[] = options.scenarios.map((s) => ({
+    id: s.id,
+    title: s.title,
+    stimulus: s.stimulus,
+    invariant: s.invariant,
+    results: options.configurations.map((c) => results.get(key(s.id, c.id)) as RunResult),
+  }));
+  return {
+    startedAt: new Date(started).toISOString(),
+    durationMs: Date.now() - started,
+    settings: describeSettings(options.settings),
+    machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`,
+    versions: {},
+    allHeld: scenarios.every((s) => s.results.every((r) => r.invariantHeld)),
+    scenarios,
+  };
+}
+
+export function describeSettings(s: LabSettings): string {
+  return `${s.name}: retry ladder ${s.budget.ladderMs.join('/')} ms, ${s.budget.maxAttempts} retries, max age ${s.budget.maxAgeMs / 1000} s; SQS visibility timeout ${s.visibilityTimeoutSeconds} s; RabbitMQ delivery limit ${s.deliveryLimit}`;
+}

@@ -1,0 +1,46 @@
+import type { Configuration } from '../configurations.js';
+import type { Measurements } from '../measure.js';
+import type { Rig } from '../rig.js';
+import { type Check, check, type NotApplicable } from '../types.js';
+
+/** FIFO is compared only where the scenario is about order (issue #6 §2). */
+export function fifoOnlyForOrder(c: Configuration): NotApplicable | undefined {
+  if (!c.fifo) return undefined;
+  return {
+    reason: 'FIFO queues are compared only where the scenario is about order',
+    instead:
+      'a FIFO queue settles like sqs-visibility here (no resend mode: no per-message delay), with one message in flight per order',
+  };
+}
+
+export const ms = (n: number) =>
+  n >= 10_000 ? `${(n / 1000).toFixed(0)} s` : `${Math.round(n)} ms`;
+export const list = (ns: number[]) => (ns.length ? ns.map(ms).join(', ') : '—');
+
+export async function stockOf(rig: Rig, sku: string) {
+  const { rows } = await rig.db.query<{ available: number; reserved: number }>(
+    'SELECT available, reserved FROM stock WHERE sku = $1',
+    [sku],
+  );
+  return rows[0] ?? { available: 0, reserved: 0 };
+}
+
+/** The checks every scenario makes: no message had two effects; the inbox agrees. */
+export function noDoubleEffect(m: Measurements): Check[] {
+  return [
+    check(
+      m.maxEffectsPerMessage <= 1,
+      `no event had two effects (most effects for one event: ${m.maxEffectsPerMessage})`,
+    ),
+  ];
+}
+
+export function parkedLine(m: Measurements): string {
+  if (m.parked.length === 0) return 'nothing parked';
+  const kinds = new Map<string, number>();
+  for (const p of m.parked) {
+    const k = `${p.reason}/${p.errorClass} via ${p.via}`;
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  }
+  return `parked ${[...kinds].map(([k, n]) => `${n}× ${k}`).join(', ')}`;
+}

@@ -1,0 +1,214 @@
+import type { Envelope } from '../../shared/envelope/envelope.js';
+import { check, type Scenario } from '../types.js';
+import { fifoOnlyForOrder, ms, noDoubleEffect, stockOf } from './common.js';
+
+/** Orders placed through the HTTP API, published by the relay, consumed: nothing goes wrong. */
+export const happyPath: Scenario = {
+  id: 'happy-path',
+  title: 'Happy path',
+  stimulus:
+    'Three orders through POST /orders; the relay publishes them; the consumer reserves stock.',
+  invariant: 'Each order reserved exactly once; nothing retried, nothing parked; the outbox empty.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-H', 100);
+    await rig.startConsumer();
+    rig.begin();
+    const placed = [];
+    for (const q of [1, 2, 3]) placed.push(await rig.placeOrder('SKU-H', q));
+    await rig.drainOutbox();
+    for (const p of placed) await rig.waitForLine(p.eventId, 'acked');
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-H');
+    return [
+      check(m.effectsByStatus.reserved === 3, `3 reservations (got ${m.effects})`),
+      check(stock.reserved === 6, `6 units reserved (got ${stock.reserved})`),
+      check(m.retries === 0, `no retry (got ${m.retries})`),
+      check(m.parked.length === 0, `nothing parked (got ${m.parked.length})`),
+      check(m.outboxUnpublished === 0, 'outbox drained'),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (rig, m) =>
+    `${m.deliveries} deliveries → ${m.effects} reservations; ack = ${rig.configuration.ack}`,
+};
+
+/** The same event published twice (a relay retry, a network blip): the inbox absorbs it. */
+export const duplicatePublish: Scenario = {
+  id: 'duplicate-publish',
+  title: 'Duplicate publish',
+  stimulus:
+    'One order; the relay publishes it, then the same event (same id) is published a second time.',
+  invariant: 'One reservation; the second copy is recognised by the inbox and changes nothing.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-D', 10);
+    await rig.startConsumer();
+    rig.begin();
+    await rig.placeOrder('SKU-D', 2);
+    const [e] = await rig.outboxEnvelopes();
+    await rig.drainOutbox();
+    await rig.publish(e as Envelope);
+    rig.mark('the same event published again');
+    await rig.waitForLine((e as Envelope).id, 'acked', 2);
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-D');
+    return [
+      check(m.effects === 1, `one reservation (got ${m.effects})`),
+      check(stock.reserved === 2, `2 units reserved (got ${stock.reserved})`),
+      check(m.duplicatesAbsorbed >= 1, `the copy absorbed (${m.duplicatesAbsorbed} duplicates)`),
+      check(m.inboxRows === 1, `one inbox row (got ${m.inboxRows})`),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (_rig, m) =>
+    `${m.deliveries} deliveries of one id → ${m.effects} effect; the inbox claim (same COMMIT as the effect) absorbed ${m.duplicatesAbsorbed}`,
+};
+
+/** The consumer dies after COMMIT, before the ack / delete. */
+export const crashAfterCommit: Scenario = {
+  id: 'crash-after-commit',
+  title: 'Crash after COMMIT, before ack/delete',
+  stimulus:
+    'Fault reserve.after-commit (once): the effect is committed, then the consumer fails before acknowledging.',
+  invariant: 'The message comes back and is recognised as a duplicate: one reservation.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-C', 10);
+    await rig.startConsumer();
+    rig.begin();
+    rig.faults.arm('reserve.after-commit');
+    const { eventId } = await rig.placeOrder('SKU-C', 3);
+    await rig.drainOutbox();
+    await rig.waitForLine(eventId, 'duplicate');
+    await rig.waitForLine(eventId, 'acked');
+    rig.facts.eventId = eventId;
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-C');
+    return [
+      check(rig.faults.fired.length === 1, `the fault fired once (${rig.faults.fired.length})`),
+      check(m.effects === 1, `one reservation (got ${m.effects})`),
+      check(stock.reserved === 3, `3 units reserved (got ${stock.reserved})`),
+      check(m.deliveries >= 2, `delivered again after the crash (${m.deliveries} deliveries)`),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (rig, m) => {
+    const fired = rig.faults.fired[0]?.at;
+    const again = m.lines.find((l) => l.step === 'received' && fired !== undefined && l.at > fired);
+    const gap = fired !== undefined && again ? ms(again.at - fired) : '?';
+    return `committed, not acknowledged → ${rig.configuration.unsettled}; back after ${gap}, absorbed as a duplicate`;
+  },
+};
+
+/** Refused orders are a business result, not an error. */
+export const outOfStock: Scenario = {
+  id: 'out-of-stock',
+  title: 'Out of stock (business result)',
+  stimulus:
+    'An order for 5 units of a SKU with 2 in stock, delivered twice (the relay published it twice).',
+  invariant:
+    'Rejected as a result: one inventory.reservation_rejected event (even when delivered twice), no retry, nothing parked.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-O', 2);
+    await rig.startConsumer();
+    rig.begin();
+    await rig.placeOrder('SKU-O', 5);
+    const [e] = await rig.outboxEnvelopes();
+    await rig.drainOutbox();
+    await rig.publish(e as Envelope);
+    await rig.waitForLine((e as Envelope).id, 'acked', 2);
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-O');
+    return [
+      check(m.effectsByStatus.rejected === 1, `one rejected reservation (got ${m.effects})`),
+      check(m.rejectionEvents === 1, `one rejection event (got ${m.rejectionEvents})`),
+      check(stock.reserved === 0, `nothing reserved (got ${stock.reserved})`),
+      check(m.retries === 0, `no retry (got ${m.retries})`),
+      check(m.parked.length === 0, `nothing parked (got ${m.parked.length})`),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (_rig, m) =>
+    `rejected (out_of_stock) as a result: ${m.rejectionEvents} inventory.reservation_rejected in inventory_outbox (id derived from the message id); ${m.duplicatesAbsorbed} duplicate added none`,
+};
+
+const ORDERS = 60;
+const DUPLICATES = 12;
+
+/** Several consumers at once, with duplicates among the deliveries, on contended stock. */
+export const concurrencyDuplicates: Scenario = {
+  id: 'concurrency-duplicates',
+  title: 'Consumer concurrency with duplicates',
+  stimulus: `${ORDERS} orders on 3 SKUs with too little stock for all; ${DUPLICATES} of them published twice; 3 consumers (or invocations) at once where the configuration allows.`,
+  invariant:
+    'Every order decided exactly once (reserved or rejected); reserved totals equal the sum of reserved orders; stock never over-reserved.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    for (const sku of ['SKU-1', 'SKU-2', 'SKU-3']) await rig.stock(sku, 20);
+    await rig.startConsumer({ concurrency: 3 });
+    rig.begin();
+    const placing = Array.from({ length: ORDERS }, (_, i) => i);
+    for (let i = 0; i < placing.length; i += 10) {
+      await Promise.all(
+        placing.slice(i, i + 10).map((n) => rig.placeOrder(`SKU-${(n % 3) + 1}`, (n % 4) + 1)),
+      );
+    }
+    const envelopes = await rig.outboxEnvelopes();
+    await rig.drainOutbox();
+    const again = envelopes.filter((_, i) => i % 5 === 2).slice(0, DUPLICATES);
+    await rig.publish(...again);
+    rig.mark(`${again.length} events published a second time`);
+    await rig.waitFor(() => {
+      const committed = new Set(
+        rig.recorder.lines.filter((l) => l.step === 'effect-committed').map((l) => l.messageId),
+      );
+      const dups = rig.recorder.lines.filter((l) => l.step === 'duplicate').length;
+      return committed.size >= ORDERS && dups >= again.length;
+    }, `${ORDERS} effects and ${DUPLICATES} duplicates`);
+  },
+  async check(rig, m) {
+    const { rows } = await rig.db.query<{
+      sku: string;
+      reserved: number;
+      sum: number;
+      available: number;
+    }>(
+      `SELECT s.sku, s.reserved, s.available,
+              coalesce((SELECT sum(quantity)::int FROM reservations r
+                         WHERE r.sku = s.sku AND r.status = 'reserved'), 0) AS sum
+         FROM stock s ORDER BY s.sku`,
+    );
+    return [
+      check(m.effects === ORDERS, `${ORDERS} orders decided (got ${m.effects})`),
+      check(m.inboxRows === ORDERS, `${ORDERS} inbox rows (got ${m.inboxRows})`),
+      check(
+        m.duplicatesAbsorbed >= DUPLICATES,
+        `${DUPLICATES} duplicates absorbed (got ${m.duplicatesAbsorbed})`,
+      ),
+      check(
+        rows.every((r) => r.reserved === r.sum),
+        `reserved totals equal the reserved orders (${rows.map((r) => `${r.sku} ${r.reserved}/${r.sum}`).join(', ')})`,
+      ),
+      check(
+        rows.every((r) => r.reserved <= r.available),
+        'no SKU over-reserved',
+      ),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (rig, m) => {
+    const concurrency =
+      rig.configuration.consumer === 'amazonmq-trigger'
+        ? '1 invocation at a time (one per Amazon MQ mapping)'
+        : rig.configuration.consumer === 'worker'
+          ? '3 worker channels'
+          : '3 concurrent invocations';
+    return `${concurrency}: ${m.deliveries} deliveries → ${m.effectsByStatus.reserved ?? 0} reserved, ${m.effectsByStatus.rejected ?? 0} rejected; ${m.duplicatesAbsorbed} duplicates absorbed`;
+  },
+};

@@ -1,0 +1,201 @@
+import { holdStockLock } from '../dbControls.js';
+import { ladderTotalMs } from '../settings.js';
+import { check, type Scenario } from '../types.js';
+import { fifoOnlyForOrder, list, ms, noDoubleEffect, parkedLine, stockOf } from './common.js';
+
+const failedOrRetried = (rig: Parameters<Scenario['run']>[0], eventId: string) =>
+  rig.linesOf(eventId, 'retry-scheduled').length > 0 ||
+  rig.marks.some((m) => m.kind === 'failed-invocation' && m.at >= rig.t0);
+
+/** Inventory's database is unreachable for a moment, then back within the retry budget. */
+export const dbOutageShort: Scenario = {
+  id: 'db-outage-short',
+  title: 'Database outage shorter than the budget',
+  stimulus:
+    "Inventory's database connection is cut before the order arrives and restored once the first attempt has failed.",
+  invariant: 'Processed exactly once after the database is back; nothing parked.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-S', 10);
+    const { db, proxy } = await rig.proxiedDb();
+    await rig.startConsumer({ db });
+    rig.begin();
+    proxy.cut();
+    rig.mark('database cut');
+    const { eventId } = await rig.placeOrder('SKU-S', 2);
+    await rig.drainOutbox();
+    await rig.waitFor(() => failedOrRetried(rig, eventId), 'a failed first attempt');
+    proxy.restore();
+    rig.mark('database back');
+    rig.facts.outageMs = Date.now() - rig.t0;
+    await rig.waitForLine(eventId, 'effect-committed');
+    await rig.waitFor(() => {
+      const committed = rig.linesOf(eventId, 'effect-committed')[0]?.at ?? Infinity;
+      return rig.linesOf(eventId, 'acked').some((l) => l.at >= committed);
+    }, 'acknowledged after the commit');
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-S');
+    return [
+      check(m.effects === 1, `one reservation (got ${m.effects})`),
+      check(stock.reserved === 2, `2 units reserved (got ${stock.reserved})`),
+      check(m.parked.length === 0, `nothing parked (got ${m.parked.length})`),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (rig, m) => {
+    const how =
+      m.retries > 0
+        ? `${m.retries} retr${m.retries === 1 ? 'y' : 'ies'} after ${list(m.retryDelaysMs)} (${rig.configuration.retry.split(':')[0]})`
+        : `${m.failedInvocations} failed invocation(s): no per-message retry while the database is unreachable, the batch went back to the broker`;
+    return `database down for ${ms(Number(rig.facts.outageMs ?? 0))}: ${how}; reserved once`;
+  },
+};
+
+/** Inventory's database stays unreachable for longer than the whole retry budget. */
+export const dbOutageLong: Scenario = {
+  id: 'db-outage-long',
+  title: 'Database outage longer than the budget',
+  stimulus:
+    "Inventory's database connection is cut before the order arrives and stays cut until the message is parked.",
+  invariant:
+    'Not applied, not lost: after a bounded number of deliveries it is parked with a diagnosis (no hot loop).',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-L', 10);
+    const { db, proxy } = await rig.proxiedDb();
+    await rig.startConsumer({ db });
+    rig.begin();
+    proxy.cut();
+    rig.mark('database cut');
+    const { eventId } = await rig.placeOrder('SKU-L', 1);
+    rig.facts.eventId = eventId;
+    await rig.drainOutbox();
+    await rig.waitFor(
+      async () => (await rig.parkingLot().list(10)).some((p) => p.diagnosis.messageId === eventId),
+      'parked',
+      {
+        timeoutMs: ladderTotalMs(rig.budget) * 3 + rig.settings.waitMs,
+        intervalMs: 250,
+      },
+    );
+    proxy.restore();
+    rig.mark('database back');
+  },
+  check(rig, m) {
+    const parked = m.parked.filter((p) => p.messageId === rig.facts.eventId);
+    // Every way of retrying is bounded: the ladder (attempts + first delivery), or the broker's
+    // delivery limit when the consumer gives the whole batch back.
+    const bound = Math.max(rig.budget.maxAttempts, rig.settings.deliveryLimit) + 2;
+    return [
+      check(parked.length === 1, `parked once (got ${parked.length})`),
+      check(m.effects === 0, `not applied (got ${m.effects})`),
+      check(m.deliveries <= bound, `bounded deliveries: ${m.deliveries} ≤ ${bound}`),
+      check(
+        m.retries <= rig.budget.maxAttempts,
+        `retries within the budget: ${m.retries} ≤ ${rig.budget.maxAttempts}`,
+      ),
+    ];
+  },
+  note: (_rig, m) => {
+    const how =
+      m.retries > 0
+        ? `${m.retries} retries after ${list(m.retryDelaysMs)}`
+        : `${m.failedInvocations} failed invocations (the batch requeued each time, no per-message retry)`;
+    return `${m.deliveries} deliveries, ${how} → ${parkedLine(m)}`;
+  },
+};
+
+/** A retry copy is confirmed, then the consumer fails before acknowledging the original. */
+export const retryAckLost: Scenario = {
+  id: 'retry-ack-lost',
+  title: 'Retry published, original ack lost',
+  stimulus:
+    'The first reservation write fails (SQLSTATE 40001); the retry is settled, then fault reserve.after-retry-publish (once) stops the consumer before it acknowledges the original.',
+  invariant: 'Original and retry copy may both arrive: exactly one reservation.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-R', 10);
+    await rig.startConsumer();
+    rig.begin();
+    await rig.failures.failNext(1);
+    rig.faults.arm('reserve.after-retry-publish');
+    const { eventId } = await rig.placeOrder('SKU-R', 1);
+    await rig.drainOutbox();
+    await rig.waitFor(() => rig.faults.fired.length > 0, 'the fault after the retry publish');
+    await rig.waitForLine(eventId, 'effect-committed');
+    // A retry copy exists except in SQS visibility mode, where a retry is the same message.
+    const copies = rig.configuration.sqsMode === 'visibility' ? 1 : 2;
+    await rig.waitForLine(eventId, 'acked', copies);
+    rig.facts.copies = copies;
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-R');
+    return [
+      check(rig.faults.fired.length === 1, `the fault fired once (${rig.faults.fired.length})`),
+      check(m.effects === 1, `one reservation (got ${m.effects})`),
+      check(stock.reserved === 1, `1 unit reserved (got ${stock.reserved})`),
+      check(m.parked.length === 0, `nothing parked (got ${m.parked.length})`),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (rig, m) =>
+    Number(rig.facts.copies) === 1
+      ? `no copy exists (the retry is a visibility change on the same message): ${m.deliveries} deliveries, nothing to absorb`
+      : `original and retry copy both delivered (${m.deliveries} deliveries): ${m.duplicatesAbsorbed} absorbed by the inbox`,
+};
+
+/** Processing takes longer than SQS's visibility timeout (RabbitMQ has no such lease). */
+export const slowProcessing: Scenario = {
+  id: 'slow-processing',
+  title: 'Processing longer than the visibility timeout / lease',
+  stimulus:
+    'The stock row is locked so processing blocks for 1.5 × the SQS visibility timeout (so longer than the function timeout too, which must be ≤ 1/6 of it), with two consumers.',
+  invariant: 'However many deliveries run at once, one reservation.',
+  notApplicable: fifoOnlyForOrder,
+  async run(rig) {
+    await rig.stock('SKU-W', 10);
+    await rig.startConsumer({ concurrency: 2 });
+    rig.begin();
+    const release = await holdStockLock(rig.db, 'SKU-W');
+    rig.mark('stock row locked: processing blocks');
+    try {
+      const { eventId } = await rig.placeOrder('SKU-W', 1);
+      rig.facts.eventId = eventId;
+      await rig.drainOutbox();
+      await rig.waitForLine(eventId, 'received');
+      const holdMs = rig.settings.visibilityTimeoutSeconds * 1_500;
+      const second = await rig.observe(() => rig.linesOf(eventId, 'received').length >= 2, holdMs);
+      rig.facts.second = second;
+    } finally {
+      await release();
+      rig.mark('lock released');
+    }
+    const eventId = String(rig.facts.eventId);
+    await rig.waitForLine(eventId, 'effect-committed');
+    await rig.waitForLine(eventId, 'acked', rig.facts.second ? 2 : 1);
+  },
+  async check(rig, m) {
+    const stock = await stockOf(rig, 'SKU-W');
+    return [
+      check(m.effects === 1, `one reservation (got ${m.effects})`),
+      check(stock.reserved === 1, `1 unit reserved (got ${stock.reserved})`),
+      check(m.inboxRows === 1, `one inbox row (got ${m.inboxRows})`),
+      ...noDoubleEffect(m),
+    ];
+  },
+  note: (rig, m) => {
+    const timedOut = rig.marks.find(
+      (x) => x.kind === 'failed-invocation' && /abort/i.test(x.label) && x.at >= rig.t0,
+    );
+    const eventId = String(rig.facts.eventId);
+    if (timedOut) {
+      const back = rig.linesOf(eventId, 'received').find((l) => l.at > timedOut.at);
+      return `the ${ms(rig.settings.functionTimeoutMs)} function timeout ended the invocation while its transaction went on; the batch came back ${back ? `${ms(back.at - timedOut.at)} later` : 'later'} (${rig.configuration.unsettled.split(',')[0]}), waited on the same lock, and the inbox made it a duplicate (${m.deliveries} deliveries)`;
+    }
+    if (rig.facts.second) {
+      return `the ${rig.settings.visibilityTimeoutSeconds} s visibility timeout expired mid-processing: ${m.deliveries} deliveries ran at once, the second waited on the same lock and the inbox made it a duplicate`;
+    }
+    return `no lease: the delivery stayed unacknowledged with its consumer (${m.deliveries} delivery) until done`;
+  },
+};

@@ -1,0 +1,115 @@
+import type { Configuration, ConfigurationId } from './configurations.js';
+import type { Measurements } from './measure.js';
+import type { Rig, RigOptions } from './rig.js';
+
+/** A scenario does not apply to a configuration: why, and what happens there instead. */
+export interface NotApplicable {
+  reason: string;
+  instead: string;
+}
+
+export interface Check {
+  ok: boolean;
+  text: string;
+}
+
+export const check = (ok: boolean, text: string): Check => ({ ok, text });
+
+/**
+ * One fault scenario (issue #6 §1): a small script over the real pipeline, and the invariant it
+ * asserts. The same definition runs in `npm start` (the lab) and in the test suite.
+ */
+export interface Scenario {
+  id: string;
+  title: string;
+  /** What the scenario does to the pipeline, in one or two sentences. */
+  stimulus: string;
+  /** The invariant, in words (the checks below are its executable form). */
+  invariant: string;
+  /** Where it does not apply (default: applies everywhere except SQS FIFO). */
+  notApplicable?(configuration: Configuration): NotApplicable | undefined;
+  rig?: RigOptions | ((configuration: Configuration) => RigOptions);
+  /** Drives the pipeline until its final state (waits on conditions, with timeouts). */
+  run(rig: Rig): Promise<void>;
+  /** The invariant, checked on what the journal, the database and the broker say. */
+  check(rig: Rig, m: Measurements): Promise<Check[]> | Check[];
+  /** One line on the mechanism that produced the result, from the measurements. */
+  note(rig: Rig, m: Measurements): string;
+}
+
+export type TimelineKind =
+  | 'received'
+  | 'duplicate'
+  | 'committed'
+  | 'deferred'
+  | 'retry'
+  | 'parked'
+  | 'acked'
+  | 'abandoned'
+  | 'failed-invocation'
+  | 'fault'
+  | 'control'
+  | 'final';
+
+export interface TimelineEvent {
+  /** ms since the scenario's start. */
+  t: number;
+  kind: TimelineKind;
+  label: string;
+  messageId?: string | null;
+  /** Retries already made when this happened (deliveries and retries). */
+  attempt?: number;
+}
+
+export interface ParkedSummary {
+  messageId: string | null;
+  reason: string;
+  errorClass: string;
+  error: string;
+  via: string;
+  attempts: number;
+}
+
+/** One scenario × configuration, as reported (DESIGN §10 pins the first fields). */
+export interface RunResult {
+  configuration: ConfigurationId;
+  applicable: boolean;
+  invariantHeld: boolean;
+  deliveries: number;
+  effects: number;
+  parked: number;
+  retries: number;
+  timeToFinalMs: number | null;
+  note: string;
+  /** Not applicable: why, and what happens instead. */
+  reason?: string;
+  instead?: string;
+  duplicatesAbsorbed: number;
+  retryDelaysMs: number[];
+  redeliveries: number;
+  failedInvocations: number;
+  parkedMessages: ParkedSummary[];
+  checks: Check[];
+  error?: string;
+  timeline: TimelineEvent[];
+  /** Wall time of the whole run, setup and clean-up included. */
+  wallMs: number;
+}
+
+export interface ScenarioReport {
+  id: string;
+  title: string;
+  stimulus: string;
+  invariant: string;
+  results: RunResult[];
+}
+
+export interface LabReport {
+  startedAt: string;
+  durationMs: number;
+  settings: string;
+  machine: string;
+  versions: Record<string, string>;
+  allHeld: boolean;
+  scenarios: ScenarioReport[];
+}

@@ -1,0 +1,127 @@
+import pg from 'pg';
+import { migrate } from '../db/migrate.js';
+import { PgDatabase } from '../db/pg/PgDatabase.js';
+import { amqpUrlForVhost, RabbitManagement } from '../transport/rabbitmq/RabbitManagement.js';
+import { TcpProxy } from './tcpProxy.js';
+
+/**
+ * Throw-away resources of their own for one test file or one lab run (a database, a RabbitMQ
+ * virtual host), so that runs in parallel never share state and can be repeated.
+ */
+export interface ScratchDatabase {
+  name: string;
+  url: string;
+  db: PgDatabase;
+  drop(): Promise<void>;
+}
+
+export interface ScratchVhost {
+  vhost: string;
+  amqpUrl: string;
+  management: RabbitManagement;
+  delete(): Promise<void>;
+}
+
+/** A short, unique, lowercase name (a valid database, vhost and SQS queue-prefix name). */
+export function scratchName(prefix: string): string {
+  const slug = prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .slice(0, 30);
+  return `rm_${slug}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function admin<T>(baseUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: withDatabase(baseUrl, 'postgres') });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Creates database `name` next to `baseUrl`'s, migrated unless `migrated: false`. */
+export async function createScratchDatabase(
+  baseUrl: string,
+  name: string,
+  options: { migrated?: boolean; poolSize?: number } = {},
+): Promise<ScratchDatabase> {
+  await admin(baseUrl, (c) => c.query(`CREATE DATABASE ${name}`));
+  const url = withDatabase(baseUrl, name);
+  const db = new PgDatabase({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    applicationName: name,
+  });
+  if (options.migrated !== false) await migrate(db);
+  return {
+    name,
+    url,
+    db,
+    async drop() {
+      await db.close();
+      await admin(baseUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+  };
+}
+
+/**
+ * A pool on `url` through a TCP proxy that can be cut ("database down") without touching the
+ * server everyone else shares.
+ */
+export async function proxiedDatabase(
+  url: string,
+  options: { statementTimeoutMillis?: number } = {},
+): Promise<{ db: PgDatabase; proxy: TcpProxy; close(): Promise<void> }> {
+  const target = new URL(url);
+  const proxy = await new TcpProxy(target.hostname, Number(target.port || 5432)).start();
+  target.hostname = '127.0.0.1';
+  target.port = String(proxy.port);
+  const db = new PgDatabase({
+    connectionString: target.toString(),
+    max: 4,
+    connectionTimeoutMillis: 1_000,
+    ...(options.statementTimeoutMillis
+      ? { statementTimeoutMillis: options.statementTimeoutMillis }
+      : {}),
+  });
+  return {
+    db,
+    proxy,
+    async close() {
+      await db.close();
+      await proxy.close();
+    },
+  };
+}
+
+/** Creates virtual host `name` (the management user gets full permissions on it). */
+export async function createScratchVhost(
+  managementUrl: string,
+  amqpUrl: string,
+  name: string,
+): Promise<ScratchVhost> {
+  const management = new RabbitManagement(managementUrl);
+  await management.createVhost(name);
+  return {
+    vhost: name,
+    amqpUrl: amqpUrlForVhost(amqpUrl, name),
+    management,
+    delete: () => management.deleteVhost(name),
+  };
+}
+
+/** An AMQP URL pointing at `127.0.0.1:port` (e.g. a proxy) for the given vhost. */
+export function amqpUrlVia(amqpUrl: string, port: number, vhost: string): string {
+  const u = new URL(amqpUrlForVhost(amqpUrl, vhost));
+  u.hostname = '127.0.0.1';
+  u.port = String(port);
+  return u.toString();
+}

@@ -1,0 +1,74 @@
+import type { AddressInfo } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A TCP proxy in front of a service that a test or a lab scenario can cut and restore: "the broker is down" for one
+ * client without stopping the broker every other test file shares. While cut, existing connections
+ * are destroyed and new ones are refused.
+ */
+export class TcpProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private cutNow = false;
+  port = 0;
+  /** Connection attempts refused while cut (proof that a client tried to reconnect). */
+  refused = 0;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  async start(): Promise<this> {
+    const server = createServer((client) => {
+      if (this.cutNow) {
+        this.refused++;
+        client.destroy();
+        return;
+      }
+      const upstream = createConnection({ host: this.targetHost, port: this.targetPort });
+      this.track(client);
+      this.track(upstream);
+      client.pipe(upstream);
+      upstream.pipe(client);
+      const end = () => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on('error', end);
+      upstream.on('error', end);
+      client.on('close', end);
+      upstream.on('close', end);
+    });
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    this.port = (server.address() as AddressInfo).port;
+    return this;
+  }
+
+  private track(socket: Socket): void {
+    this.sockets.add(socket);
+    socket.on('close', () => this.sockets.delete(socket));
+  }
+
+  /** Drops every connection and refuses new ones. */
+  cut(): void {
+    this.cutNow = true;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  restore(): void {
+    this.cutNow = false;
+  }
+
+  get connections(): number {
+    return this.sockets.size / 2;
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) =>
+      this.server ? this.server.close(() => resolve()) : resolve(),
+    );
+  }
+}

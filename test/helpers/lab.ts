@@ -1,0 +1,45 @@
+import { expect, inject, it } from 'vitest';
+import type { Configuration } from '../../lab/configurations.js';
+import { runScenario } from '../../lab/runner.js';
+import { SCENARIOS } from '../../lab/scenarios/index.js';
+import { type LabServices, SCALED_SETTINGS } from '../../lab/settings.js';
+
+/** The lab's services from the test run's global setup (SQS: the embedded fauxqs server). */
+export function labServices(): LabServices {
+  const services = inject('services');
+  const sqs = services.sqs.find((s) => s.name === 'fauxqs' || s.name === 'external');
+  if (!sqs) throw new Error('no SQS server for the lab scenarios');
+  return {
+    databaseUrl: services.databaseUrl,
+    amqpUrl: services.amqpUrl,
+    managementUrl: services.managementUrl,
+    sqsEndpoint: sqs.endpoint,
+  };
+}
+
+/**
+ * One test per scenario × configuration, asserting the scenario's invariant exactly as `npm start`
+ * checks it; a scenario that does not apply must say why and what happens instead.
+ */
+export function labScenarioSuite(configurations: Configuration[]): void {
+  const services = labServices();
+  for (const configuration of configurations) {
+    for (const scenario of SCENARIOS) {
+      const na = scenario.notApplicable?.(configuration);
+      if (na) {
+        it(`${scenario.id} × ${configuration.id}: not applicable, and says why`, () => {
+          expect(na.reason.length).toBeGreaterThan(10);
+          expect(na.instead.length).toBeGreaterThan(10);
+        });
+        continue;
+      }
+      it(`${scenario.id} × ${configuration.id}: ${scenario.invariant}`, async () => {
+        const r = await runScenario(scenario, configuration, SCALED_SETTINGS, services);
+        expect(r.error).toBeUndefined();
+        expect(r.checks.filter((c) => !c.ok).map((c) => c.text)).toEqual([]);
+        expect(r.checks.length).toBeGreaterThan(0);
+        expect(r.invariantHeld).toBe(true);
+      });
+    }
+  }
+}
