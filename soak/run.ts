@@ -31,8 +31,11 @@ const program = new Command('soak')
       .choices(['restart', 'proxy'])
       .default('restart'),
   )
-  .option('--broker-outages <n>', 'broker outages per transport at most', '3')
-  .option('--broker-outage-gap <seconds>', 'at least this long between two broker outages', '30')
+  .option(
+    '--broker-outages <n>',
+    'broker outages per transport, evenly spread over the fault phase',
+    '3',
+  )
   .option('--fault-gap <ms>', 'pause between two faults, min-max', '1500-4000')
   .option(
     '--drain-timeout <seconds>',
@@ -53,7 +56,6 @@ const opts = program.opts<{
   seed?: string;
   brokerFault: BrokerFault;
   brokerOutages: string;
-  brokerOutageGap: string;
   faultGap: string;
   drainTimeout: string;
   clients: string;
@@ -91,7 +93,6 @@ for (const transport of transports) {
     seed,
     brokerFault: opts.brokerFault,
     brokerOutages: Number(opts.brokerOutages),
-    brokerOutageGapMs: Number(opts.brokerOutageGap) * 1000,
     faultGapMs: [gapMin as number, gapMax as number],
     drainTimeoutMs: Number(opts.drainTimeout) * 1000,
     clients: Number(opts.clients),

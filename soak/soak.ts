@@ -55,10 +55,8 @@ export interface SoakOptions {
   seed: number;
   /** RabbitMQ only: `restart` = rabbitmqctl stop_app/start_app (shared broker!); `proxy` = cut. */
   brokerFault: BrokerFault;
-  /** At most this many broker outages per run. */
+  /** Broker outages per run, evenly spread over the fault phase. */
   brokerOutages: number;
-  /** Broker outages at least this far apart. */
-  brokerOutageGapMs: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
   drainTimeoutMs: number;
@@ -299,42 +297,34 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const load = placeOrders(o, plan, db, `http://127.0.0.1:${apiPort}`, r);
     const tFaults = Date.now();
     let stopFaults = false;
-    let brokerBusy: Promise<void> = Promise.resolve();
-    let lastOutage = Date.now() - o.brokerOutageGapMs / 2;
-    let outages = 0;
-    const allReady = () => children.every((c) => c.ready);
+    // Broker outages at evenly spread moments of the fault phase, beside the other faults.
+    const outages = (async () => {
+      const ro = rng(o.seed ^ 0xb10c);
+      for (let k = 1; k <= o.brokerOutages; k++) {
+        const at = tFaults + (o.durationMs * k) / (o.brokerOutages + 1);
+        while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
+        if (stopFaults) return;
+        const downMs = between(ro, 1_000, 3_000);
+        const label = o.transport === 'sqs' ? 'sqs-server-restart' : `rabbitmq-${o.brokerFault}`;
+        count(`broker-outage:${label}`);
+        o.progress(`[${o.transport}] fault: broker outage (${label}, ~${Math.round(downMs)} ms)`);
+        await brokerOutage(downMs).catch((err) => {
+          o.progress(`[${o.transport}] broker outage failed: ${(err as Error).message}`);
+        });
+      }
+    })();
     const chaos = (async () => {
       const kinds = [
         { kind: 'kill-consumer', weight: 35 },
         { kind: 'kill-relay', weight: 30 },
-        { kind: 'db-terminate', weight: 20 },
-        { kind: 'broker-outage', weight: 10 },
-        { kind: 'kill-api', weight: 5 },
+        { kind: 'db-terminate', weight: 25 },
+        { kind: 'kill-api', weight: 10 },
       ];
       const total = kinds.reduce((s, k) => s + k.weight, 0);
       while (!stopFaults) {
         await sleep(between(r, o.faultGapMs[0], o.faultGapMs[1]));
         if (stopFaults) break;
         const kind = weighted(r() * total, kinds);
-        if (kind === 'broker-outage') {
-          if (
-            outages >= o.brokerOutages ||
-            Date.now() - lastOutage < o.brokerOutageGapMs ||
-            !allReady()
-          ) {
-            continue;
-          }
-          outages++;
-          lastOutage = Date.now();
-          const downMs = between(r, 1_000, 3_000);
-          const label = o.transport === 'sqs' ? 'sqs-server-restart' : `rabbitmq-${o.brokerFault}`;
-          count(`broker-outage:${label}`);
-          o.progress(`[${o.transport}] fault: broker outage (${label}, ~${Math.round(downMs)} ms)`);
-          brokerBusy = brokerOutage(downMs).catch((err) => {
-            o.progress(`[${o.transport}] broker outage failed: ${(err as Error).message}`);
-          });
-          continue;
-        }
         if (kind === 'db-terminate') {
           const n = await terminateConnections(db, name);
           count('db-terminate');
@@ -357,7 +347,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     if (remaining > 0) await sleep(remaining);
     stopFaults = true;
     await chaos;
-    await brokerBusy;
+    await outages;
     const faultPhaseMs = Date.now() - tFaults;
 
     // --- calm: no armed fault points left, everything up
@@ -396,6 +386,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         signal: e.signal,
         tail: lastLines(child.logs[e.incarnation - 1] ?? ''),
       }));
+    for (const e of selfExits) {
+      verdict.warnings.push(
+        `${e.role} exited on its own (${e.code ?? e.signal}): ${e.tail.replace(/\s+/g, ' ').slice(0, 200)}`,
+      );
+    }
     return {
       transport: o.transport,
       seed: o.seed,
@@ -574,8 +569,8 @@ async function placeOrders(
       const i = next++;
       const order = plan.orders[i];
       if (!order) return;
-      const due = start + i * spacing;
-      if (due > Date.now()) await sleep(due - Date.now());
+      const wait = start + i * spacing - Date.now();
+      if (wait > 0) await sleep(wait);
       await placeOne(order);
     }
   };
