@@ -7,13 +7,30 @@ interface ErrorLike {
   field?: string;
   code?: string;
   message?: string;
-  cause?: { package?: string };
+  cause?: { package?: string; data?: unknown; message?: string };
+}
+
+/** Keys the JSON body parser refuses anywhere in a body (prototype pollution guard). */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor']);
+
+/**
+ * The parser answers 422 for three different things: a body that is not JSON (the cause carries
+ * the parser's message), no body at all, and a forbidden key (the cause's data is the key).
+ */
+function bodyParserMessage(cause: NonNullable<ErrorLike['cause']>): string {
+  if (cause.message !== undefined) return 'body: not valid JSON';
+  if (typeof cause.data === 'string' && FORBIDDEN_KEYS.has(cause.data)) {
+    return `body: forbidden key "${cause.data}"`;
+  }
+  if (cause.data === undefined) return 'body: is required';
+  return 'body: not valid JSON';
 }
 
 /**
  * Turns any error into a JSON response `{ error, message, field? }`. Client errors (4xx) say what
  * was wrong; anything else is logged and answered with a generic 500 that leaks nothing.
- * Malformed JSON (422 from `@middy/http-json-body-parser`) is answered 400, naming `body`.
+ * Malformed JSON, a missing body or a forbidden key such as `__proto__` (422 from
+ * `@middy/http-json-body-parser`) is answered 400, naming `body` and which of the three it was.
  */
 export function httpJsonErrors(options: { logger?: Logger } = {}): MiddlewareObj {
   const httpJsonErrorsOnError = (request: Request) => {
@@ -28,7 +45,7 @@ export function httpJsonErrors(options: { logger?: Logger } = {}): MiddlewareObj
         field = 'body';
         if (status === 422) {
           status = 400;
-          message = 'body: not valid JSON';
+          message = bodyParserMessage(err.cause);
         } else {
           message = 'body: Content-Type must be application/json';
         }

@@ -136,19 +136,18 @@ export class PgDatabase implements SqlDatabase {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw mapPgError(err);
-    }
     let broken: Error | undefined;
     // A checked-out client whose connection drops between two queries emits 'error': without a
     // listener that would crash the process. Note it; the next query fails and we destroy it.
     const onError = (err: Error) => {
       broken = err;
     };
-    client.on('error', onError);
+    let client: pg.PoolClient;
+    try {
+      client = await this.checkOut(onError);
+    } catch (err) {
+      throw mapPgError(err);
+    }
     try {
       await client.query('BEGIN');
       const result = await fn(new PgExecutor(client));
@@ -165,6 +164,23 @@ export class PgDatabase implements SqlDatabase {
       client.removeListener('error', onError);
       client.release(broken);
     }
+  }
+
+  /**
+   * `pool.connect()` with `onError` attached in the same tick as the pool hands the client out.
+   * The pool drops its own error listener at that moment, and with `await pool.connect()` ours
+   * would only follow a microtask later: a termination arriving in the same socket read as the
+   * end of the connection's startup (found by the chaos soak: `pg_terminate_backend` during a
+   * reconnect) was then an unhandled 'error' event that killed the process.
+   */
+  private checkOut(onError: (err: Error) => void): Promise<pg.PoolClient> {
+    return new Promise((resolve, reject) => {
+      this.pool.connect((err, client) => {
+        if (err || !client) return reject(err ?? new Error('the pool returned no client'));
+        client.on('error', onError);
+        resolve(client);
+      });
+    });
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,124 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Command, Option } from 'commander';
+import { loadEnv } from '../shared/config/env.js';
+import { requireServices } from '../shared/local/preflight.js';
+import { type BrokerFault, runSoak, type SoakReport, type Transport } from './soak.js';
+import { summary } from './summary.js';
+
+/**
+ * `npm run soak`: the chaos soak (issue #7 §2). Per transport: orders placed through the HTTP API
+ * while a controller SIGKILLs and restarts the relay, the consumer and the API, takes the broker
+ * down and terminates the database connections; then faults stop, the pipeline drains, and the
+ * end state is checked (see soak/verify.ts). Prints the counts, writes reports/soak.json, exits 1
+ * on any violation. Not part of `npm test` (test/integration/soak.smoke.test.ts runs a tiny one).
+ */
+const program = new Command('soak')
+  .option('--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs')
+  .option('--orders <n>', 'orders per transport', '10000')
+  .option('--poison <n>', 'poison events among them (default: 0.2 % of the orders, at least 2)')
+  .option(
+    '--duration <seconds>',
+    'fault phase (at least; it lasts until every order is placed)',
+    '120',
+  )
+  .option('--seed <n>', 'seed for the orders and the fault schedule (default: random, printed)')
+  .addOption(
+    new Option(
+      '--broker-fault <how>',
+      'RabbitMQ outage: restart the broker (rabbitmqctl stop_app/start_app: every client of the broker sees it) or cut a TCP proxy in front of it',
+    )
+      .choices(['restart', 'proxy'])
+      .default('restart'),
+  )
+  .option(
+    '--broker-outages <n>',
+    'broker outages per transport, evenly spread over the fault phase',
+    '3',
+  )
+  .option('--fault-gap <ms>', 'pause between two faults, min-max', '1500-4000')
+  .option(
+    '--drain-timeout <seconds>',
+    'how long the pipeline may take to drain after the faults',
+    '300',
+  )
+  .option('--clients <n>', 'concurrent HTTP clients', '8')
+  .option('--out <path>', 'report file', 'reports/soak.json')
+  .option('--log-dir <path>', 'child process logs', 'reports/soak-logs')
+  .option('--keep', 'keep the databases and virtual hosts')
+  .parse();
+
+const opts = program.opts<{
+  transport: string;
+  orders: string;
+  poison?: string;
+  duration: string;
+  seed?: string;
+  brokerFault: BrokerFault;
+  brokerOutages: string;
+  faultGap: string;
+  drainTimeout: string;
+  clients: string;
+  out: string;
+  logDir: string;
+  keep?: boolean;
+}>();
+
+const transports = opts.transport.split(',').map((t) => t.trim()) as Transport[];
+for (const t of transports) {
+  if (t !== 'rabbitmq' && t !== 'sqs') program.error(`unknown transport "${t}"`);
+}
+const orders = Number(opts.orders);
+const [gapMin, gapMax] = opts.faultGap.split('-').map(Number);
+if (!gapMin || !gapMax || gapMin > gapMax) program.error('--fault-gap must look like 1500-4000');
+const seed = opts.seed ? Number(opts.seed) : Math.floor(Math.random() * 2 ** 31);
+const env = loadEnv();
+await requireServices({
+  postgres: env.DATABASE_URL,
+  ...(transports.includes('rabbitmq')
+    ? { rabbitmq: env.AMQP_URL, rabbitManagement: env.RABBITMQ_MANAGEMENT_URL }
+    : {}),
+});
+
+const progress = (line: string) =>
+  process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
+progress(`soak: seed ${seed} (repeat with --seed ${seed})`);
+const reports: SoakReport[] = [];
+for (const transport of transports) {
+  const report = await runSoak({
+    transport,
+    orders,
+    poison: opts.poison !== undefined ? Number(opts.poison) : Math.max(2, Math.round(orders / 500)),
+    durationMs: Number(opts.duration) * 1000,
+    seed,
+    brokerFault: opts.brokerFault,
+    brokerOutages: Number(opts.brokerOutages),
+    faultGapMs: [gapMin as number, gapMax as number],
+    drainTimeoutMs: Number(opts.drainTimeout) * 1000,
+    clients: Number(opts.clients),
+    services: {
+      databaseUrl: env.DATABASE_URL,
+      amqpUrl: env.AMQP_URL,
+      managementUrl: env.RABBITMQ_MANAGEMENT_URL,
+    },
+    logDir: opts.logDir,
+    keep: opts.keep ?? false,
+    progress,
+  });
+  reports.push(report);
+  console.log(summary(report));
+}
+
+mkdirSync(dirname(opts.out), { recursive: true });
+writeFileSync(
+  opts.out,
+  `${JSON.stringify({ seed, generatedAt: new Date().toISOString(), runs: reports }, null, 2)}\n`,
+);
+console.log(`report: ${opts.out}`);
+const failed = reports.filter((r) => !r.ok);
+if (failed.length > 0) {
+  console.log(`SOAK FAILED on ${failed.map((r) => r.transport).join(', ')}`);
+  process.exit(1);
+}
+console.log('soak passed: every invariant held on every transport');
+process.exit(0);
