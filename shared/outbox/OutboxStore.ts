@@ -156,10 +156,15 @@ export class OutboxStore {
     }));
   }
 
+  /**
+   * Marks confirmed rows. `published_at` is the time of this statement, which runs after the
+   * confirms arrived: `now()` would be the start of the relay's transaction, before the publish, and
+   * `published_at - occurred_at` would then hide the broker's share of the outbox lag.
+   */
   async markPublished(tx: SqlExecutor, ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;
     const { rowCount } = await tx.query(
-      `UPDATE ${this.table} SET published_at = now(), last_error = NULL
+      `UPDATE ${this.table} SET published_at = statement_timestamp(), last_error = NULL
         WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::uuid)) AND published_at IS NULL`,
       [JSON.stringify(ids)],
     );
