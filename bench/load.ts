@@ -117,13 +117,18 @@ export async function fixedRateLoad(o: FixedRateOptions): Promise<FixedRateResul
     await sleep(Math.max(1, Math.min(5, 1000 / o.rate)));
   }
   if (inFlight > 0) {
+    const timeout = new AbortController();
     await Promise.race([
       new Promise<void>((r) => (allAnswered = r)),
-      sleep(30_000).then(() => {
-        failed += inFlight;
-        firstError ??= `${inFlight} requests unanswered after 30 s`;
-      }),
+      sleep(30_000, undefined, { signal: timeout.signal }).then(
+        () => {
+          failed += inFlight;
+          firstError ??= `${inFlight} requests unanswered after 30 s`;
+        },
+        () => {},
+      ),
     ]);
+    timeout.abort();
   }
   agent.destroy();
   latencies.sort((a, b) => a - b);
