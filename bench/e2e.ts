@@ -34,6 +34,8 @@ export interface E2eOptions {
   skus: number;
   /** POWERTOOLS_LOG_LEVEL of the roles (INFO = as deployed; the logs are discarded). */
   logLevel: string;
+  /** Write a V8 CPU profile of each role (node --cpu-prof) into this folder. */
+  profileDir?: string | undefined;
   /** Which figures to report: the pipeline's, the roles' memory, or both. */
   report: { e2e: boolean; memory: boolean };
 }
@@ -129,6 +131,7 @@ interface Step {
   e2eP99Ms: number;
   sustainable: boolean;
   why?: string;
+  errors?: Record<string, number>;
 }
 
 const orderBody = (skus: number) => (i: number) => `{"sku":"SKU-${i % skus}","quantity":1}`;
@@ -152,6 +155,12 @@ async function runTransport(
         POWERTOOLS_LOG_LEVEL: o.logLevel,
         FAULTS: '',
       };
+      const roleEnv = (role: string): NodeJS.ProcessEnv => ({
+        ...childEnv,
+        ...(o.profileDir
+          ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${o.profileDir}/${transport}/${role}` }
+          : {}),
+      });
       let sqsEndpoint: string | undefined;
       if (transport === 'sqs') {
         const port = await freePort();
@@ -219,13 +228,18 @@ async function runTransport(
       const api = await Role.start(
         'api',
         [...dev('api'), '--port', String(apiPort)],
-        childEnv,
+        roleEnv('api'),
         'api:',
       );
       roles.push(api);
-      const relay = await Role.start('relay', dev('relay'), childEnv, 'relay:');
+      const relay = await Role.start('relay', dev('relay'), roleEnv('relay'), 'relay:');
       roles.push(relay);
-      const consumer = await Role.start('consumer', dev('consumer'), childEnv, 'consumer:');
+      const consumer = await Role.start(
+        'consumer',
+        dev('consumer'),
+        roleEnv('consumer'),
+        'consumer:',
+      );
       roles.push(consumer);
       const apiUrl = `http://127.0.0.1:${apiPort}/orders`;
 
@@ -357,10 +371,11 @@ async function runTransport(
             e2eP99Ms: w.e2eMs.p99,
             sustainable: !why,
             ...(why ? { why } : {}),
+            ...(r.errors ? { errors: r.errors } : {}),
           };
           steps.push(step);
           say(
-            `  step ${rate}/s: answered ${r.achieved}/s, backlog slope ${slope}/s, at end ${end}, e2e p99 ${w.e2eMs.p99} ms → ${why ? `not sustainable (${why})` : 'sustainable'}`,
+            `  step ${rate}/s: answered ${r.achieved}/s, backlog slope ${slope}/s, at end ${end}, e2e p99 ${w.e2eMs.p99} ms → ${why ? `not sustainable (${why}${r.errors ? `: ${JSON.stringify(r.errors)}` : ''})` : 'sustainable'}`,
           );
           if (why) break;
         }
@@ -382,7 +397,7 @@ async function runTransport(
           p99Ms: load.latencyMs.p99,
           rawP50Ms: rawLoad.latencyMs.p50,
           rawP99Ms: rawLoad.latencyMs.p99,
-          ...(load.firstError ? { firstError: load.firstError } : {}),
+          ...(load.errors ? { errors: load.errors } : {}),
         },
         ...common,
       });

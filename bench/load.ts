@@ -37,7 +37,8 @@ export interface FixedRateResult {
   achieved: number;
   /** From the time a request was due (not when it was sent: no coordinated omission), ms. */
   latencyMs: { p50: number; p99: number; max: number };
-  firstError?: string;
+  /** Failures by cause (status or error message), most frequent first. */
+  errors?: Record<string, number>;
 }
 
 /**
@@ -57,11 +58,11 @@ export async function fixedRateLoad(o: FixedRateOptions): Promise<FixedRateResul
   let missed = 0;
   let inFlight = 0;
   let lastAnswer = 0;
-  let firstError: string | undefined;
+  const errors = new Map<string, number>();
   let allAnswered: (() => void) | undefined;
   const fail = (msg: string) => {
     failed++;
-    firstError ??= msg;
+    errors.set(msg, (errors.get(msg) ?? 0) + 1);
   };
 
   const send = (i: number, dueAt: number) => {
@@ -123,7 +124,7 @@ export async function fixedRateLoad(o: FixedRateOptions): Promise<FixedRateResul
       sleep(30_000, undefined, { signal: timeout.signal }).then(
         () => {
           failed += inFlight;
-          firstError ??= `${inFlight} requests unanswered after 30 s`;
+          errors.set('unanswered after 30 s', inFlight);
         },
         () => {},
       ),
@@ -146,7 +147,9 @@ export async function fixedRateLoad(o: FixedRateOptions): Promise<FixedRateResul
       p99: round1(quantile(latencies, 0.99)),
       max: round1(latencies.at(-1) ?? Number.NaN),
     },
-    ...(firstError ? { firstError } : {}),
+    ...(errors.size
+      ? { errors: Object.fromEntries([...errors].sort((a, b) => b[1] - a[1]).slice(0, 5)) }
+      : {}),
   };
 }
 

@@ -1,12 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { build } from 'esbuild';
 import { MIGRATIONS_DIR } from '../shared/db/migrate.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const BUILD_DIR = join(ROOT, 'node_modules', '.cache', 'rm-bench');
+const LOG_DIR = join(BUILD_DIR, 'logs');
 
 /**
  * `bin/dev.ts` bundled once with esbuild (our code in one file, packages left to node_modules), so
@@ -67,6 +69,8 @@ export class Role {
   private constructor(
     readonly name: string,
     readonly child: ChildProcess,
+    /** Where its stdout (the structured logs) goes; removed when it stops. */
+    readonly logPath: string,
   ) {
     this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
     child.stderr?.setEncoding('utf8');
@@ -80,6 +84,11 @@ export class Role {
     return this.child.pid as number;
   }
 
+  /**
+   * Starts `node <args>` and waits for a stdout line starting with `readyLine`. Stdout goes to a
+   * file, not a pipe: node writes to a pipe synchronously, so a busy reader (this process, driving
+   * the load) would stall the role on its own log lines.
+   */
   static async start(
     name: string,
     args: readonly string[],
@@ -87,36 +96,28 @@ export class Role {
     readyLine: string,
     timeoutMs = 30_000,
   ): Promise<Role> {
+    await mkdir(LOG_DIR, { recursive: true });
+    const logPath = join(LOG_DIR, `${name}-${process.pid}-${Date.now()}.log`);
+    const log = await open(logPath, 'w');
     const child = spawn(process.execPath, args, {
       cwd: ROOT,
       env: { ...process.env, MIGRATIONS_DIR, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', log.fd, 'pipe'],
     });
-    const role = new Role(name, child);
-    child.stdout?.setEncoding('utf8');
-    let buffer = '';
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () =>
-          reject(new Error(`${name}: not ready within ${timeoutMs} ms\n${role.tail.join('\n')}`)),
-        timeoutMs,
-      );
-      const onData = (d: string) => {
-        buffer += d;
-        if (buffer.split('\n').some((l) => l.startsWith(readyLine))) {
-          clearTimeout(timer);
-          child.stdout?.off('data', onData);
-          child.stdout?.on('data', () => {}); // keep draining the logs
-          resolve();
-        } else buffer = buffer.slice(-10_000);
-      };
-      child.stdout?.on('data', onData);
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`${name}: exited with ${code} before ready\n${role.tail.join('\n')}`));
-      });
-    });
-    return role;
+    await log.close();
+    const role = new Role(name, child, logPath);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`${name}: exited before ready\n${role.tail.join('\n')}`);
+      const text = await readFile(logPath, 'utf8');
+      if (text.split('\n').some((l) => l.startsWith(readyLine))) return role;
+      if (Date.now() > deadline) {
+        await role.stop(1_000);
+        throw new Error(`${name}: not ready within ${timeoutMs} ms\n${role.tail.join('\n')}`);
+      }
+      await sleep(50);
+    }
   }
 
   memory(): Promise<Memory | undefined> {
@@ -125,11 +126,13 @@ export class Role {
 
   /** SIGTERM (the roles finish in-flight work), SIGKILL after `graceMs`. */
   async stop(graceMs = 15_000): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-    await this.exited;
-    clearTimeout(timer);
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGTERM');
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    await rm(this.logPath, { force: true });
   }
 }
 

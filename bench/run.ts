@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { loadEnv } from '../shared/config/env.js';
 import { requireServices } from '../shared/local/preflight.js';
@@ -44,6 +45,7 @@ const program = new Command('bench')
     '250,250,3000,20',
   )
   .option('--log-level <level>', 'e2e/memory: POWERTOOLS_LOG_LEVEL of the roles', 'INFO')
+  .option('--profile <dir>', 'e2e/memory: write a CPU profile of each role (node --cpu-prof)')
   .option('--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000')
   .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
@@ -68,6 +70,7 @@ const opts = program.opts<{
   maxDuration: string;
   search: string;
   logLevel: string;
+  profile?: string;
   scaleRows: string;
   scaleSamples: string;
   out: string;
@@ -156,6 +159,7 @@ if (chosen.includes('e2e') || chosen.includes('memory')) {
           : undefined,
       skus: Number(opts.skus),
       logLevel: opts.logLevel,
+      profileDir: opts.profile ? resolve(opts.profile) : undefined,
       report: { e2e: chosen.includes('e2e'), memory: chosen.includes('memory') },
     }),
   );

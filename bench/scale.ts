@@ -12,7 +12,7 @@ import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
 import { RabbitPublisher } from '../shared/transport/rabbitmq/RabbitPublisher.js';
 import { declareTopology } from '../shared/transport/rabbitmq/topology.js';
-import { withBenchEnvironment } from './environment.js';
+import { type BenchEnvironment, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';
 import { type BenchFigure, figure, median, progress } from './report.js';
 
@@ -73,44 +73,92 @@ const FILL_RESERVATIONS = `
          now() - interval '30 days' + g * interval '2 ms', now() - interval '30 days' + g * interval '2 ms'
     FROM generate_series($1::int, $2::int) AS g`;
 
-/** Times `samples` relay rounds of `batchSize` rows each (ms per round). */
-async function relayRounds(db: PgDatabase, relay: OutboxRelay, o: ScaleOptions): Promise<number[]> {
-  await db.transaction((tx) =>
-    new OutboxStore('outbox').appendMany(
-      tx,
-      Array.from({ length: o.samples * o.batchSize }, (_, i) => orderCreated(i)),
-    ),
-  );
-  await db.query('VACUUM ANALYZE outbox');
-  const times: number[] = [];
-  for (let i = 0; i < o.samples; i++) {
-    const started = performance.now();
-    const r = await relay.runOnce();
-    times.push(performance.now() - started);
-    if (r.published !== o.batchSize)
-      throw new Error(`relay round published ${r.published} of ${o.batchSize}`);
-  }
-  return times;
+/** One side of the comparison: its own database and virtual host, a relay and the use case. */
+interface Side {
+  db: PgDatabase;
+  relay: OutboxRelay;
+  useCase: ReserveInventory;
+  purge: () => Promise<void>;
+  close: () => Promise<void>;
 }
 
-/** Times `samples` sequential reserve calls of one message each (ms per call). */
-async function reserveCalls(useCase: ReserveInventory, samples: number): Promise<number[]> {
-  const times: number[] = [];
-  for (let i = 0; i < samples; i++) {
-    const e = orderCreated(i);
-    const message: InboundMessage = {
-      messageId: e.id,
-      type: e.type,
-      body: encodeEnvelope(e),
-      attempt: 0,
-      redelivered: false,
-    };
-    const started = performance.now();
-    const [outcome] = await useCase.process([message]);
-    times.push(performance.now() - started);
-    if (outcome?.kind !== 'ack') throw new Error(`reserve: ${JSON.stringify(outcome)}`);
+async function openSide(b: BenchEnvironment, batchSize: number): Promise<Side> {
+  const db = new PgDatabase({ connectionString: b.dbUrl, max: 2, applicationName: 'bench-scale' });
+  const connection = new RabbitConnection({ url: b.amqpUrl, connectionName: 'bench-scale' });
+  await connection.withChannel((ch) => declareTopology(ch), 10_000);
+  for (let i = 0; i < SKUS; i++) await setStock(db, `SKU-${i}`, 1_000_000_000);
+  return {
+    db,
+    relay: new OutboxRelay(
+      {
+        db,
+        publisher: new RabbitPublisher(
+          { connection },
+          { exchange: RABBITMQ_NAMES.ordersExchange, window: 1000 },
+        ),
+      },
+      { table: 'outbox', batchSize, maxAttempts: 10 },
+    ),
+    useCase: new ReserveInventory({ db }, { budget: TEST_RETRY_BUDGET }),
+    purge: () =>
+      connection.withChannel(async (ch) => {
+        await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
+        await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
+      }),
+    close: async () => {
+      await connection.close();
+      await db.close();
+    },
+  };
+}
+
+/** Due rows for `rounds` relay rounds. */
+async function addDueRows(side: Side, rows: number): Promise<void> {
+  await side.db.transaction((tx) =>
+    new OutboxStore('outbox').appendMany(
+      tx,
+      Array.from({ length: rows }, (_, i) => orderCreated(i)),
+    ),
+  );
+  await side.db.query('VACUUM ANALYZE outbox');
+}
+
+async function timedRound(side: Side, batchSize: number): Promise<number> {
+  const started = performance.now();
+  const r = await side.relay.runOnce();
+  const ms = performance.now() - started;
+  if (r.published !== batchSize)
+    throw new Error(`relay round published ${r.published} of ${batchSize}`);
+  return ms;
+}
+
+async function timedReserve(side: Side, i: number): Promise<number> {
+  const e = orderCreated(i);
+  const message: InboundMessage = {
+    messageId: e.id,
+    type: e.type,
+    body: encodeEnvelope(e),
+    attempt: 0,
+    redelivered: false,
+  };
+  const started = performance.now();
+  const [outcome] = await side.useCase.process([message]);
+  const ms = performance.now() - started;
+  if (outcome?.kind !== 'ack') throw new Error(`reserve: ${JSON.stringify(outcome)}`);
+  return ms;
+}
+
+/** Runs `n` measurements alternating between the sides (ABBA…), so drift hits both alike. */
+async function interleaved(
+  n: number,
+  measure: (side: 'empty' | 'full', i: number) => Promise<number>,
+): Promise<{ empty: number[]; full: number[] }> {
+  const out = { empty: [] as number[], full: [] as number[] };
+  for (let i = 0; i < n; i++) {
+    const order: ('empty' | 'full')[] = i % 2 ? ['full', 'empty'] : ['empty', 'full'];
+    for (const side of order) out[side].push(await measure(side, i));
   }
-  return times;
+  return out;
 }
 
 const stats = (times: number[]) => {
@@ -125,97 +173,68 @@ const stats = (times: number[]) => {
 /**
  * Cost at scale: a relay round with `rows` already-published rows in `outbox` against an empty
  * table, and a reserve call with `rows` rows in the inbox (and as many reservations) against an
- * empty inbox. Each "empty" state is the raw baseline of the "full" one, in the same database.
+ * empty inbox. The two states live in two databases of the same server, measured alternately in
+ * the same run: the empty one is the raw baseline of the full one.
  */
 export async function benchScale(env: Env, o: ScaleOptions): Promise<Record<string, BenchFigure>> {
-  return withBenchEnvironment(env, 'scale', async ({ dbUrl, amqpUrl }) => {
-    const db = new PgDatabase({ connectionString: dbUrl, max: 2, applicationName: 'bench-scale' });
-    const connection = new RabbitConnection({ url: amqpUrl, connectionName: 'bench-scale' });
-    try {
-      await connection.withChannel((ch) => declareTopology(ch), 10_000);
-      const relay = new OutboxRelay(
-        {
-          db,
-          publisher: new RabbitPublisher(
-            { connection },
-            { exchange: RABBITMQ_NAMES.ordersExchange, window: 1000 },
-          ),
-        },
-        { table: 'outbox', batchSize: o.batchSize, maxAttempts: 10 },
-      );
-      const purge = () =>
-        connection.withChannel(async (ch) => {
-          await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-          await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
-        });
-      for (let i = 0; i < SKUS; i++) await setStock(db, `SKU-${i}`, 1_000_000_000);
-      const useCase = new ReserveInventory({ db }, { budget: TEST_RETRY_BUDGET });
-
-      const calls = o.samples * 10;
-      const emptyState = async (label: string) => {
-        progress(`  ${label}: ${o.samples} relay rounds of ${o.batchSize}, ${calls} reserve calls`);
-        await db.query('TRUNCATE outbox, processed_messages, reservations');
-        await db.query('VACUUM ANALYZE outbox, processed_messages, reservations');
-        const relayTimes = await relayRounds(db, relay, o);
-        await purge();
-        const reserveTimes = await reserveCalls(useCase, calls);
+  return withBenchEnvironment(env, 'scale_empty', (emptyEnv) =>
+    withBenchEnvironment(env, 'scale_full', async (fullEnv) => {
+      const sides = {
+        empty: await openSide(emptyEnv, o.batchSize),
+        full: await openSide(fullEnv, o.batchSize),
+      };
+      try {
+        const full = sides.full.db;
+        progress(`  filling ${o.rows.toLocaleString('en')} rows (INSERT … SELECT generate_series)`);
+        await fill(full, 'outbox (published)', o.rows, FILL_OUTBOX);
+        await fill(full, 'processed_messages', o.rows, FILL_INBOX);
+        await fill(full, 'reservations', o.rows, FILL_RESERVATIONS);
+        await full.query('VACUUM ANALYZE outbox, processed_messages, reservations');
+        const calls = o.samples * 10;
         progress(
-          `    relay round median ${stats(relayTimes).median} ms, reserve call median ${stats(reserveTimes).median} ms`,
+          `  ${o.samples} relay rounds of ${o.batchSize} and ${calls} reserve calls on each side, alternating`,
         );
-        return { relayTimes, reserveTimes };
-      };
-      // warm-up (connections, plans, JIT), not measured
-      await relayRounds(db, relay, { ...o, samples: 3 });
-      await purge();
-      await reserveCalls(useCase, 50);
-      const before = await emptyState('empty tables');
-
-      progress(`  filling ${o.rows.toLocaleString('en')} rows (INSERT … SELECT generate_series)`);
-      await db.query('TRUNCATE outbox, processed_messages, reservations');
-      await fill(db, 'outbox (published)', o.rows, FILL_OUTBOX);
-      await fill(db, 'processed_messages', o.rows, FILL_INBOX);
-      await fill(db, 'reservations', o.rows, FILL_RESERVATIONS);
-      await db.query('VACUUM ANALYZE outbox, processed_messages, reservations');
-      progress(`  full tables: ${o.samples} relay rounds, ${calls} reserve calls`);
-      const relayFull = await relayRounds(db, relay, o);
-      await purge();
-      const reserveFull = await reserveCalls(useCase, calls);
-      progress(
-        `    relay round median ${stats(relayFull).median} ms, reserve call median ${stats(reserveFull).median} ms`,
-      );
-      // empty again, so that drift over the run (other work on the machine) hits both sides
-      const after = await emptyState('empty tables again');
-      const relayEmpty = [...before.relayTimes, ...after.relayTimes];
-      const reserveEmpty = [...before.reserveTimes, ...after.reserveTimes];
-
-      const re = stats(relayEmpty);
-      const rf = stats(relayFull);
-      const se = stats(reserveEmpty);
-      const sf = stats(reserveFull);
-      return {
-        'scale.relay': figure(rf.median, 'ms', re.median, {
-          better: 'lower',
-          goal: { on: 'ratio', max: 1.2 },
-          what: `relay round (claim ${o.batchSize}, publish to RabbitMQ, confirm, mark) with ${o.rows} published rows in outbox, median`,
-          baselineName: 'the same round with no published rows in outbox',
-          rows: o.rows,
-          batchSize: o.batchSize,
-          full: rf,
-          empty: re,
-        }),
-        'scale.reserve': figure(sf.median, 'ms', se.median, {
-          better: 'lower',
-          goal: { on: 'ratio', max: 1.2 },
-          what: `one reserve call (one message, one transaction) with ${o.rows} inbox rows and as many reservations, median`,
-          baselineName: 'the same call with an empty inbox and no reservations',
-          rows: o.rows,
-          full: sf,
-          empty: se,
-        }),
-      };
-    } finally {
-      await connection.close();
-      await db.close();
-    }
-  });
+        // warm-up on both sides (connections, plans, JIT), not measured
+        for (const side of Object.values(sides)) {
+          await addDueRows(side, 2 * o.batchSize);
+          for (let i = 0; i < 2; i++) await timedRound(side, o.batchSize);
+          for (let i = 0; i < 20; i++) await timedReserve(side, i);
+        }
+        for (const side of Object.values(sides)) await addDueRows(side, o.samples * o.batchSize);
+        const relay = await interleaved(o.samples, (side) => timedRound(sides[side], o.batchSize));
+        for (const side of Object.values(sides)) await side.purge();
+        const reserve = await interleaved(calls, (side, i) => timedReserve(sides[side], i));
+        const re = stats(relay.empty);
+        const rf = stats(relay.full);
+        const se = stats(reserve.empty);
+        const sf = stats(reserve.full);
+        progress(
+          `    relay round median: empty ${re.median} ms, full ${rf.median} ms; reserve call median: empty ${se.median} ms, full ${sf.median} ms`,
+        );
+        return {
+          'scale.relay': figure(rf.median, 'ms', re.median, {
+            better: 'lower',
+            goal: { on: 'ratio', max: 1.2 },
+            what: `relay round (claim ${o.batchSize}, publish to RabbitMQ, confirm, mark) with ${o.rows} published rows in outbox, median`,
+            baselineName: 'the same round on an empty outbox (another database, rounds alternated)',
+            rows: o.rows,
+            batchSize: o.batchSize,
+            full: rf,
+            empty: re,
+          }),
+          'scale.reserve': figure(sf.median, 'ms', se.median, {
+            better: 'lower',
+            goal: { on: 'ratio', max: 1.2 },
+            what: `one reserve call (one message, one transaction) with ${o.rows} inbox rows and as many reservations, median`,
+            baselineName: 'the same call on an empty inbox (another database, calls alternated)',
+            rows: o.rows,
+            full: sf,
+            empty: se,
+          }),
+        };
+      } finally {
+        for (const side of Object.values(sides)) await side.close();
+      }
+    }),
+  );
 }
