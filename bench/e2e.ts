@@ -36,6 +36,8 @@ export interface E2eOptions {
   logLevel: string;
   /** Write a V8 CPU profile of each role (node --cpu-prof) into this folder. */
   profileDir?: string | undefined;
+  /** NODE_OPTIONS of the roles (e.g. --max-old-space-size=64). */
+  nodeOptions?: string | undefined;
   /** Which figures to report: the pipeline's, the roles' memory, or both. */
   report: { e2e: boolean; memory: boolean };
 }
@@ -157,9 +159,12 @@ async function runTransport(
       };
       const roleEnv = (role: string): NodeJS.ProcessEnv => ({
         ...childEnv,
-        ...(o.profileDir
-          ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${o.profileDir}/${transport}/${role}` }
-          : {}),
+        NODE_OPTIONS: [
+          o.nodeOptions ?? '',
+          o.profileDir ? `--cpu-prof --cpu-prof-dir=${o.profileDir}/${transport}/${role}` : '',
+        ]
+          .join(' ')
+          .trim(),
       });
       let sqsEndpoint: string | undefined;
       if (transport === 'sqs') {

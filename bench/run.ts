@@ -46,6 +46,7 @@ const program = new Command('bench')
   )
   .option('--log-level <level>', 'e2e/memory: POWERTOOLS_LOG_LEVEL of the roles', 'INFO')
   .option('--profile <dir>', 'e2e/memory: write a CPU profile of each role (node --cpu-prof)')
+  .option('--node-options <opts>', 'e2e/memory: NODE_OPTIONS of the roles')
   .option('--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000')
   .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
@@ -71,6 +72,7 @@ const opts = program.opts<{
   search: string;
   logLevel: string;
   profile?: string;
+  nodeOptions?: string;
   scaleRows: string;
   scaleSamples: string;
   out: string;
@@ -160,6 +162,7 @@ if (chosen.includes('e2e') || chosen.includes('memory')) {
       skus: Number(opts.skus),
       logLevel: opts.logLevel,
       profileDir: opts.profile ? resolve(opts.profile) : undefined,
+      nodeOptions: opts.nodeOptions,
       report: { e2e: chosen.includes('e2e'), memory: chosen.includes('memory') },
     }),
   );
