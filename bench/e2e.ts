@@ -359,7 +359,7 @@ async function runTransport(
               ? `${r.failed + r.missed} requests failed or not sent`
               : r.ok < 0.97 * expected
                 ? `API answered ${r.ok} of ${expected}`
-                : slope > Math.max(5, 0.05 * rate)
+                : slope > Math.max(5, 0.02 * rate)
                   ? `backlog grew ${slope}/s`
                   : end > 2 * rate
                     ? `backlog ${end} (> 2 s of orders) at the end`
