@@ -1,30 +1,131 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
+/**
+ * A goal: a bare number is a minimum ratio (value/baseline ≥ goal, the throughput figures);
+ * an object bounds the value or the ratio.
+ */
+export type Goal = number | { on: 'value' | 'ratio'; max?: number; min?: number };
+
 /** One benchmark figure beside its raw baseline from the same run (DESIGN §10). */
 export interface BenchFigure {
   value: number;
   unit: string;
   baseline: number;
   ratio: number;
+  goal?: Goal;
+  /** Whether a lower value is better (latency, time, bytes); default higher. */
+  better?: 'higher' | 'lower';
   [extra: string]: unknown;
 }
 
 export const DEFAULT_REPORT = 'reports/bench.json';
 
-/** Merges figures into the report file, keeping figures of benchmarks not run this time. */
+/** A figure with its ratio to the baseline (two decimals). */
+export function figure(
+  value: number,
+  unit: string,
+  baseline: number,
+  extra: Record<string, unknown> = {},
+): BenchFigure {
+  return {
+    value,
+    unit,
+    baseline,
+    ratio: baseline > 0 ? Math.round((value / baseline) * 100) / 100 : Number.NaN,
+    ...extra,
+  };
+}
+
+/**
+ * Merges figures into the report file, keeping figures of benchmarks not run this time, and
+ * returns the merged report.
+ */
 export async function writeFigures(
   path: string,
   figures: Record<string, BenchFigure>,
-): Promise<void> {
+): Promise<Record<string, BenchFigure>> {
   let existing: Record<string, BenchFigure> = {};
   try {
     existing = JSON.parse(await readFile(path, 'utf8'));
   } catch {
     // first run
   }
+  const merged = { ...existing, ...figures };
   await mkdir(dirname(path), { recursive: true });
-  await writeFile(path, `${JSON.stringify({ ...existing, ...figures }, null, 2)}\n`);
+  await writeFile(path, `${JSON.stringify(merged, null, 2)}\n`);
+  return merged;
+}
+
+/** 'met', 'missed', or '' when the figure has no goal. */
+export function goalStatus(f: BenchFigure): { text: string; met: boolean | undefined } {
+  const g = f.goal;
+  if (g === undefined) return { text: '', met: undefined };
+  if (typeof g === 'number') return { text: `ratio ≥ ${g}`, met: f.ratio >= g };
+  const x = g.on === 'value' ? f.value : f.ratio;
+  const what = g.on === 'value' ? '' : 'ratio ';
+  const unit = g.on === 'value' ? ` ${f.unit}` : '';
+  const parts: string[] = [];
+  let met = Number.isFinite(x);
+  if (g.max !== undefined) {
+    parts.push(`${what}≤ ${g.max}${unit}`);
+    met &&= x <= g.max;
+  }
+  if (g.min !== undefined) {
+    parts.push(`${what}≥ ${g.min}${unit}`);
+    met &&= x >= g.min;
+  }
+  return { text: parts.join(', '), met };
+}
+
+const fmt = (n: number) =>
+  Number.isFinite(n) ? (Math.abs(n) >= 100 ? String(Math.round(n)) : String(n)) : 'n/a';
+
+function rows(report: Record<string, BenchFigure>): string[][] {
+  return Object.entries(report).map(([name, f]) => {
+    const g = goalStatus(f);
+    return [
+      name,
+      `${fmt(f.value)} ${f.unit}`,
+      `${fmt(f.baseline)} ${f.unit}`,
+      fmt(f.ratio),
+      g.text ? `${g.text}: ${g.met ? 'met' : 'MISSED'}` : '',
+    ];
+  });
+}
+
+const HEAD = ['benchmark', 'value', 'baseline', 'ratio', 'goal'];
+
+/** The figures as an aligned text table (for the terminal). */
+export function table(report: Record<string, BenchFigure>): string {
+  const all = [HEAD, ...rows(report)];
+  const widths = HEAD.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
+}
+
+/** reports/bench.md beside the JSON: every figure with its baseline, ratio and goal. */
+export async function writeSummary(
+  jsonPath: string,
+  report: Record<string, BenchFigure>,
+): Promise<string> {
+  const path = `${jsonPath.replace(/\.json$/, '')}.md`;
+  const lines = [
+    '# Benchmarks',
+    '',
+    `Written by \`npm run bench\` from \`${jsonPath}\` (figures of suites not run this time are kept from`,
+    'earlier runs). Every figure sits beside a raw baseline measured in the same run; the ratio is',
+    'value / baseline (for latency, time, memory and bytes lower is better).',
+    '',
+    `| ${HEAD.join(' | ')} | baseline is |`,
+    `| ${HEAD.map(() => '---').join(' | ')} | --- |`,
+    ...rows(report).map(
+      (r, i) =>
+        `| ${r.join(' | ')} | ${String(Object.values(report)[i]?.baselineName ?? '').replace(/\|/g, '/')} |`,
+    ),
+    '',
+  ];
+  await writeFile(path, lines.join('\n'));
+  return path;
 }
 
 export function median(values: number[]): number {

@@ -1,14 +1,26 @@
+import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { loadEnv } from '../shared/config/env.js';
 import { requireServices } from '../shared/local/preflight.js';
+import { benchBundles } from './bundle.js';
+import { benchE2e, type Transport } from './e2e.js';
 import { benchRelayRabbit } from './relay.js';
-import { type BenchFigure, DEFAULT_REPORT, progress, writeFigures } from './report.js';
+import {
+  type BenchFigure,
+  DEFAULT_REPORT,
+  progress,
+  table,
+  writeFigures,
+  writeSummary,
+} from './report.js';
 import { benchReserveRabbit } from './reserve.js';
+import { benchScale } from './scale.js';
 import { benchSqs } from './sqs.js';
 
 /**
- * `npm run bench [-- <suite…>]`: benchmarks, each beside its raw baseline measured in the same run.
- * Suites: relay. Results are merged into reports/bench.json.
+ * `npm run bench [-- <suite…>] [--suite a,b]`: benchmarks, each beside its raw baseline measured in
+ * the same run. Suites: relay, reserve, e2e, memory, scale, bundle (default: all). Results are
+ * merged into reports/bench.json; reports/bench.md and the printed table summarize them.
  */
 const program = new Command('bench')
   .argument('[suites...]', 'suites to run (default: all)', [])
@@ -21,10 +33,26 @@ const program = new Command('bench')
   .option('--prefetch <n>', 'reserve: prefetch per consumer', '16')
   .option('--skus <n>', 'reserve: distinct SKUs (fewer = hotter rows)', '1000')
   .option('--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs')
+  .option('--suite <suites>', 'suites to run, comma-separated (same as the arguments)')
+  .option('--rate <n>', 'e2e/memory: offered orders per second', '500')
+  .option('--duration <s>', 'e2e/memory: measured seconds at that rate', '60')
+  .option('--warmup <s>', 'e2e/memory: seconds at that rate before measuring', '5')
+  .option('--raw-duration <s>', 'e2e/memory: seconds of each raw baseline at that rate', '10')
+  .option('--max-duration <s>', 'e2e: seconds of each closed-loop saturation run', '5')
+  .option(
+    '--search <from,step,max,seconds>',
+    'e2e: step-up search of the sustainable rate ("off" to skip)',
+    '250,250,3000,20',
+  )
+  .option('--log-level <level>', 'e2e/memory: POWERTOOLS_LOG_LEVEL of the roles', 'INFO')
+  .option('--profile <dir>', 'e2e/memory: write a CPU profile of each role (node --cpu-prof)')
+  .option('--node-options <opts>', 'e2e/memory: NODE_OPTIONS of the roles')
+  .option('--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000')
+  .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
-const SUITES = ['relay', 'reserve'] as const;
+const SUITES = ['relay', 'reserve', 'e2e', 'memory', 'scale', 'bundle'] as const;
 const opts = program.opts<{
   messages: string;
   runs: string;
@@ -35,9 +63,24 @@ const opts = program.opts<{
   prefetch: string;
   skus: string;
   transport: string;
+  suite?: string;
+  rate: string;
+  duration: string;
+  warmup: string;
+  rawDuration: string;
+  maxDuration: string;
+  search: string;
+  logLevel: string;
+  profile?: string;
+  nodeOptions?: string;
+  scaleRows: string;
+  scaleSamples: string;
   out: string;
 }>();
-const chosen = (program.args.length ? program.args : [...SUITES]) as string[];
+const named = [...program.args, ...(opts.suite ?? '').split(',')]
+  .map((s) => s.trim())
+  .filter(Boolean);
+const chosen = named.length ? named : [...SUITES];
 for (const s of chosen) {
   if (!(SUITES as readonly string[]).includes(s))
     program.error(`unknown suite "${s}" (known: ${SUITES.join(', ')})`);
@@ -98,11 +141,50 @@ if (transports.includes('sqs') && sqsSuites.length > 0) {
     ),
   );
 }
-await writeFigures(opts.out, figures);
-console.log('\nbenchmark          value            baseline         ratio');
-for (const [name, f] of Object.entries(figures)) {
-  console.log(
-    `${name.padEnd(18)} ${`${f.value} ${f.unit}`.padEnd(16)} ${`${f.baseline} ${f.unit.replace('events', 'msg')}`.padEnd(16)} ${f.ratio}`,
+if (chosen.includes('e2e') || chosen.includes('memory')) {
+  const [from, step, max, seconds] = opts.search.split(',').map(Number);
+  progress(
+    `end to end (${chosen.includes('e2e') ? 'pipeline figures' : ''}${chosen.includes('e2e') && chosen.includes('memory') ? ' and ' : ''}${chosen.includes('memory') ? 'memory of the roles' : ''}): ${opts.rate} orders/s for ${opts.duration} s`,
+  );
+  Object.assign(
+    figures,
+    await benchE2e(env, {
+      transports: transports.filter((t): t is Transport => t === 'rabbitmq' || t === 'sqs'),
+      rate: Number(opts.rate),
+      seconds: Number(opts.duration),
+      warmupSeconds: Number(opts.warmup),
+      rawSeconds: Number(opts.rawDuration),
+      maxSeconds: Number(opts.maxDuration),
+      search:
+        chosen.includes('e2e') && opts.search !== 'off' && from && step && max && seconds
+          ? { from, step, max, seconds }
+          : undefined,
+      skus: Number(opts.skus),
+      logLevel: opts.logLevel,
+      profileDir: opts.profile ? resolve(opts.profile) : undefined,
+      nodeOptions: opts.nodeOptions,
+      report: { e2e: chosen.includes('e2e'), memory: chosen.includes('memory') },
+    }),
   );
 }
-console.log(`\nwritten to ${opts.out}`);
+if (chosen.includes('scale')) {
+  progress(
+    `cost at scale: relay round and reserve call, empty tables vs ${opts.scaleRows} rows already there`,
+  );
+  Object.assign(
+    figures,
+    await benchScale(env, {
+      rows: Number(opts.scaleRows),
+      samples: Number(opts.scaleSamples),
+      batchSize: Number(opts.batchSize),
+    }),
+  );
+}
+if (chosen.includes('bundle')) {
+  progress('Lambda bundle sizes (esbuild, the settings of infra/constructs/NodeFunction.ts)');
+  Object.assign(figures, await benchBundles());
+}
+const report = await writeFigures(opts.out, figures);
+const summary = await writeSummary(opts.out, report);
+console.log(`\n${table(figures)}`);
+console.log(`\nwritten to ${opts.out} and ${summary}`);

@@ -87,11 +87,22 @@ export class OrderService {
         correlationId: cmd.correlationId,
         producer: PRODUCERS.orderService,
       });
-      // A concurrent twin with the same id waits on this row's lock, then finds it below.
+      // The order and its event in one statement (one round trip): the event row is written only
+      // if the order row was. A concurrent twin with the same id waits on this row's lock, then
+      // finds it below.
       const inserted = await tx.query(
-        `INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id`,
-        [orderId, cmd.sku, cmd.quantity, envelope.id, cmd.correlationId],
+        `WITH new_order AS (
+           INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id)
+         ${this.outbox.appendSql(6, 'new_order')}`,
+        [
+          orderId,
+          cmd.sku,
+          cmd.quantity,
+          envelope.id,
+          cmd.correlationId,
+          ...OutboxStore.appendParams(envelope),
+        ],
       );
       if (inserted.rowCount === 0) {
         const existing = await this.find(tx, orderId);
@@ -100,7 +111,6 @@ export class OrderService {
         if (existing.quantity !== cmd.quantity) throw new OrderConflictError(orderId, 'quantity');
         return { orderId, eventId: existing.created_event_id, created: false };
       }
-      await this.outbox.append(tx, envelope);
       fault('order.after-outbox-insert');
       return { orderId, eventId: envelope.id, created: true };
     });

@@ -1,5 +1,5 @@
 import type { OutboxTable } from '../config/constants.js';
-import type { SqlExecutor } from '../db/types.js';
+import type { SqlExecutor, SqlParam } from '../db/types.js';
 import { type Envelope, parseEnvelope } from '../envelope/envelope.js';
 
 /**
@@ -63,24 +63,38 @@ export class OutboxStore {
 
   /** Writes one event in the caller's transaction. */
   async append(tx: SqlExecutor, envelope: Envelope): Promise<void> {
-    await tx.query(
-      `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
+    await tx.query(this.appendSql(1), OutboxStore.appendParams(envelope));
+  }
+
+  /**
+   * The INSERT of `append`, reading its 11 values from parameters `$first`… (see `appendParams`),
+   * for use as the last part of a larger statement: with `from`, one row is written per row of
+   * that relation (a CTE), so "insert the event only if the order was inserted" is one statement.
+   */
+  appendSql(first: number, from?: string): string {
+    const p = (i: number, type: string) => `$${first + i}::${type}`;
+    return `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
          aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11)`,
-      [
-        envelope.id,
-        envelope.type,
-        envelope.schema_version,
-        envelope.aggregate.type,
-        envelope.aggregate.id,
-        envelope.aggregate.version,
-        JSON.stringify(envelope.data),
-        envelope.producer,
-        envelope.correlation_id,
-        envelope.causation_id,
-        envelope.occurred_at,
-      ],
-    );
+       SELECT ${p(0, 'uuid')}, ${p(1, 'text')}, ${p(2, 'text')}, ${p(3, 'text')}, ${p(4, 'text')},
+              ${p(5, 'integer')}, ${p(6, 'jsonb')}, ${p(7, 'text')}, ${p(8, 'text')}, ${p(9, 'text')},
+              ${p(10, 'timestamptz')}${from ? ` FROM ${from}` : ''}`;
+  }
+
+  /** The values `appendSql` reads, in order. */
+  static appendParams(envelope: Envelope): SqlParam[] {
+    return [
+      envelope.id,
+      envelope.type,
+      envelope.schema_version,
+      envelope.aggregate.type,
+      envelope.aggregate.id,
+      envelope.aggregate.version,
+      JSON.stringify(envelope.data),
+      envelope.producer,
+      envelope.correlation_id,
+      envelope.causation_id,
+      envelope.occurred_at,
+    ];
   }
 
   /**
@@ -156,10 +170,15 @@ export class OutboxStore {
     }));
   }
 
+  /**
+   * Marks confirmed rows. `published_at` is the time of this statement, which runs after the
+   * confirms arrived: `now()` would be the start of the relay's transaction, before the publish, and
+   * `published_at - occurred_at` would then hide the broker's share of the outbox lag.
+   */
   async markPublished(tx: SqlExecutor, ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;
     const { rowCount } = await tx.query(
-      `UPDATE ${this.table} SET published_at = now(), last_error = NULL
+      `UPDATE ${this.table} SET published_at = statement_timestamp(), last_error = NULL
         WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)::uuid)) AND published_at IS NULL`,
       [JSON.stringify(ids)],
     );

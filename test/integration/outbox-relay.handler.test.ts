@@ -168,4 +168,62 @@ describe('npm run bench (short run)', () => {
       expect(figure.ratio).toBeCloseTo(figure.value / figure.baseline, 1);
     }
   });
+
+  it('end to end, memory, cost at scale and bundles: well-formed figures and a summary', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'bench-'));
+    const out = join(dir, 'bench.json');
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'bench/run.ts',
+        '--suite',
+        'e2e,memory,scale,bundle',
+        ...['--rate', '40', '--duration', '1', '--warmup', '0', '--raw-duration', '1'],
+        ...['--max-duration', '1', '--search', '40,40,40,1', '--skus', '5'],
+        ...['--scale-rows', '2000', '--scale-samples', '2', '--batch-size', '50'],
+        ...['--out', out],
+      ],
+      { env: { ...process.env, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } },
+    );
+    const report = JSON.parse(await readFile(out, 'utf8'));
+    const names = [
+      ...['rabbitmq', 'sqs'].flatMap((t) => [
+        `e2e.${t}`,
+        `e2e.${t}.p50`,
+        `e2e.${t}.p99`,
+        `e2e.${t}.lag.p50`,
+        `e2e.${t}.lag.p99`,
+        `e2e.${t}.sustainable`,
+        `memory.${t}.relay`,
+        `memory.${t}.consumer`,
+      ]),
+      'scale.relay',
+      'scale.reserve',
+      'bundle.place-order',
+      'bundle.outbox-relay',
+      'bundle.reserve-inventory-rabbitmq',
+      'bundle.reserve-inventory-sqs',
+    ];
+    for (const name of names) {
+      const figure = report[name];
+      expect(figure, name).toBeDefined();
+      expect(typeof figure.unit).toBe('string');
+      for (const key of ['value', 'baseline', 'ratio']) {
+        expect(Number.isFinite(figure[key]), `${name}.${key}`).toBe(true);
+      }
+      expect(figure.baseline, name).toBeGreaterThan(0);
+      if (!name.endsWith('.sustainable')) expect(figure.value, name).toBeGreaterThan(0);
+      expect(figure.ratio).toBeCloseTo(figure.value / figure.baseline, 1);
+    }
+    expect(report['e2e.rabbitmq.p99'].goal).toEqual({ on: 'value', max: 500 });
+    expect(report['e2e.rabbitmq'].reserved).toBe(report['e2e.rabbitmq'].orders);
+    expect(report['scale.relay']).toMatchObject({ unit: 'ms', rows: 2000 });
+    const summary = await readFile(join(dir, 'bench.md'), 'utf8');
+    for (const name of names) {
+      expect(summary).toContain(`| ${name} |`);
+      expect(stdout).toContain(name);
+    }
+  }, 120_000);
 });
