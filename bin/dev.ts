@@ -238,6 +238,12 @@ if (opts.transport === 'sqs' && (runRelay || runConsumer)) {
     budget,
     retention,
     visibilityTimeoutSeconds: env.SQS_VISIBILITY_TIMEOUT_S,
+  }).catch((err: unknown) => {
+    // one line, as for the other services, rather than a stack trace
+    console.error(
+      `SQS server at ${local.endpoint} did not answer (${(err as Error).message}): start it, or unset SQS_ENDPOINT to use the embedded server`,
+    );
+    process.exit(2);
   });
   console.log(`sqs: ${local.embedded ? 'embedded fauxqs server' : 'server'} at ${local.endpoint}`);
   if (runRelay) {

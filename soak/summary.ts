@@ -21,10 +21,22 @@ export function summary(r: SoakReport): string {
     `outbox       ${r.outbox.rows} rows, unpublished ${r.outbox.unpublished}, need attention ${r.outbox.needsAttention}; inventory_outbox ${r.outbox.inventoryRows} rows, unpublished ${r.outbox.inventoryUnpublished}`,
     `faults       ${totalFaults}: ${faults}; ${r.faults['db-connections-terminated'] ?? 0} database connections terminated`,
     `placement    ${r.placement.requests} HTTP requests, ${r.placement.retries} retries, ${r.placement.idempotentRepeats} idempotent repeats (200), ${r.placement.refused.length} refused`,
-    `self-exits   ${r.selfExits.length}${r.selfExits.length ? ` (${[...new Set(r.selfExits.map((e) => `${e.role}:${e.code ?? e.signal}`))].join(', ')})` : ''}`,
+    `self-exits   ${r.selfExits.length}${r.selfExits.length ? ` (${selfExitCounts(r.selfExits)})` : ''}`,
     `time         total ${s(r.timings.totalMs)}: startup ${s(r.timings.startupMs)}, placement ${s(r.timings.placementMs)}, fault phase ${s(r.timings.faultPhaseMs)}, drain ${s(r.timings.drainMs)}`,
   ];
   for (const w of r.warnings.slice(0, 5)) lines.push(`warning      ${w}`);
   for (const v of r.violations) lines.push(`VIOLATION    ${v}`);
   return lines.join('\n');
+}
+
+/** `relay exit 2 ×12, consumer exit 2 ×12`: how often each role ended on its own, and how. */
+function selfExitCounts(
+  exits: readonly { role: string; code?: number | null; signal?: string | null }[],
+): string {
+  const counts = new Map<string, number>();
+  for (const e of exits) {
+    const key = `${e.role} ${e.code != null ? `exit ${e.code}` : `signal ${e.signal}`}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].map(([key, n]) => `${key} ×${n}`).join(', ');
 }
