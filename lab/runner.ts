@@ -59,16 +59,7 @@ export async function runScenario(
       options,
     );
   } catch (err) {
-    return {
-      configuration: configuration.id,
-      applicable: true,
-      invariantHeld: false,
-      timeToFinalMs: null,
-      note: 'setup failed',
-      error: `setup: ${errorText(err)}`,
-      wallMs: Date.now() - started,
-      ...EMPTY,
-    };
+    return failedRun(configuration.id, 'setup', err, started);
   }
   try {
     let error: string | undefined;
@@ -109,16 +100,7 @@ export async function runScenario(
       wallMs: Date.now() - started,
     };
   } catch (err) {
-    return {
-      configuration: configuration.id,
-      applicable: true,
-      invariantHeld: false,
-      timeToFinalMs: null,
-      note: 'measurement failed',
-      error: `measure: ${errorText(err)}`,
-      wallMs: Date.now() - started,
-      ...EMPTY,
-    };
+    return failedRun(configuration.id, 'measure', err, started);
   } finally {
     await rig.close();
   }
@@ -179,4 +161,23 @@ export async function runAll(options: RunAllOptions): Promise<LabReport> {
 
 export function describeSettings(s: LabSettings): string {
   return `${s.name}: retry ladder ${s.budget.ladderMs.join('/')} ms, ${s.budget.maxAttempts} retries, max age ${s.budget.maxAgeMs / 1000} s; SQS visibility timeout ${s.visibilityTimeoutSeconds} s; RabbitMQ delivery limit ${s.deliveryLimit}`;
+}
+
+/** A run that could not be set up or measured: its invariant counts as failed. */
+function failedRun(
+  configuration: RunResult['configuration'],
+  stage: 'setup' | 'measure',
+  err: unknown,
+  started: number,
+): RunResult {
+  return {
+    configuration,
+    applicable: true,
+    invariantHeld: false,
+    timeToFinalMs: null,
+    note: stage === 'setup' ? 'setup failed' : 'measurement failed',
+    error: `${stage}: ${errorText(err)}`,
+    wallMs: Date.now() - started,
+    ...EMPTY,
+  };
 }

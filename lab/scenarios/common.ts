@@ -17,6 +17,26 @@ export const ms = (n: number) =>
   n >= 10_000 ? `${(n / 1000).toFixed(0)} s` : `${Math.round(n)} ms`;
 export const list = (ns: number[]) => (ns.length ? ns.map(ms).join(', ') : '—');
 
+/**
+ * One order through the API and the relay, then its event published a second time (same id), as
+ * a relay that crashed between confirm and mark would: waits until both copies are acknowledged.
+ */
+export async function orderDeliveredTwice(
+  rig: Rig,
+  order: { sku: string; stock: number; quantity: number },
+): Promise<void> {
+  await rig.stock(order.sku, order.stock);
+  await rig.startConsumer();
+  rig.begin();
+  await rig.placeOrder(order.sku, order.quantity);
+  const [e] = await rig.outboxEnvelopes();
+  if (!e) throw new Error('the order wrote no outbox event');
+  await rig.drainOutbox();
+  await rig.publish(e);
+  rig.mark('the same event published again');
+  await rig.waitForLine(e.id, 'acked', 2);
+}
+
 export async function stockOf(rig: Rig, sku: string) {
   const { rows } = await rig.db.query<{ available: number; reserved: number }>(
     'SELECT available, reserved FROM stock WHERE sku = $1',

@@ -1,6 +1,5 @@
-import type { Envelope } from '../../shared/envelope/envelope.js';
 import { check, type Scenario } from '../types.js';
-import { fifoOnlyForOrder, ms, noDoubleEffect, stockOf } from './common.js';
+import { fifoOnlyForOrder, ms, noDoubleEffect, orderDeliveredTwice, stockOf } from './common.js';
 
 /** Orders placed through the HTTP API, published by the relay, consumed: nothing goes wrong. */
 export const happyPath: Scenario = {
@@ -43,15 +42,7 @@ export const duplicatePublish: Scenario = {
   invariant: 'One reservation; the second copy is recognised by the inbox and changes nothing.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-D', 10);
-    await rig.startConsumer();
-    rig.begin();
-    await rig.placeOrder('SKU-D', 2);
-    const [e] = await rig.outboxEnvelopes();
-    await rig.drainOutbox();
-    await rig.publish(e as Envelope);
-    rig.mark('the same event published again');
-    await rig.waitForLine((e as Envelope).id, 'acked', 2);
+    await orderDeliveredTwice(rig, { sku: 'SKU-D', stock: 10, quantity: 2 });
   },
   async check(rig, m) {
     const stock = await stockOf(rig, 'SKU-D');
@@ -114,14 +105,7 @@ export const outOfStock: Scenario = {
     'Rejected as a result: one inventory.reservation_rejected event (even when delivered twice), no retry, nothing parked.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-O', 2);
-    await rig.startConsumer();
-    rig.begin();
-    await rig.placeOrder('SKU-O', 5);
-    const [e] = await rig.outboxEnvelopes();
-    await rig.drainOutbox();
-    await rig.publish(e as Envelope);
-    await rig.waitForLine((e as Envelope).id, 'acked', 2);
+    await orderDeliveredTwice(rig, { sku: 'SKU-O', stock: 2, quantity: 5 });
   },
   async check(rig, m) {
     const stock = await stockOf(rig, 'SKU-O');

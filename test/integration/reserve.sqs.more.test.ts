@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { holdStockLock } from '../../lab/dbControls.js';
 import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
@@ -24,24 +25,6 @@ const event = (
     correlationId: `c-${orderId.slice(0, 8)}`,
     producer: 'order-service',
   });
-
-/** Holds a row lock on a stock row until released: statements that need it wait. */
-async function holdStockLock(db: PgDatabase, sku: string) {
-  let release!: () => void;
-  const held = new Promise<void>((r) => (release = r));
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => (locked = r));
-  const done = db.transaction(async (tx) => {
-    await tx.query('SELECT 1 FROM stock WHERE sku = $1 FOR UPDATE', [sku]);
-    locked();
-    await held;
-  });
-  await isLocked;
-  return async () => {
-    release();
-    await done;
-  };
-}
 
 describe.each(SQS_SERVERS)(
   'reserve inventory on SQS ($name): crashes, slow work, FIFO, parking',
