@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Env } from '../shared/config/env.js';
+import type { Journal } from '../shared/consumer/journal.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import {
@@ -46,4 +47,14 @@ export async function withBenchEnvironment<T>(
     await admin.end();
     await management.deleteVhost(name);
   }
+}
+
+/** Resolves once the consumer has acknowledged `count` messages (read from its journal). */
+export function untilAcked(journal: Journal, count: number): Promise<void> {
+  let acked = 0;
+  return new Promise<void>((resolve) => {
+    journal.addSink((e) => {
+      if (e.step === 'acked' && ++acked === count) resolve();
+    });
+  });
 }

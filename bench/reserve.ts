@@ -13,7 +13,7 @@ import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.
 import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
 import { RabbitWorker } from '../shared/transport/rabbitmq/RabbitWorker.js';
 import { prepareInventoryTopology } from '../shared/transport/rabbitmq/topology.js';
-import { withBenchEnvironment } from './environment.js';
+import { untilAcked, withBenchEnvironment } from './environment.js';
 import { type BenchFigure, median, progress } from './report.js';
 
 export interface ReserveBenchOptions {
@@ -96,12 +96,7 @@ async function consumerRun(
   await conn.close();
 
   const journal = new Journal();
-  let committed = 0;
-  let done!: () => void;
-  const finished = new Promise<void>((r) => (done = r));
-  journal.addSink((e) => {
-    if (e.step === 'acked' && ++committed === o.messages) done();
-  });
+  const finished = untilAcked(journal, o.messages);
   const connection = new RabbitConnection({ url: amqpUrl, connectionName: 'bench-reserve' });
   const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
   const workers = Array.from(

@@ -23,7 +23,7 @@ import { sqsQueueNames } from '../shared/transport/sqs/names.js';
 import { defaultSqsQueueSettings, ensureSqsQueues } from '../shared/transport/sqs/queues.js';
 import { envelopeAttributes, SqsPublisher } from '../shared/transport/sqs/SqsPublisher.js';
 import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
-import { withBenchEnvironment } from './environment.js';
+import { untilAcked, withBenchEnvironment } from './environment.js';
 import { type BenchFigure, median, progress } from './report.js';
 import { rawTransactions } from './reserve.js';
 
@@ -205,12 +205,7 @@ export async function benchSqs(
             const queues = await freshQueues();
             await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
             const journal = new Journal();
-            let acked = 0;
-            let done!: () => void;
-            const finished = new Promise<void>((r) => (done = r));
-            journal.addSink((e) => {
-              if (e.step === 'acked' && ++acked === o.messages) done();
-            });
+            const finished = untilAcked(journal, o.messages);
             const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
             const handler = createReserveInventorySqsHandler({
               process: (m) => useCase.process(m),

@@ -4,6 +4,7 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import type { ConfirmChannel } from 'amqplib';
 import type { Context } from 'aws-lambda';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
@@ -67,10 +68,34 @@ export interface RigOptions {
 
 /** A message put on the transport as it is, for poison messages. */
 export interface RawMessage {
-  body: string;
+  body: Buffer | string;
   messageId?: string;
   type?: string;
   schemaVersion?: string;
+  /** Default: the type, else `order.created`. */
+  routingKey?: string;
+}
+
+/**
+ * Publishes messages as they are to the `orders` exchange on a confirm channel and waits for the
+ * confirms: poison messages, or envelopes the relay did not write (the lab and the tests).
+ */
+export async function publishRawOrders(ch: ConfirmChannel, messages: RawMessage[]): Promise<void> {
+  for (const m of messages) {
+    ch.publish(
+      RABBITMQ_NAMES.ordersExchange,
+      m.routingKey ?? m.type ?? 'order.created',
+      Buffer.from(m.body),
+      {
+        persistent: true,
+        contentType: 'application/json',
+        ...(m.messageId ? { messageId: m.messageId } : {}),
+        ...(m.type ? { type: m.type } : {}),
+        headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
+      },
+    );
+  }
+  await ch.waitForConfirms();
 }
 
 export interface Mark {
@@ -399,18 +424,7 @@ class RabbitRig extends Rig {
   }
 
   async publishRaw(messages: RawMessage[]): Promise<void> {
-    await this.connection.withChannel(async (ch) => {
-      for (const m of messages) {
-        ch.publish(RABBITMQ_NAMES.ordersExchange, m.type ?? 'order.created', Buffer.from(m.body), {
-          persistent: true,
-          contentType: 'application/json',
-          ...(m.messageId ? { messageId: m.messageId } : {}),
-          ...(m.type ? { type: m.type } : {}),
-          headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
-        });
-      }
-      await ch.waitForConfirms();
-    });
+    await this.connection.withChannel((ch) => publishRawOrders(ch, messages));
   }
 
   async startConsumer(options: ConsumerOptions = {}): Promise<void> {
@@ -591,7 +605,7 @@ class SqsRig extends Rig {
         QueueUrl: this.queues.sourceUrl,
         Entries: messages.map((m, k) => ({
           Id: String(k),
-          MessageBody: m.body,
+          MessageBody: m.body.toString(),
           MessageAttributes: {
             ...(m.messageId ? { event_id: str(m.messageId) } : {}),
             ...(m.type ? { event_type: str(m.type) } : {}),

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel } from 'amqplib';
+import { publishRawOrders, type RawMessage } from '../../lab/rig.js';
 import {
   DEFAULT_RETENTION,
   type RetryBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
+import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
@@ -151,32 +152,10 @@ export class InventoryBench extends JournalRecorder {
     );
   }
 
-  async publishRaw(
-    messages: {
-      body: Buffer | string;
-      messageId?: string;
-      type?: string;
-      schemaVersion?: string;
-      routingKey?: string;
-    }[],
-  ): Promise<void> {
+  async publishRaw(messages: RawMessage[]): Promise<void> {
     const ch = await this.assert.createConfirmChannel();
     try {
-      for (const m of messages) {
-        ch.publish(
-          RABBITMQ_NAMES.ordersExchange,
-          m.routingKey ?? m.type ?? 'order.created',
-          Buffer.from(m.body),
-          {
-            persistent: true,
-            contentType: 'application/json',
-            ...(m.messageId ? { messageId: m.messageId } : {}),
-            ...(m.type ? { type: m.type } : {}),
-            headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
-          },
-        );
-      }
-      await ch.waitForConfirms();
+      await publishRawOrders(ch, messages);
     } finally {
       await ch.close();
     }
