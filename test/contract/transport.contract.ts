@@ -162,6 +162,26 @@ export function runTransportContract(options: {
       expect(of(e.id)[1]?.attempt).toBe(0);
     });
 
+    it('reading the parking lot takes nothing out: back-to-back reads see every parked message', async () => {
+      const reason: Outcome = {
+        kind: 'park',
+        reason: 'permanent',
+        errorClass: 'permanent',
+        error: 'parked for the read test',
+      };
+      const { h } = await setup('read', () => reason);
+      const sent = [envelope(), envelope(), envelope()];
+      await h.publisher.publish(sent);
+      const ids = sent.map((e) => e.id).sort();
+      const read = async () =>
+        (await h.parkingLot.list(10)).map((p) => p.diagnosis.messageId ?? '').sort();
+      await waitFor(async () => (await read()).length >= sent.length, {
+        timeoutMs: 15_000,
+        message: 'all three parked',
+      });
+      for (let i = 0; i < 15; i++) expect(await read(), `read ${i + 1}`).toEqual(ids);
+    });
+
     it.skipIf(!options.features.orderedPerKey)(
       'messages with the same key arrive in publish order',
       async () => {

@@ -9,6 +9,7 @@ import {
   type RedriveSelection,
 } from '../../consumer/parking.js';
 import type { ParkReason } from '../../consumer/types.js';
+import { waitFor } from '../../util/waitFor.js';
 import type { RabbitConnection } from './RabbitConnection.js';
 import {
   HEADERS,
@@ -26,7 +27,9 @@ import { RETRY_NAMES } from './topology.js';
  *
  * Reading uses basic.get without acking, then closes the channel: unacked messages return to the
  * queue. (On RabbitMQ 4 a return by channel close does not count towards a delivery limit; the
- * parking queue has no delivery limit or dead-letter target of ours on 3.x.)
+ * parking queue has no delivery limit or dead-letter target of ours on 3.x.) A quorum queue takes
+ * them back asynchronously, after the close completed, so both operations wait until the messages
+ * they held are ready again: a `list` right after a `list` sees the same parking lot.
  */
 export interface ParkedMessage extends ParkedEntry {
   raw: RawMessage;
@@ -83,21 +86,41 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
   };
 }
 
+const RETURN_TIMEOUT_MS = 5_000;
+
+/**
+ * Waits (bounded) until the parking queue holds at least `ready` ready messages again, after a
+ * channel that held some unacked was closed. Gives up quietly: the messages are safe either way,
+ * only a reader arriving in the gap would miss them.
+ */
+async function untilReturned(connection: RabbitConnection, ready: number): Promise<void> {
+  if (ready === 0) return;
+  await waitFor(
+    async () =>
+      (await connection.withChannel((ch) => ch.checkQueue(RETRY_NAMES.parkingQueue)))
+        .messageCount >= ready,
+    { timeoutMs: RETURN_TIMEOUT_MS, intervalMs: 20, message: 'parked messages back in the queue' },
+  ).catch(() => {});
+}
+
 /** Reads up to `limit` parked messages without removing them. */
 export async function listParked(
   connection: RabbitConnection,
   limit = 100,
 ): Promise<ParkedMessage[]> {
-  return connection.withChannel(async (ch) => {
-    const { messageCount } = await ch.checkQueue(RETRY_NAMES.parkingQueue);
-    const out: ParkedMessage[] = [];
-    for (let i = 0; i < Math.min(limit, messageCount); i++) {
+  let ready = 0;
+  const out = await connection.withChannel(async (ch) => {
+    ready = (await ch.checkQueue(RETRY_NAMES.parkingQueue)).messageCount;
+    const read: ParkedMessage[] = [];
+    for (let i = 0; i < Math.min(limit, ready); i++) {
       const msg = await ch.get(RETRY_NAMES.parkingQueue, { noAck: false });
       if (!msg) break;
-      out.push(parkedFromRaw(rawFromAmqp(msg)));
+      read.push(parkedFromRaw(rawFromAmqp(msg)));
     }
-    return out; // the channel closes: every message read goes back to the queue
+    return read; // the channel closes: every message read goes back to the queue
   });
+  if (out.length > 0) await untilReturned(connection, ready);
+  return out;
 }
 
 /**
@@ -112,8 +135,10 @@ export async function redriveParked(
   options: RedriveOptions = {},
 ): Promise<RedriveResult> {
   const pace = pacer(options.rate);
-  return deps.connection.withChannel(async (ch) => {
+  let ready = 0;
+  const outcome = await deps.connection.withChannel(async (ch) => {
     const { messageCount } = await ch.checkQueue(RETRY_NAMES.parkingQueue);
+    ready = messageCount;
     const result: RedriveResult = {
       scanned: 0,
       matched: 0,
@@ -156,6 +181,11 @@ export async function redriveParked(
     }
     return result;
   });
+  // The ones left unacked (not matched, or a dry run) go back when the channel closed.
+  if (outcome.scanned > outcome.moved.length) {
+    await untilReturned(deps.connection, ready - outcome.moved.length);
+  }
+  return outcome;
 }
 
 /** The RabbitMQ parking lot behind the transport-neutral interface. */
