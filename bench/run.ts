@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { Command } from 'commander';
+import { requireServices } from '../devkit/preflight.js';
 import { loadEnv } from '../shared/config/env.js';
-import { requireServices } from '../shared/local/preflight.js';
 import { benchBundles } from './bundle.js';
 import { benchE2e, type Transport } from './e2e.js';
 import { benchRelayRabbit } from './relay.js';

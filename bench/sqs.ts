@@ -5,6 +5,8 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
+import { SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
 import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
@@ -13,8 +15,6 @@ import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
-import { ensureLocalSqs } from '../shared/local/sqsServer.js';
-import { SqsTrigger } from '../shared/local/sqsTrigger.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';

@@ -9,7 +9,7 @@ import {
   currentContracts,
   diffContracts,
   readContracts,
-} from '../shared/envelope/contracts.js';
+} from '../devkit/contracts.js';
 
 /**
  * `npm run contracts -- [check|update]`: keeps `contracts/` in step with `events.ts`.

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
+import { requireServices } from '../devkit/preflight.js';
 import { CONFIGURATION_IDS, parseConfigurations } from '../lab/configurations.js';
 import { renderHtml } from '../lab/report/html.js';
 import { renderMarkdown } from '../lab/report/markdown.js';
@@ -10,7 +11,6 @@ import { parseScenarios, SCENARIOS } from '../lab/scenarios/index.js';
 import { startLabServices } from '../lab/services.js';
 import { REAL_TIME_SETTINGS, SCALED_SETTINGS } from '../lab/settings.js';
 import { loadEnv } from '../shared/config/env.js';
-import { requireServices } from '../shared/local/preflight.js';
 
 /**
  * `npm start`: the comparison lab (issue #6). Runs the scenario catalogue on every transport

@@ -1,7 +1,7 @@
+import { requireServices } from '../devkit/preflight.js';
 import { loadEnv } from '../shared/config/env.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { requireServices } from '../shared/local/preflight.js';
 
 /** `npm run migrate`: applies pending migrations to DATABASE_URL. */
 const env = loadEnv();

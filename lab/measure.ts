@@ -1,4 +1,4 @@
-import type { JournalLine } from '../shared/consumer/journalRecorder.js';
+import type { JournalLine } from '../devkit/journalRecorder.js';
 import type { FaultPoint } from '../shared/faults.js';
 import type { Rig } from './rig.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';

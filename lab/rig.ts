@@ -6,21 +6,8 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { ConfirmChannel } from 'amqplib';
 import type { Context } from 'aws-lambda';
-import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
-import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
-import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
-import { DEFAULT_RETENTION, type RetryBudget } from '../shared/config/budget.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/config/constants.js';
-import { type JournalLine, JournalRecorder } from '../shared/consumer/journalRecorder.js';
-import type { ParkingLot } from '../shared/consumer/parking.js';
-import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import type { SqlDatabase } from '../shared/db/types.js';
-import type { Envelope } from '../shared/envelope/envelope.js';
-import { FaultScope } from '../shared/faults.js';
-import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
-import { setStock } from '../shared/inventory/stock.js';
-import { AmazonMqTrigger } from '../shared/local/amazonMqTrigger.js';
-import { startHttpApi } from '../shared/local/httpServer.js';
+import { startHttpApi } from '../devkit/emulators/httpApi.js';
+import { type JournalLine, JournalRecorder } from '../devkit/journalRecorder.js';
 import {
   amqpUrlVia,
   createScratchDatabase,
@@ -29,9 +16,23 @@ import {
   type ScratchDatabase,
   type ScratchVhost,
   scratchName,
-} from '../shared/local/scratch.js';
-import { SqsTrigger } from '../shared/local/sqsTrigger.js';
-import { TcpProxy } from '../shared/local/tcpProxy.js';
+} from '../devkit/scratch.js';
+import { TcpProxy } from '../devkit/tcpProxy.js';
+import { AmazonMqTrigger } from '../devkit/triggers/amazonMqTrigger.js';
+import { SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
+import { waitFor } from '../devkit/waitFor.js';
+import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
+import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
+import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
+import { DEFAULT_RETENTION, type RetryBudget } from '../shared/config/budget.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/config/constants.js';
+import type { ParkingLot } from '../shared/consumer/parking.js';
+import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { SqlDatabase } from '../shared/db/types.js';
+import type { Envelope } from '../shared/envelope/envelope.js';
+import { FaultScope } from '../shared/faults.js';
+import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
+import { setStock } from '../shared/inventory/stock.js';
 import { createLogger } from '../shared/logger.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
@@ -55,7 +56,6 @@ import { SqsPublisher } from '../shared/transport/sqs/SqsPublisher.js';
 import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
 import type { Publisher } from '../shared/transport/types.js';
 import { sleep } from '../shared/util/async.js';
-import { waitFor } from '../shared/util/waitFor.js';
 import type { Configuration } from './configurations.js';
 import { ReservationFailures } from './dbControls.js';
 import type { LabServices, LabSettings } from './settings.js';

@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { withDatabase } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
-import { withDatabase } from '../shared/local/scratch.js';
 import { RabbitManagement } from '../shared/transport/rabbitmq/RabbitManagement.js';
 import type { LabServices } from './settings.js';
 

@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Command, Option } from 'commander';
+import { requireServices } from '../devkit/preflight.js';
 import { loadEnv } from '../shared/config/env.js';
-import { requireServices } from '../shared/local/preflight.js';
 import { type BrokerFault, runSoak, type SoakReport, type Transport } from './soak.js';
 import { summary } from './summary.js';
 

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { GetQueueAttributesCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import pg from 'pg';
+import { TcpProxy } from '../devkit/tcpProxy.js';
 import { loadBudget, rabbitRetryDelays } from '../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import type { Diagnosis } from '../shared/consumer/types.js';
@@ -24,7 +25,6 @@ import { retryQueueName } from '../shared/transport/rabbitmq/topology.js';
 import { createSqsClient } from '../shared/transport/sqs/client.js';
 import { sqsQueueNames } from '../shared/transport/sqs/names.js';
 import { sqsParkingLot } from '../shared/transport/sqs/parking.js';
-import { TcpProxy } from '../test/helpers/tcpProxy.js';
 import { type Exit, Supervised } from './children.js';
 import {
   between,
@@ -206,7 +206,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       fauxqs = new Supervised(
         {
           role: 'fauxqs',
-          args: ['--import', 'tsx', 'soak/fauxqsServer.ts', String(port), dataDir],
+          args: ['--import', 'tsx', 'devkit/emulators/fauxqsProcess.ts', String(port), dataDir],
           env: {},
           ready: /fauxqs: listening/,
         },

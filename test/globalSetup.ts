@@ -7,7 +7,7 @@ import {
   checkRabbitMq,
   describeProblem,
   type ServiceProblem,
-} from '../shared/local/preflight.js';
+} from '../devkit/preflight.js';
 
 export interface SqsServer {
   /** `fauxqs` (embedded, always) or `moto` (when moto_server is on PATH). */

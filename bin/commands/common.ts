@@ -1,6 +1,6 @@
+import { requireServices } from '../../devkit/preflight.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import { requireServices } from '../../shared/local/preflight.js';
 
 export const env = loadEnv();
 

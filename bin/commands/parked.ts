@@ -1,10 +1,10 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { GetQueueAttributesCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import { type Command, Option } from 'commander';
+import { requireServices } from '../../devkit/preflight.js';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import type { ParkingLot, RedriveSelection } from '../../shared/consumer/parking.js';
-import { requireServices } from '../../shared/local/preflight.js';
 import { rabbitParkingLot } from '../../shared/transport/rabbitmq/parking.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
 import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';

@@ -38,3 +38,27 @@ export function backoffDelay(
   const exp = Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1));
   return Math.round(exp / 2 + random() * (exp / 2));
 }
+
+/**
+ * Polls `check` every `intervalMs` until it returns a truthy value (returned) or `timeoutMs` passes
+ * (`undefined`, with the last value and error seen in `last`). Errors thrown by `check` count as
+ * "not yet". The one polling loop of the code base: `devkit/waitFor` builds its test helper on it.
+ */
+export async function pollUntil<T>(
+  check: () => Promise<T> | T,
+  options: { timeoutMs: number; intervalMs?: number },
+  last: { value?: unknown; error?: unknown } = {},
+): Promise<NonNullable<T> | undefined> {
+  const deadline = Date.now() + options.timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      last.value = await check();
+      last.error = undefined;
+      if (last.value) return last.value as NonNullable<T>;
+    } catch (err) {
+      last.error = err;
+    }
+    await sleep(options.intervalMs ?? 50);
+  }
+  return undefined;
+}

@@ -1,9 +1,9 @@
+import { AmazonMqTrigger } from '../../devkit/triggers/amazonMqTrigger.js';
+import { SqsTrigger } from '../../devkit/triggers/sqsTrigger.js';
 import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { AmazonMqTrigger } from '../../shared/local/amazonMqTrigger.js';
-import { SqsTrigger } from '../../shared/local/sqsTrigger.js';
 import { createLogger } from '../../shared/logger.js';
 import { rabbitParkingLot } from '../../shared/transport/rabbitmq/parking.js';
 import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import type { ParkingLot } from '../../shared/consumer/parking.js';
 import type { InboundMessage, Outcome } from '../../shared/consumer/types.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import type { Publisher } from '../../shared/transport/types.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 /**
  * The transport contract (in the spirit of Watermill's universal pub/sub tests): what every

@@ -1,5 +1,5 @@
 import amqp, { type ChannelModel, type ConsumeMessage } from 'amqplib';
-import { waitFor } from './waitFor.js';
+import { waitFor } from '../../devkit/waitFor.js';
 
 export interface ReceivedMessage {
   messageId: string;

@@ -1,6 +1,6 @@
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
+import { startDataApiServer } from '../../devkit/emulators/dataApiServer.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
-import { startDataApiServer } from '../../shared/local/dataApiServer.js';
 
 /**
  * The RDS Data API adapter on a test database: the local endpoint speaking the Data API's wire

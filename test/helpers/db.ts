@@ -1,9 +1,9 @@
-import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import {
   createScratchDatabase,
   proxiedDatabase,
   type ScratchDatabase,
-} from '../../shared/local/scratch.js';
+} from '../../devkit/scratch.js';
+import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { DATABASE_URL, uniqueName } from './services.js';
 
 export { proxiedDatabase };

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import amqp, { type ChannelModel } from 'amqplib';
+import { JournalRecorder } from '../../devkit/journalRecorder.js';
+import type { TcpProxy } from '../../devkit/tcpProxy.js';
 import { publishRawOrders, type RawMessage } from '../../lab/rig.js';
 import {
   DEFAULT_RETENTION,
@@ -26,9 +28,7 @@ import {
   stockOf,
   type TestDatabase,
 } from './db.js';
-import { JournalRecorder } from './journalRecorder.js';
 import { createTestVhost, type TestVhost } from './rabbit.js';
-import type { TcpProxy } from './tcpProxy.js';
 
 /**
  * A consumer-side test bench: its own database and vhost with the full topology and policies, a

@@ -2,7 +2,7 @@ import {
   createScratchVhost,
   type ScratchVhost,
   amqpUrlVia as viaPort,
-} from '../../shared/local/scratch.js';
+} from '../../devkit/scratch.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './services.js';
 
 /**

@@ -8,4 +8,4 @@ export const AMQP_URL = services.amqpUrl;
 export const RABBITMQ_MANAGEMENT_URL = services.managementUrl;
 
 /** A short, unique, lowercase name for this test file's resources. */
-export { scratchName as uniqueName } from '../../shared/local/scratch.js';
+export { scratchName as uniqueName } from '../../devkit/scratch.js';

@@ -5,6 +5,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import {
   DEFAULT_RETENTION,
   type RetryBudget,
@@ -19,7 +20,6 @@ import {
 } from '../../shared/transport/sqs/queues.js';
 import type { SqsServer } from '../globalSetup.js';
 import { uniqueName } from './services.js';
-import { waitFor } from './waitFor.js';
 
 /** The SQS servers of this run (fauxqs always; moto when on PATH), for `describe.each`. */
 export const SQS_SERVERS: SqsServer[] = inject('services').sqs;

@@ -1,11 +1,13 @@
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { JournalRecorder } from '../../devkit/journalRecorder.js';
+import type { TcpProxy } from '../../devkit/tcpProxy.js';
+import { SqsTrigger, type SqsTriggerOptions } from '../../devkit/triggers/sqsTrigger.js';
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope } from '../../shared/envelope/envelope.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
-import { SqsTrigger, type SqsTriggerOptions } from '../../shared/local/sqsTrigger.js';
 import { createLogger } from '../../shared/logger.js';
 import { createSqsClient } from '../../shared/transport/sqs/client.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/SqsPublisher.js';
@@ -18,9 +20,7 @@ import {
   stockOf,
   type TestDatabase,
 } from './db.js';
-import { JournalRecorder } from './journalRecorder.js';
 import { createSqsFixture, type SqsFixture } from './sqs.js';
-import type { TcpProxy } from './tcpProxy.js';
 
 /** The SQS twin of InventoryBench: own database, own queues (by prefix) on a shared server. */
 export class SqsInventoryBench extends JournalRecorder {

@@ -1,9 +1,9 @@
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { localLambdaContext } from '../../shared/local/lambdaContext.js';
 import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import {

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { RabbitWorker } from '../../shared/transport/rabbitmq/RabbitWorker.js';
 import { RETRY_NAMES, retryQueueName } from '../../shared/transport/rabbitmq/topology.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('RabbitMQ consumer: topology, policies, lifecycle', () => {
   let b: InventoryBench;

@@ -1,8 +1,8 @@
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createMigrateHandler } from '../../functions/migrate/handler.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
-import { localLambdaContext } from '../../shared/local/lambdaContext.js';
 import { createLogger } from '../../shared/logger.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';

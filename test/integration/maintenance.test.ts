@@ -1,11 +1,11 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import { Command } from 'commander';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createMaintenanceHandler } from '../../functions/maintenance/handler.js';
 import { type Retention, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { OutboxTable } from '../../shared/config/constants.js';
 import { ConfigError } from '../../shared/config/env.js';
-import { localLambdaContext } from '../../shared/local/lambdaContext.js';
 import { createLogger } from '../../shared/logger.js';
 import {
   loadRetention,

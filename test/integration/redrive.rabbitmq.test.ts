@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import { InventoryBench } from '../helpers/inventory.js';
 import { RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 const cli = (args: string[], env: Record<string, string>) =>
   promisify(execFile)(process.execPath, ['--import', 'tsx', 'bin/cli.ts', ...args], {

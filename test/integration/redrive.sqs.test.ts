@@ -5,11 +5,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 const cli = (args: string[], env: Record<string, string>) =>
   promisify(execFile)(process.execPath, ['--import', 'tsx', 'bin/cli.ts', ...args], {

@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { ChannelModel } from 'amqplib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { waitFor } from '../../devkit/waitFor.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
@@ -16,8 +18,6 @@ import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { amqpUrlVia, createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';
-import { TcpProxy } from '../helpers/tcpProxy.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 const options = {
   table: 'outbox' as const,

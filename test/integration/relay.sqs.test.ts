@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { waitFor } from '../../devkit/waitFor.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
@@ -9,8 +11,6 @@ import { SQS_ATTRIBUTES, SqsPublisher } from '../../shared/transport/sqs/SqsPubl
 import type { Publisher } from '../../shared/transport/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { createSqsFixture, receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
-import { TcpProxy } from '../helpers/tcpProxy.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 const options = {
   table: 'outbox' as const,

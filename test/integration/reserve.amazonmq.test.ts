@@ -1,14 +1,14 @@
 import type { Context } from 'aws-lambda';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AmazonMqTrigger } from '../../devkit/triggers/amazonMqTrigger.js';
+import { waitFor } from '../../devkit/waitFor.js';
 import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import { AmazonMqTrigger } from '../../shared/local/amazonMqTrigger.js';
 import { createLogger } from '../../shared/logger.js';
 import type { RabbitMQEvent } from '../../shared/transport/rabbitmq/amazonMqEvent.js';
 import { listParked } from '../../shared/transport/rabbitmq/parking.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulation', () => {
   let b: InventoryBench;

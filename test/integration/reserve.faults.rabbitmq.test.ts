@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { listParked } from '../../shared/transport/rabbitmq/parking.js';
 import { RETRY_NAMES, retryQueueName } from '../../shared/transport/rabbitmq/topology.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('reserve inventory on RabbitMQ: database and broker faults', () => {
   let b: InventoryBench;

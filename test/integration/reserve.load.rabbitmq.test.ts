@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('reserve inventory on RabbitMQ under load', () => {
   let b: InventoryBench;

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { listParked } from '../../shared/transport/rabbitmq/parking.js';
@@ -8,7 +9,6 @@ import {
   RETRY_NAMES,
 } from '../../shared/transport/rabbitmq/topology.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
   let b: InventoryBench;

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { encodeEnvelope } from '../../shared/envelope/envelope.js';
 import { listParked } from '../../shared/transport/rabbitmq/parking.js';
 import { InventoryBench } from '../helpers/inventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 describe('reserve inventory on RabbitMQ (worker mode)', () => {
   let b: InventoryBench;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../../devkit/waitFor.js';
 import { holdStockLock } from '../../lab/dbControls.js';
 import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
@@ -10,7 +11,6 @@ import { defaultSqsQueueSettings, ensureSqsQueues } from '../../shared/transport
 import { runDev } from '../helpers/child.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 const event = (
   type: 'order.created' | 'order.cancelled',

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
+import { SqsTriggerConfigError, validateVisibility } from '../../devkit/triggers/sqsTrigger.js';
+import { waitFor } from '../../devkit/waitFor.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { setFaults } from '../../shared/faults.js';
-import { SqsTriggerConfigError, validateVisibility } from '../../shared/local/sqsTrigger.js';
 import { receiveAll, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
-import { waitFor } from '../helpers/waitFor.js';
 
 const created = (sku: string, quantity: number, version = 1) => {
   const orderId = randomUUID();

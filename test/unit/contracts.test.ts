@@ -7,7 +7,7 @@ import {
   diffContracts,
   type JsonSchema,
   readContracts,
-} from '../../shared/envelope/contracts.js';
+} from '../../devkit/contracts.js';
 
 /** Builds a contract the way the real ones are built, so the cases run on zod's real output. */
 const contract = (shape: z.ZodRawShape): JsonSchema =>

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createPlaceOrderHandler, MAX_BODY_BYTES } from '../../functions/place-order/handler.js';
-import { localLambdaContext } from '../../shared/local/lambdaContext.js';
 import { createLogger } from '../../shared/logger.js';
 import type { OrderService, PlaceOrderCommand } from '../../shared/orders/OrderService.js';
 

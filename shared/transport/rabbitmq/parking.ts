@@ -9,7 +9,7 @@ import {
   type RedriveSelection,
 } from '../../consumer/parking.js';
 import type { ParkReason } from '../../consumer/types.js';
-import { waitFor } from '../../util/waitFor.js';
+import { pollUntil } from '../../util/async.js';
 import type { RabbitConnection } from './RabbitConnection.js';
 import {
   HEADERS,
@@ -95,12 +95,12 @@ const RETURN_TIMEOUT_MS = 5_000;
  */
 async function untilReturned(connection: RabbitConnection, ready: number): Promise<void> {
   if (ready === 0) return;
-  await waitFor(
+  await pollUntil(
     async () =>
       (await connection.withChannel((ch) => ch.checkQueue(RETRY_NAMES.parkingQueue)))
         .messageCount >= ready,
-    { timeoutMs: RETURN_TIMEOUT_MS, intervalMs: 20, message: 'parked messages back in the queue' },
-  ).catch(() => {});
+    { timeoutMs: RETURN_TIMEOUT_MS, intervalMs: 20 },
+  );
 }
 
 /** Reads up to `limit` parked messages without removing them. */

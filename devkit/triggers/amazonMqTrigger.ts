@@ -1,13 +1,13 @@
 import type { Channel, ConsumeMessage } from 'amqplib';
 import type { Context } from 'aws-lambda';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../../shared/logger.js';
 import {
   type RabbitMQEvent,
   rmqQueueKey,
   toRmqMessage,
-} from '../transport/rabbitmq/amazonMqEvent.js';
-import type { RabbitConnection } from '../transport/rabbitmq/RabbitConnection.js';
-import { backoffDelay, sleep } from '../util/async.js';
+} from '../../shared/transport/rabbitmq/amazonMqEvent.js';
+import type { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
+import { backoffDelay, sleep } from '../../shared/util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
 
 export interface AmazonMqTriggerOptions {

@@ -6,7 +6,7 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { localLambdaContext } from './lambdaContext.js';
+import { localLambdaContext } from '../triggers/lambdaContext.js';
 
 export type HttpApiHandler = (
   event: APIGatewayProxyEventV2,

@@ -1,7 +1,10 @@
 import pg from 'pg';
-import { migrate } from '../db/migrate.js';
-import { PgDatabase } from '../db/pg/PgDatabase.js';
-import { amqpUrlForVhost, RabbitManagement } from '../transport/rabbitmq/RabbitManagement.js';
+import { migrate } from '../shared/db/migrate.js';
+import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import {
+  amqpUrlForVhost,
+  RabbitManagement,
+} from '../shared/transport/rabbitmq/RabbitManagement.js';
 import { TcpProxy } from './tcpProxy.js';
 
 /**

@@ -7,8 +7,8 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import type { Logger } from '../logger.js';
-import { backoffDelay, sleep } from '../util/async.js';
+import type { Logger } from '../../shared/logger.js';
+import { backoffDelay, sleep } from '../../shared/util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
 
 export type SqsHandler = (

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { EVENT_DATA_SCHEMAS } from './events.js';
+import { EVENT_DATA_SCHEMAS } from '../shared/envelope/events.js';
 
 /**
  * Event contracts: the JSON Schema of each event type's `data` per schema major, committed under
@@ -16,7 +16,7 @@ import { EVENT_DATA_SCHEMAS } from './events.js';
 export type JsonSchema = { readonly [keyword: string]: unknown };
 
 /** Where the committed contracts live (the repo's top-level `contracts/` folder). */
-export const CONTRACTS_DIR = resolve(import.meta.dirname, '../../contracts');
+export const CONTRACTS_DIR = resolve(import.meta.dirname, '../contracts');
 
 /** `<type>.v<major>.schema.json`: one file per type and major, so a new major is a new file. */
 export function contractFileName(type: string, major: number): string {

@@ -1,5 +1,5 @@
-import { waitFor } from '../util/waitFor.js';
-import { Journal, type JournalEntry } from './journal.js';
+import { Journal, type JournalEntry } from '../shared/consumer/journal.js';
+import { waitFor } from './waitFor.js';
 
 export interface JournalLine extends JournalEntry {
   at: number;

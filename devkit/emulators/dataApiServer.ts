@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { mapOutsideQuotes } from '../db/statements.js';
+import { mapOutsideQuotes } from '../../shared/db/statements.js';
 
 /**
  * A local endpoint that speaks the RDS Data API's wire protocol (REST-JSON: POST /Execute,

@@ -4,11 +4,11 @@ import { startFauxqs } from 'fauxqs';
  * The soak's SQS server as a process of its own, so the controller can kill and restart it:
  * fauxqs with SQLite persistence (`dataDir`, written through on every change), so queues and
  * messages (ready, delayed and in flight) survive a restart, as they survive one on SQS.
- * `node --import tsx soak/fauxqsServer.ts <port> <dataDir>`.
+ * `node --import tsx devkit/emulators/fauxqsProcess.ts <port> <dataDir>`.
  */
 const [port, dataDir] = process.argv.slice(2);
 if (!port || !dataDir) {
-  console.error('usage: fauxqsServer.ts <port> <dataDir>');
+  console.error('usage: fauxqsProcess.ts <port> <dataDir>');
   process.exit(2);
 }
 const server = await startFauxqs({ port: Number(port), dataDir, logger: false });

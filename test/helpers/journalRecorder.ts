@@ -1,1 +1,0 @@
-export { type JournalLine, JournalRecorder } from '../../shared/consumer/journalRecorder.js';

@@ -1,1 +1,0 @@
-export { TcpProxy } from '../../shared/local/tcpProxy.js';

@@ -1,1 +1,0 @@
-export { waitFor } from '../../shared/util/waitFor.js';
