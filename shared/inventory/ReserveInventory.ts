@@ -1,12 +1,8 @@
-import { decideRetry, type RetryBudget } from '../config/budget.js';
+import type { RetryBudget } from '../config/budget.js';
 import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
-import {
-  classifyError,
-  isInfrastructureError,
-  PermanentMessageError,
-  shortError,
-} from '../consumer/classify.js';
+import { PermanentMessageError, shortError } from '../consumer/classify.js';
 import type { Journal } from '../consumer/journal.js';
+import { RetryPolicy } from '../consumer/retryPolicy.js';
 import type { AckResult, InboundMessage, Outcome } from '../consumer/types.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { decodeEnvelope, type Envelope, newEnvelope, schemaMajor } from '../envelope/envelope.js';
@@ -63,14 +59,14 @@ interface Decoded {
 export class ReserveInventory {
   private readonly outbox = new OutboxStore('inventory_outbox');
   private readonly consumer: string;
-  private readonly now: () => number;
+  private readonly retry: RetryPolicy;
 
   constructor(
     private readonly deps: { db: SqlDatabase; logger?: Logger; journal?: Journal },
-    private readonly options: ReserveInventoryOptions,
+    options: ReserveInventoryOptions,
   ) {
     this.consumer = options.consumerName ?? INVENTORY_CONSUMER;
-    this.now = options.now ?? Date.now;
+    this.retry = new RetryPolicy(options.budget, options.now ?? Date.now);
   }
 
   /** Returns one outcome per message, in order. Throws only for an injected fault. */
@@ -325,13 +321,7 @@ export class ReserveInventory {
 
   private settled(d: Decoded, applied: Applied): Outcome {
     if (applied === 'deferred') {
-      const outcome = this.retryOrPark(
-        d.message,
-        d.envelope,
-        'deferred',
-        'predecessor not applied yet',
-        false,
-      );
+      const outcome = this.retry.outcome(d.message, d.envelope.occurred_at, 'deferred');
       this.journal('deferred', d.message, d.envelope, outcome.kind, 'missing predecessor');
       return outcome;
     }
@@ -345,35 +335,7 @@ export class ReserveInventory {
   }
 
   private failure(message: InboundMessage, envelope: Envelope | undefined, err: unknown): Outcome {
-    const errorClass = classifyError(err);
-    const error = shortError(err);
-    if (errorClass === 'permanent') return { kind: 'park', reason: 'permanent', errorClass, error };
-    return this.retryOrPark(message, envelope, errorClass, error, isInfrastructureError(err));
-  }
-
-  private retryOrPark(
-    message: InboundMessage,
-    envelope: Envelope | undefined,
-    errorClass: 'transient' | 'unknown' | 'deferred',
-    error: string,
-    infrastructure: boolean,
-  ): Outcome {
-    const occurred = envelope ? Date.parse(envelope.occurred_at) : this.now();
-    const decision = decideRetry(this.options.budget, message.attempt, this.now() - occurred, {
-      deferral: errorClass === 'deferred',
-    });
-    if (decision.retry) {
-      return {
-        kind: 'retry',
-        delayMs: decision.delayMs,
-        attempt: decision.attempt,
-        errorClass,
-        error,
-        infrastructure,
-      };
-    }
-    const reason = errorClass === 'deferred' ? 'missing_predecessor' : decision.reason;
-    return { kind: 'park', reason, errorClass, error };
+    return this.retry.outcome(message, envelope?.occurred_at, { error: err });
   }
 
   private journal(
