@@ -1,16 +1,13 @@
 import type { RetryBudget } from '../config/budget.js';
 import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { PermanentMessageError, shortError } from '../consumer/classify.js';
+import { decodeMessage } from '../consumer/decode.js';
 import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';
 import type { AckResult, InboundMessage, Outcome } from '../consumer/types.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
-import { decodeEnvelope, type Envelope, newEnvelope, schemaMajor } from '../envelope/envelope.js';
-import {
-  dataSchemaFor,
-  type OrderCreatedData,
-  type ReservationRejectedData,
-} from '../envelope/events.js';
+import { type Envelope, newEnvelope } from '../envelope/envelope.js';
+import type { OrderCreatedData, ReservationRejectedData } from '../envelope/events.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
 import { OutboxStore } from '../outbox/OutboxStore.js';
@@ -18,6 +15,9 @@ import { uuidV5 } from '../util/uuid.js';
 
 /** The inbox's consumer name for this use case (`processed_messages.consumer_name`). */
 export const INVENTORY_CONSUMER = 'inventory';
+
+/** The event types this use case handles; any other is a permanent error. */
+const HANDLED_TYPES = [EVENT_TYPES.orderCreated, EVENT_TYPES.orderCancelled] as const;
 
 export interface ReserveInventoryOptions {
   budget: RetryBudget;
@@ -119,30 +119,9 @@ export class ReserveInventory {
     return outcomes as Outcome[];
   }
 
+  /** The generic checks (see `decodeMessage`), then inventory's own: the event is about one order. */
   private decode(message: InboundMessage): Envelope {
-    if (!message.messageId) throw new PermanentMessageError('message has no message id');
-    const envelope = decodeEnvelope(message.body);
-    if (envelope.id !== message.messageId) {
-      throw new PermanentMessageError(
-        `message id ${message.messageId} differs from envelope id ${envelope.id}`,
-      );
-    }
-    const schema = dataSchemaFor(envelope.type, schemaMajor(envelope.schema_version));
-    if (
-      envelope.type !== EVENT_TYPES.orderCreated &&
-      envelope.type !== EVENT_TYPES.orderCancelled
-    ) {
-      throw new PermanentMessageError(
-        `event type ${envelope.type} is not handled by ${this.consumer}`,
-      );
-    }
-    const data = schema?.safeParse(envelope.data);
-    if (!data?.success) {
-      const issue = data?.error.issues[0];
-      throw new PermanentMessageError(
-        `data.${issue?.path.join('.')}: ${issue?.message ?? 'invalid'}`,
-      );
-    }
+    const envelope = decodeMessage(message, { consumer: this.consumer, types: HANDLED_TYPES });
     if (envelope.aggregate.id !== (envelope.data as OrderCreatedData).orderId) {
       throw new PermanentMessageError('aggregate.id differs from data.orderId');
     }
