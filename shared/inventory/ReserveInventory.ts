@@ -2,6 +2,7 @@ import type { RetryBudget } from '../config/budget.js';
 import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { PermanentMessageError, shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
+import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';
 import type { AckResult, InboundMessage, Outcome } from '../consumer/types.js';
@@ -10,8 +11,9 @@ import { type Envelope, newEnvelope } from '../envelope/envelope.js';
 import type { OrderCreatedData, ReservationRejectedData } from '../envelope/events.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
-import { OutboxStore } from '../outbox/OutboxStore.js';
 import { uuidV5 } from '../util/uuid.js';
+import type { ReservationState } from './decide.js';
+import { InventoryStore } from './store.js';
 
 /** The inbox's consumer name for this use case (`processed_messages.consumer_name`). */
 export const INVENTORY_CONSUMER = 'inventory';
@@ -28,15 +30,6 @@ export interface ReserveInventoryOptions {
 
 type Applied = AckResult | 'deferred';
 
-interface OrderState {
-  status: 'reserved' | 'rejected' | 'released';
-  order_version: number;
-  quantity: number;
-  sku: string;
-  message_id: string;
-  reason: string | null;
-}
-
 interface Decoded {
   index: number;
   message: InboundMessage;
@@ -48,7 +41,7 @@ interface Decoded {
  * whatever the transport redelivers.
  *
  * For each valid message, in one transaction: the inbox claim (`processed_messages`, unique per
- * consumer and message id), the ordering check on `aggregate.version` (DESIGN §7), the guarded
+ * consumer and message id), the ordering check on `aggregate.version`, the guarded
  * stock update and the reservation row, and for a refused order an `inventory.reservation_rejected`
  * event in `inventory_outbox` whose id is derived from the incoming message id.
  *
@@ -57,8 +50,8 @@ interface Decoded {
  * again on its own so that one bad message cannot decide the outcome of the others.
  */
 export class ReserveInventory {
-  private readonly outbox = new OutboxStore('inventory_outbox');
   private readonly consumer: string;
+  private readonly store: InventoryStore;
   private readonly retry: RetryPolicy;
 
   constructor(
@@ -66,6 +59,7 @@ export class ReserveInventory {
     options: ReserveInventoryOptions,
   ) {
     this.consumer = options.consumerName ?? INVENTORY_CONSUMER;
+    this.store = new InventoryStore(new Inbox(this.consumer));
     this.retry = new RetryPolicy(options.budget, options.now ?? Date.now);
   }
 
@@ -129,50 +123,25 @@ export class ReserveInventory {
   }
 
   /**
-   * Applies a batch with a fixed number of statements, whatever its size: lock and read the stock
-   * rows and order states it touches, claim every message in the inbox, decide each message in
+   * Applies a batch with a fixed number of statements (see `InventoryStore`), whatever its size:
+   * claim every message in the inbox and lock the order states and stock rows it touches, decide each message in
    * order in memory (on the locked rows), then write the stock deltas, the reservations and the
    * rejection events in bulk. Each message still gets its own decision.
    */
   private async applyAll(tx: SqlExecutor, batch: readonly Decoded[]): Promise<Applied[]> {
     const lines = batch.map((d) => d.envelope.data as OrderCreatedData);
-    // Read phase, one round trip: claim every message in the inbox and lock the order rows and
-    // stock rows the batch touches. Each set is locked in sorted order, inbox first and stock (the
-    // hot rows) last, so that two batches never wait on each other in a cycle.
-    const { rows: read } = await tx.query<{
-      claimed: string[];
-      states: (OrderState & { order_id: string })[];
-      stock: { sku: string; available: number; reserved: number }[];
-    }>(
-      `WITH claim AS (
-         INSERT INTO processed_messages (consumer_name, message_id)
-         SELECT $1, m::uuid FROM jsonb_array_elements_text($2::jsonb) AS m
-         ON CONFLICT DO NOTHING RETURNING message_id),
-       states AS (
-         SELECT order_id, status, order_version, quantity, sku, message_id, reason FROM reservations
-          WHERE order_id = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)::uuid))
-          ORDER BY order_id FOR UPDATE),
-       stock_rows AS (
-         SELECT sku, available, reserved FROM stock
-          WHERE sku = ANY (ARRAY(SELECT jsonb_array_elements_text($4::jsonb)))
-          ORDER BY sku FOR UPDATE)
-       SELECT (SELECT coalesce(json_agg(message_id), '[]') FROM claim) AS claimed,
-              (SELECT coalesce(json_agg(states), '[]') FROM states) AS states,
-              (SELECT coalesce(json_agg(stock_rows), '[]') FROM stock_rows) AS stock`,
-      [
-        this.consumer,
-        JSON.stringify([...new Set(batch.map((d) => d.envelope.id))].sort()),
-        JSON.stringify([...new Set(lines.map((l) => l.orderId))].sort()),
-        JSON.stringify([...new Set(lines.map((l) => l.sku))].sort()),
-      ],
-    );
-    const fresh = new Set(read[0]?.claimed ?? []);
-    const states = new Map((read[0]?.states ?? []).map(({ order_id, ...st }) => [order_id, st]));
-    const stockBefore = new Map((read[0]?.stock ?? []).map((r) => [r.sku, r.reserved]));
-    const stock = new Map((read[0]?.stock ?? []).map((r) => [r.sku, { ...r }]));
+    const locked = await this.store.lock(tx, {
+      messageIds: batch.map((d) => d.envelope.id),
+      orderIds: lines.map((l) => l.orderId),
+      skus: lines.map((l) => l.sku),
+    });
+    const fresh = new Set(locked.claimed);
+    const states = new Map(locked.states);
+    const stockBefore = new Map(locked.stock.map((r) => [r.sku, r.reserved]));
+    const stock = new Map(locked.stock.map((r) => [r.sku, { ...r }]));
 
     const results: Applied[] = [];
-    const changed = new Map<string, OrderState>();
+    const changed = new Map<string, ReservationState>();
     const deferredIds: string[] = [];
     const rejections: Envelope[] = [];
     for (const d of batch) {
@@ -193,7 +162,7 @@ export class ReserveInventory {
         results.push('stale');
         continue;
       }
-      let next: OrderState;
+      let next: ReservationState;
       let result: Applied;
       if (e.type === EVENT_TYPES.orderCreated) {
         const s = stock.get(data.sku);
@@ -237,38 +206,14 @@ export class ReserveInventory {
       results.push(result);
     }
 
-    // Write phase, one round trip: undo the claims of deferred messages, then the stock
-    // reservations (the CHECK constraints guard them too), the order states and the events.
-    await tx.query(
-      `WITH undo AS (
-         DELETE FROM processed_messages WHERE consumer_name = $1
-            AND message_id = ANY (ARRAY(SELECT jsonb_array_elements_text($2::jsonb)::uuid))),
-       stock_update AS (
-         UPDATE stock s SET reserved = d.reserved, updated_at = now()
-           FROM jsonb_to_recordset($3::jsonb) AS d(sku text, reserved integer)
-          WHERE s.sku = d.sku
-            AND s.sku = ANY (ARRAY(SELECT x ->> 'sku' FROM jsonb_array_elements($3::jsonb) AS x))),
-       state_upsert AS (
-         INSERT INTO reservations (order_id, sku, quantity, status, message_id, order_version, reason)
-         SELECT r.order_id, r.sku, r.quantity, r.status, r.message_id, r.order_version, r.reason
-           FROM jsonb_to_recordset($4::jsonb) AS r(order_id uuid, sku text, quantity integer,
-                status text, message_id uuid, order_version integer, reason text)
-         ON CONFLICT (order_id) DO UPDATE SET status = EXCLUDED.status, message_id = EXCLUDED.message_id,
-           order_version = EXCLUDED.order_version, reason = EXCLUDED.reason, updated_at = now()),
-       events AS (${this.outbox.insertManySql(5)})
-       SELECT 1`,
-      [
-        this.consumer,
-        JSON.stringify(deferredIds),
-        JSON.stringify(
-          [...stock.values()]
-            .filter((s) => stockBefore.get(s.sku) !== s.reserved)
-            .map((s) => ({ sku: s.sku, reserved: s.reserved })),
-        ),
-        JSON.stringify([...changed].map(([order_id, st]) => ({ order_id, ...st }))),
-        OutboxStore.recordset(rejections),
-      ],
-    );
+    await this.store.write(tx, {
+      deferred: deferredIds,
+      stock: [...stock.values()]
+        .filter((s) => stockBefore.get(s.sku) !== s.reserved)
+        .map((s) => ({ sku: s.sku, reserved: s.reserved })),
+      states: changed,
+      events: rejections,
+    });
     return results;
   }
 
