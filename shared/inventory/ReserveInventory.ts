@@ -5,15 +5,21 @@ import { decodeMessage } from '../consumer/decode.js';
 import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';
-import type { AckResult, InboundMessage, Outcome } from '../consumer/types.js';
+import type { InboundMessage, Outcome } from '../consumer/types.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { type Envelope, newEnvelope } from '../envelope/envelope.js';
-import type { OrderCreatedData, ReservationRejectedData } from '../envelope/events.js';
+import type {
+  OrderCancelledData,
+  OrderCreatedData,
+  ReservationRejectedData,
+} from '../envelope/events.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
 import { uuidV5 } from '../util/uuid.js';
-import type { ReservationState } from './decide.js';
+import { type Decision, decideBatch, type OrderEvent, type ReservationResult } from './decide.js';
 import { InventoryStore } from './store.js';
+
+export type { ReservationResult } from './decide.js';
 
 /** The inbox's consumer name for this use case (`processed_messages.consumer_name`). */
 export const INVENTORY_CONSUMER = 'inventory';
@@ -28,22 +34,26 @@ export interface ReserveInventoryOptions {
   now?: () => number;
 }
 
-type Applied = AckResult | 'deferred';
+/** What a message came to in its transaction. */
+type Applied = ReservationResult | 'deferred';
 
 interface Decoded {
   index: number;
   message: InboundMessage;
   envelope: Envelope;
+  event: OrderEvent;
 }
 
 /**
  * Reserves stock for `order.created` and releases it for `order.cancelled`, exactly once per event,
- * whatever the transport redelivers.
+ * whatever the transport redelivers: the use case plugged into the generic consumer pieces
+ * (`decodeMessage`, the `Inbox`, the `RetryPolicy`).
  *
- * For each valid message, in one transaction: the inbox claim (`processed_messages`, unique per
- * consumer and message id), the ordering check on `aggregate.version`, the guarded
- * stock update and the reservation row, and for a refused order an `inventory.reservation_rejected`
- * event in `inventory_outbox` whose id is derived from the incoming message id.
+ * For each valid message, in one transaction: the inbox claim, the ordering check on
+ * `aggregate.version`, the guarded stock update and the reservation row, and for a refused order
+ * an `inventory.reservation_rejected` event in `inventory_outbox` whose id is derived from the
+ * incoming message id. What each message does is decided by `decide.ts` (pure); the statements
+ * that read and write are in `store.ts`.
  *
  * Several messages share one transaction (one COMMIT for the batch): each message's effect is
  * still decided on its own, and if the shared transaction fails, every message is processed
@@ -70,7 +80,7 @@ export class ReserveInventory {
     messages.forEach((message, index) => {
       this.journal('received', message, undefined);
       try {
-        valid.push({ index, message, envelope: this.decode(message) });
+        valid.push({ index, message, ...this.decode(message) });
       } catch (err) {
         outcomes[index] = this.failure(message, undefined, err);
       }
@@ -114,128 +124,68 @@ export class ReserveInventory {
   }
 
   /** The generic checks (see `decodeMessage`), then inventory's own: the event is about one order. */
-  private decode(message: InboundMessage): Envelope {
+  private decode(message: InboundMessage): { envelope: Envelope; event: OrderEvent } {
     const envelope = decodeMessage(message, { consumer: this.consumer, types: HANDLED_TYPES });
-    if (envelope.aggregate.id !== (envelope.data as OrderCreatedData).orderId) {
+    const data = envelope.data as OrderCreatedData | OrderCancelledData;
+    if (envelope.aggregate.id !== data.orderId) {
       throw new PermanentMessageError('aggregate.id differs from data.orderId');
     }
-    return envelope;
+    const event: OrderEvent = {
+      messageId: envelope.id,
+      type: envelope.type as OrderEvent['type'],
+      version: envelope.aggregate.version,
+      orderId: data.orderId,
+      sku: data.sku,
+      quantity: data.quantity,
+    };
+    return { envelope, event };
   }
 
   /**
-   * Applies a batch with a fixed number of statements (see `InventoryStore`), whatever its size:
-   * claim every message in the inbox and lock the order states and stock rows it touches, decide each message in
-   * order in memory (on the locked rows), then write the stock deltas, the reservations and the
-   * rejection events in bulk. Each message still gets its own decision.
+   * Applies a batch with a fixed number of statements, whatever its size: claim every message in
+   * the inbox and lock the order states and stock rows it touches, decide each message in order in
+   * memory (on the locked rows), then write the stock, the reservations and the rejection events in
+   * bulk. Each message still gets its own decision.
    */
   private async applyAll(tx: SqlExecutor, batch: readonly Decoded[]): Promise<Applied[]> {
-    const lines = batch.map((d) => d.envelope.data as OrderCreatedData);
+    const events = batch.map((d) => d.event);
     const locked = await this.store.lock(tx, {
-      messageIds: batch.map((d) => d.envelope.id),
-      orderIds: lines.map((l) => l.orderId),
-      skus: lines.map((l) => l.sku),
+      messageIds: events.map((e) => e.messageId),
+      orderIds: events.map((e) => e.orderId),
+      skus: events.map((e) => e.sku),
     });
-    const fresh = new Set(locked.claimed);
-    const states = new Map(locked.states);
-    const stockBefore = new Map(locked.stock.map((r) => [r.sku, r.reserved]));
-    const stock = new Map(locked.stock.map((r) => [r.sku, { ...r }]));
-
-    const results: Applied[] = [];
-    const changed = new Map<string, ReservationState>();
-    const deferredIds: string[] = [];
-    const rejections: Envelope[] = [];
-    for (const d of batch) {
-      const e = d.envelope;
-      const data = e.data as OrderCreatedData;
-      if (!fresh.delete(e.id)) {
-        results.push('duplicate'); // already in the inbox, or twice in this batch
-        continue;
-      }
-      const state = states.get(data.orderId);
-      const last = state?.order_version ?? 0;
-      if (e.aggregate.version > last + 1) {
-        deferredIds.push(e.id); // a predecessor is missing: undo the claim, try again later
-        results.push('deferred');
-        continue;
-      }
-      if (e.aggregate.version <= last) {
-        results.push('stale');
-        continue;
-      }
-      let next: ReservationState;
-      let result: Applied;
-      if (e.type === EVENT_TYPES.orderCreated) {
-        const s = stock.get(data.sku);
-        if (s && s.available - s.reserved >= data.quantity) {
-          s.reserved += data.quantity;
-          next = {
-            status: 'reserved',
-            order_version: e.aggregate.version,
-            quantity: data.quantity,
-            sku: data.sku,
-            message_id: e.id,
-            reason: null,
-          };
-          result = 'reserved';
-        } else {
-          const reason: ReservationRejectedData['reason'] = s ? 'out_of_stock' : 'unknown_sku';
-          next = {
-            status: 'rejected',
-            order_version: e.aggregate.version,
-            quantity: data.quantity,
-            sku: data.sku,
-            message_id: e.id,
-            reason,
-          };
-          rejections.push(this.rejection(e, data, reason, s ? s.available - s.reserved : 0));
-          result = 'rejected';
-        }
-      } else {
-        const s = state ? stock.get(state.sku) : undefined;
-        if (state?.status === 'reserved' && s) s.reserved -= state.quantity;
-        result = state?.status === 'reserved' ? 'released' : 'noop';
-        next = {
-          ...(state ?? { quantity: data.quantity, sku: data.sku, reason: null }),
-          status: state?.status === 'reserved' ? 'released' : (state?.status ?? 'released'),
-          order_version: e.aggregate.version,
-          message_id: e.id,
-        };
-      }
-      states.set(data.orderId, next);
-      changed.set(data.orderId, next);
-      results.push(result);
-    }
-
+    const decided = decideBatch(events, locked);
+    const rejections = batch.flatMap((d, i) => {
+      const decision = decided.decisions[i] as Decision;
+      return decision.kind === 'rejected' ? [this.rejection(d.envelope, d.event, decision)] : [];
+    });
     await this.store.write(tx, {
-      deferred: deferredIds,
-      stock: [...stock.values()]
-        .filter((s) => stockBefore.get(s.sku) !== s.reserved)
-        .map((s) => ({ sku: s.sku, reserved: s.reserved })),
-      states: changed,
+      deferred: decided.deferred,
+      stock: decided.stock,
+      states: decided.states,
       events: rejections,
     });
-    return results;
+    return decided.decisions.map((d) => d.kind);
   }
 
   /** The business result of a refused order, with an id derived from the incoming message id. */
   private rejection(
     e: Envelope,
-    data: OrderCreatedData,
-    reason: ReservationRejectedData['reason'],
-    free: number,
+    order: OrderEvent,
+    decision: Extract<Decision, { kind: 'rejected' }>,
   ): Envelope {
     const rejected: ReservationRejectedData = {
-      orderId: data.orderId,
-      sku: data.sku,
-      quantity: data.quantity,
-      reason,
-      available: Math.max(0, free),
+      orderId: order.orderId,
+      sku: order.sku,
+      quantity: order.quantity,
+      reason: decision.reason,
+      available: decision.free,
     };
     return newEnvelope({
       // A redelivery can never create a second event: the id is a function of the message id.
       id: uuidV5(`${e.id}:${EVENT_TYPES.reservationRejected}`),
       type: EVENT_TYPES.reservationRejected,
-      aggregate: { type: 'reservation', id: data.orderId, version: e.aggregate.version },
+      aggregate: { type: 'reservation', id: order.orderId, version: order.version },
       data: rejected,
       correlationId: e.correlation_id,
       causationId: e.id,
