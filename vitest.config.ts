@@ -6,7 +6,10 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/unit/**/*.test.ts'] },
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts', 'test/contract/memory.contract.test.ts'],
+        },
       },
       {
         extends: true,
@@ -22,6 +25,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/contract/**/*.test.ts'],
+          exclude: ['test/contract/memory.contract.test.ts'],
           globalSetup: ['test/globalSetup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,

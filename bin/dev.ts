@@ -1,16 +1,12 @@
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { Command, Option } from 'commander';
+import { startConsumer } from '../devkit/consumers.js';
 import { startDataApiServer } from '../devkit/emulators/dataApiServer.js';
 import { startHttpApi } from '../devkit/emulators/httpApi.js';
 import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
 import { requireServices } from '../devkit/preflight.js';
-import { AmazonMqTrigger } from '../devkit/triggers/amazonMqTrigger.js';
-import { SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
-import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
-import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
 import { loadBudget } from '../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import { loadEnv } from '../shared/config/env.js';
 import { CODE_VERSION } from '../shared/config/version.js';
 import { Journal } from '../shared/consumer/journal.js';
@@ -23,20 +19,8 @@ import { createLogger } from '../shared/logger.js';
 import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import type { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
-import { createRabbitRelays } from '../shared/outbox/rabbitRelays.js';
-import { createSqsRelays } from '../shared/outbox/sqsRelays.js';
-import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitManagement } from '../shared/transport/rabbitmq/RabbitManagement.js';
-import { RabbitSettler } from '../shared/transport/rabbitmq/RabbitSettler.js';
-import { RabbitWorker } from '../shared/transport/rabbitmq/RabbitWorker.js';
-import {
-  declareTopology,
-  prepareInventoryTopology,
-  vhostOf,
-} from '../shared/transport/rabbitmq/topology.js';
-import { createSqsClient } from '../shared/transport/sqs/client.js';
-import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
-import { ensureSqsPipeline } from '../shared/transport/sqs/setup.js';
+import { createRelays } from '../shared/outbox/relays.js';
+import { backendFromEnv } from '../shared/transport/index.js';
 
 /**
  * `npm run dev -- --transport rabbitmq|sqs [--role all|api|relay|consumer] [--consumer worker|lambda]`:
@@ -148,168 +132,78 @@ if (runApi) {
   stops.push(api.close);
 }
 
-if (runRelay && opts.transport === 'rabbitmq') {
-  const connection = new RabbitConnection(
-    { url: env.AMQP_URL, connectionName: 'dev-relay' },
+if (runRelay || runConsumer) {
+  const transport = opts.transport as 'rabbitmq' | 'sqs';
+  // SQS: SQS_ENDPOINT, or an embedded fauxqs server every local role shares.
+  const local =
+    transport === 'sqs'
+      ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT })
+      : undefined;
+  const backend = backendFromEnv(transport, env, {
+    budget,
+    retention,
+    consumer: `${INVENTORY_CONSUMER}@${CODE_VERSION}`,
     logger,
-  );
-  await connection.withChannel((ch) => declareTopology(ch), 10_000);
-  const relays = createRabbitRelays({ db, connection, logger }, env);
-  console.log(
-    `relay: draining ${relays.map((r) => r.store.table).join(' and ')} to ${new URL(env.AMQP_URL).host}`,
-  );
-  const done = drainUntilStopped(relays);
+    rabbitmq: { connectionName: `dev-${opts.role}` },
+    ...(local ? { sqs: { endpoint: local.endpoint } } : {}),
+  });
   stops.push(async () => {
-    await done;
-    await connection.close();
+    await backend.close();
+    await local?.stop();
   });
-}
-
-if (runConsumer && opts.transport === 'rabbitmq') {
-  const connection = new RabbitConnection(
-    { url: env.AMQP_URL, connectionName: `dev-consumer-${opts.consumer}` },
-    logger,
-  );
-  await prepareInventoryTopology({
-    channel: (fn) => connection.withChannel(fn, 10_000),
-    management: new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL),
-    vhost: vhostOf(env.AMQP_URL),
-    budget,
-    retention,
-  });
-  const journal = new Journal(logger);
-  const useCase = new ReserveInventory({ db, logger, journal }, { budget });
-  const consumer = `${INVENTORY_CONSUMER}@${CODE_VERSION}`;
-  if (opts.consumer === 'lambda') {
-    const trigger = new AmazonMqTrigger(
-      {
-        connection,
-        logger,
-        handler: createReserveInventoryRabbitHandler({
-          process: (m) => useCase.process(m),
-          settler: new RabbitSettler({ connection }, { budget, consumer }),
-          logger,
-          journal,
-        }),
-      },
-      {
-        queue: RABBITMQ_NAMES.inventoryQueue,
-        vhost: vhostOf(env.AMQP_URL),
-        batchSize: env.MQ_BATCH_SIZE,
-        batchWindowMs: env.MQ_BATCH_WINDOW_MS,
-      },
-    );
-    await trigger.start();
-    stops.push(async () => {
-      await trigger.stop();
-      await connection.close();
-    });
-  } else {
-    const workers = Array.from(
-      { length: env.CONSUMER_CONCURRENCY },
-      () =>
-        new RabbitWorker(
-          {
-            connection,
-            settler: new RabbitSettler({ connection }, { budget, consumer }),
-            process: (m) => useCase.process(m),
-            journal,
-            logger,
-          },
-          { queue: RABBITMQ_NAMES.inventoryQueue, prefetch: env.CONSUMER_PREFETCH },
-        ),
-    );
-    for (const w of workers) await w.start();
-    stops.push(async () => {
-      await Promise.all(workers.map((w) => w.stop()));
-      await connection.close();
-    });
-  }
-  console.log(
-    `consumer: ${opts.consumer === 'lambda' ? 'Amazon MQ trigger emulation' : `worker ×${env.CONSUMER_CONCURRENCY}`} on ${RABBITMQ_NAMES.inventoryQueue} (retry ladder ${budget.ladderMs.join('/')} ms)`,
-  );
-}
-
-if (opts.transport === 'sqs' && (runRelay || runConsumer)) {
-  const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });
-  const client = createSqsClient({ endpoint: local.endpoint, region: env.AWS_REGION });
-  const queues = await ensureSqsPipeline(client, {
-    prefix: env.SQS_QUEUE_PREFIX,
-    budget,
-    retention,
-    visibilityTimeoutSeconds: env.SQS_VISIBILITY_TIMEOUT_S,
-  }).catch((err: unknown) => {
+  await backend.prepare(runConsumer ? 'consume' : 'publish').catch((err: unknown) => {
     // one line, as for the other services, rather than a stack trace
     console.error(
-      `SQS server at ${local.endpoint} did not answer (${(err as Error).message}): start it, or unset SQS_ENDPOINT to use the embedded server`,
+      transport === 'sqs'
+        ? `SQS server at ${local?.endpoint} did not answer (${(err as Error).message}): start it, or unset SQS_ENDPOINT to use the embedded server`
+        : `RabbitMQ topology could not be declared (${(err as Error).message})`,
     );
     process.exit(2);
   });
-  console.log(`sqs: ${local.embedded ? 'embedded fauxqs server' : 'server'} at ${local.endpoint}`);
-  if (runRelay) {
-    const relays = createSqsRelays({ db, client, logger }, env, {
-      outbox: { queueUrl: queues.sourceUrl },
-      inventory_outbox: { queueUrl: queues.resultsUrl },
-    });
+  if (local)
     console.log(
-      `relay: draining outbox and inventory_outbox to ${queues.sourceUrl} and ${queues.resultsUrl}`,
+      `sqs: ${local.embedded ? 'embedded fauxqs server' : 'server'} at ${local.endpoint}`,
     );
+
+  if (runRelay) {
+    const relays = createRelays({ db, backend, logger }, env);
+    console.log(`relay: draining ${relays.map((r) => r.store.table).join(' and ')} (${transport})`);
     const done = drainUntilStopped(relays);
     stops.push(async () => {
       await done;
     });
   }
+
   if (runConsumer) {
     const journal = new Journal(logger);
     const useCase = new ReserveInventory({ db, logger, journal }, { budget });
-    const pollClient = createSqsClient({
-      endpoint: local.endpoint,
-      region: env.AWS_REGION,
-      requestTimeoutMs: 25_000,
+    const mode = transport === 'sqs' || opts.consumer === 'lambda' ? 'lambda' : 'worker';
+    const consumer = await startConsumer(backend, (m) => useCase.process(m), {
+      mode,
+      journal,
+      logger,
+      ...(transport === 'rabbitmq'
+        ? mode === 'worker'
+          ? { concurrency: env.CONSUMER_CONCURRENCY, prefetch: env.CONSUMER_PREFETCH }
+          : { batchSize: env.MQ_BATCH_SIZE, batchWindowMs: env.MQ_BATCH_WINDOW_MS }
+        : {
+            batchSize: env.SQS_BATCH_SIZE,
+            batchWindowMs: env.SQS_BATCH_WINDOW_MS,
+            concurrency: env.SQS_MAX_CONCURRENCY,
+            functionTimeoutMs: env.FUNCTION_TIMEOUT_MS,
+          }),
     });
-    const trigger = new SqsTrigger(
-      {
-        client: pollClient,
-        logger,
-        handler: createReserveInventorySqsHandler({
-          process: (m) => useCase.process(m),
-          settler: new SqsSettler(
-            { client },
-            {
-              sourceUrl: queues.sourceUrl,
-              parkingUrl: queues.parkingUrl,
-              mode: env.SQS_RETRY_MODE,
-              budget,
-              consumer: `${INVENTORY_CONSUMER}@${CODE_VERSION}`,
-            },
-          ),
-          logger,
-          journal,
-        }),
-      },
-      {
-        queueUrl: queues.sourceUrl,
-        queueArn: queues.sourceArn,
-        region: env.AWS_REGION,
-        batchSize: env.SQS_BATCH_SIZE,
-        batchWindowMs: env.SQS_BATCH_WINDOW_MS,
-        maxConcurrency: env.SQS_MAX_CONCURRENCY,
-        functionTimeoutMs: env.FUNCTION_TIMEOUT_MS,
-      },
-    );
-    await trigger.start();
+    stops.push(() => consumer.stop());
+    const how =
+      transport === 'sqs'
+        ? `SQS trigger emulation (${env.SQS_RETRY_MODE} mode)`
+        : mode === 'lambda'
+          ? 'Amazon MQ trigger emulation'
+          : `worker ×${env.CONSUMER_CONCURRENCY}`;
     console.log(
-      `consumer: SQS trigger emulation on ${queues.sourceUrl} (${env.SQS_RETRY_MODE} mode, retry ladder ${budget.ladderMs.join('/')} ms)`,
+      `consumer: ${how} on the inventory queue (retry ladder ${budget.ladderMs.join('/')} ms)`,
     );
-    stops.push(async () => {
-      await trigger.stop();
-      pollClient.destroy();
-    });
   }
-  stops.push(async () => {
-    client.destroy();
-    await local.stop();
-  });
 }
 
 let stopping = false;

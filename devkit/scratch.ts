@@ -1,10 +1,7 @@
 import pg from 'pg';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import {
-  amqpUrlForVhost,
-  RabbitManagement,
-} from '../shared/transport/rabbitmq/RabbitManagement.js';
+import { amqpUrlForVhost, RabbitManagement } from '../shared/transport/rabbitmq/index.js';
 import { TcpProxy } from './tcpProxy.js';
 
 /**
@@ -21,6 +18,8 @@ export interface ScratchDatabase {
 export interface ScratchVhost {
   vhost: string;
   amqpUrl: string;
+  /** The management API URL (with credentials) the vhost was created through. */
+  managementUrl: string;
   management: RabbitManagement;
   delete(): Promise<void>;
 }
@@ -116,6 +115,7 @@ export async function createScratchVhost(
   return {
     vhost: name,
     amqpUrl: amqpUrlForVhost(amqpUrl, name),
+    managementUrl,
     management,
     delete: () => management.deleteVhost(name),
   };

@@ -4,9 +4,12 @@ import {
   type Retention,
   type RetryBudget,
 } from '../shared/config/budget.js';
-import { AMAZON_MQ_TRIGGER, RABBITMQ_NAMES } from '../shared/config/constants.js';
-import { RETRY_NAMES } from '../shared/transport/rabbitmq/topology.js';
-import { SQS_NAMES } from '../shared/transport/sqs/names.js';
+import {
+  AMAZON_MQ_TRIGGER,
+  RABBITMQ_NAMES,
+  RETRY_NAMES,
+} from '../shared/transport/rabbitmq/index.js';
+import { SQS_NAMES } from '../shared/transport/sqs/index.js';
 
 /**
  * The deployed pipeline's settings, derived from the same config module the local runtime uses

@@ -1,16 +1,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import { GetQueueAttributesCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import { type Command, Option } from 'commander';
 import { requireServices } from '../../devkit/preflight.js';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
-import type { ParkingLot, RedriveSelection } from '../../shared/consumer/parking.js';
-import { rabbitParkingLot } from '../../shared/transport/rabbitmq/parking.js';
-import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
-import { sqsQueueNames } from '../../shared/transport/sqs/names.js';
-import { sqsParkingLot } from '../../shared/transport/sqs/parking.js';
+import { loadRetention } from '../../shared/maintenance/retention.js';
+import { backendFromEnv } from '../../shared/transport/index.js';
+import { SqsBackend, sqsQueueNames } from '../../shared/transport/sqs/index.js';
+import type { ParkingLot, RedriveSelection } from '../../shared/transport/types.js';
 import { env } from './common.js';
 
 const transportOption = () =>
@@ -23,45 +19,30 @@ async function withParkingLot<T>(
   transport: string,
   fn: (lot: ParkingLot) => Promise<T>,
 ): Promise<T> {
-  if (transport === 'rabbitmq') {
-    await requireServices({ rabbitmq: env.AMQP_URL });
-    const connection = new RabbitConnection({ url: env.AMQP_URL, connectionName: 'cli-parked' });
-    try {
-      const settler = new RabbitSettler(
-        { connection },
-        { budget: loadBudget(), consumer: `cli@${CODE_VERSION}` },
-      );
-      return await fn(rabbitParkingLot({ connection, settler }));
-    } finally {
-      await connection.close();
-    }
-  }
+  if (transport === 'rabbitmq') await requireServices({ rabbitmq: env.AMQP_URL });
   const endpoint = env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`;
-  const client = createSqsClient({ endpoint, region: env.AWS_REGION, maxAttempts: 1 });
+  const retention = loadRetention();
+  const backend = backendFromEnv(transport as 'rabbitmq' | 'sqs', env, {
+    budget: loadBudget(process.env, undefined, retention),
+    retention,
+    consumer: `cli@${CODE_VERSION}`,
+    rabbitmq: { connectionName: 'cli-parked' },
+    sqs: { endpoint, maxAttempts: 1 },
+  });
   try {
-    const names = sqsQueueNames(env.SQS_QUEUE_PREFIX);
-    let urls: { sourceUrl: string; parkingUrl: string; parkingArn: string };
-    try {
-      const source = await client.send(new GetQueueUrlCommand({ QueueName: names.source }));
-      const parking = await client.send(new GetQueueUrlCommand({ QueueName: names.parking }));
-      const arn = await client.send(
-        new GetQueueAttributesCommand({ QueueUrl: parking.QueueUrl, AttributeNames: ['QueueArn'] }),
-      );
-      urls = {
-        sourceUrl: source.QueueUrl as string,
-        parkingUrl: parking.QueueUrl as string,
-        parkingArn: arn.Attributes?.QueueArn as string,
-      };
-    } catch (err) {
-      console.error(
-        `SQS queues ${names.source} / ${names.parking} not reachable at ${endpoint} (${(err as Error).message}); ` +
-          'set SQS_ENDPOINT, or start the local pipeline with `npm run dev -- --transport sqs`',
-      );
-      process.exit(2);
+    if (backend instanceof SqsBackend) {
+      await backend.queues().catch((err: unknown) => {
+        const names = sqsQueueNames(env.SQS_QUEUE_PREFIX);
+        console.error(
+          `SQS queues ${names.source} / ${names.parking} not reachable at ${endpoint} (${(err as Error).message}); ` +
+            'set SQS_ENDPOINT, or start the local pipeline with `npm run dev -- --transport sqs`',
+        );
+        process.exit(2);
+      });
     }
-    return await fn(sqsParkingLot({ client, ...urls }));
+    return await fn(backend.parkingLot());
   } finally {
-    client.destroy();
+    await backend.close();
   }
 }
 

@@ -5,8 +5,7 @@ import {
   type RabbitMQEvent,
   rmqQueueKey,
   toRmqMessage,
-} from '../../shared/transport/rabbitmq/amazonMqEvent.js';
-import type { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
+} from '../../shared/transport/rabbitmq/index.js';
 import { backoffDelay, sleep } from '../../shared/util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
 
@@ -41,12 +40,16 @@ export class AmazonMqTrigger {
   private running: Promise<void> | undefined;
   private stopping = false;
   private consecutiveFailures = 0;
-  /** Invocations made, and how many failed (batch requeued). */
-  invocations = 0;
-  failedInvocations = 0;
+  /** Invocations made (batches) and their messages; failed invocations (the batch went back). */
+  readonly stats = { batches: 0, messages: 0, givenBack: 0 };
 
   constructor(
-    private readonly deps: { connection: RabbitConnection; handler: RmqHandler; logger?: Logger },
+    private readonly deps: {
+      /** Where the event source mapping consumes (the RabbitMQ backend). */
+      broker: { openChannel(timeoutMs?: number): Promise<Channel> };
+      handler: RmqHandler;
+      logger?: Logger | undefined;
+    },
     private readonly options: AmazonMqTriggerOptions,
   ) {}
 
@@ -56,7 +59,7 @@ export class AmazonMqTrigger {
 
   async start(): Promise<void> {
     this.stopping = false;
-    const ch = await this.deps.connection.openChannel(10_000);
+    const ch = await this.deps.broker.openChannel(10_000);
     // The mapping never holds more than a batch unacknowledged.
     await ch.prefetch(this.batchSize);
     ch.on('close', () => {
@@ -119,7 +122,8 @@ export class AmazonMqTrigger {
           ),
         },
       };
-      this.invocations++;
+      this.stats.batches++;
+      this.stats.messages += batch.length;
       try {
         await this.deps.handler(
           event,
@@ -131,7 +135,7 @@ export class AmazonMqTrigger {
         this.consecutiveFailures = 0;
         for (const m of batch) ch.ack(m);
       } catch (err) {
-        this.failedInvocations++;
+        this.stats.givenBack++;
         this.consecutiveFailures++;
         this.deps.logger?.warn('amazon mq trigger: invocation failed, requeueing the batch', {
           size: batch.length,

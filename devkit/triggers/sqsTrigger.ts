@@ -51,8 +51,8 @@ export class SqsTrigger {
   private stopping = false;
   private readonly abort = new AbortController();
   private loops: Promise<void>[] = [];
-  invocations = 0;
-  failedInvocations = 0;
+  /** Invocations made (batches) and their messages; failed invocations (the batch stayed). */
+  readonly stats = { batches: 0, messages: 0, givenBack: 0 };
 
   constructor(
     private readonly deps: { client: SQSClient; handler: SqsHandler; logger?: Logger },
@@ -131,7 +131,8 @@ export class SqsTrigger {
     const event: SQSEvent = {
       Records: messages.map((m) => toSqsRecord(m, this.options.queueArn, this.options.region)),
     };
-    this.invocations++;
+    this.stats.batches++;
+    this.stats.messages += messages.length;
     let failed: Set<string>;
     try {
       const result = await this.deps.handler(
@@ -141,7 +142,7 @@ export class SqsTrigger {
       failed = new Set((result?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
     } catch (err) {
       // The whole batch stays: every record becomes visible again after its visibility timeout.
-      this.failedInvocations++;
+      this.stats.givenBack++;
       this.deps.logger?.warn('sqs trigger: invocation failed, the batch stays in the queue', {
         size: messages.length,
         error: (err as Error).message,

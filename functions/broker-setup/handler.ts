@@ -1,15 +1,8 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
-import type { Retention, RetryBudget } from '../../shared/config/budget.js';
 import type { Logger } from '../../shared/logger.js';
-import type { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
-import type { RabbitManagement } from '../../shared/transport/rabbitmq/RabbitManagement.js';
-import {
-  buildPolicies,
-  buildTopology,
-  prepareInventoryTopology,
-} from '../../shared/transport/rabbitmq/topology.js';
+import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 
 export interface BrokerSetupResponse {
   PhysicalResourceId: string;
@@ -17,11 +10,7 @@ export interface BrokerSetupResponse {
 }
 
 export interface BrokerSetupDeps {
-  connection: RabbitConnection;
-  management: () => Promise<RabbitManagement>;
-  vhost: string;
-  budget: RetryBudget;
-  retention: Retention;
+  backend: Pick<RabbitMqBackend, 'prepare' | 'config'>;
   logger: Logger;
 }
 
@@ -35,31 +24,23 @@ export function createBrokerSetupHandler(deps: BrokerSetupDeps) {
   return middy<CloudFormationCustomResourceEvent, BrokerSetupResponse>()
     .use(injectLambdaContext(deps.logger, { resetKeys: true }))
     .handler(async (event) => {
-      const topology = buildTopology(deps.budget);
-      const policies = buildPolicies(deps.budget, deps.retention);
+      const vhost = deps.backend.config.vhost;
       if (event.RequestType === 'Delete') {
         return {
           PhysicalResourceId: event.PhysicalResourceId,
           Data: { queues: 0, policies: 0, rabbitmqVersion: '' },
         };
       }
-      const management = await deps.management();
-      await prepareInventoryTopology({
-        channel: (fn) => deps.connection.withChannel(fn, 30_000),
-        management,
-        vhost: deps.vhost,
-        budget: deps.budget,
-        retention: deps.retention,
-      });
-      const rabbitmqVersion = await management.version();
+      const report = await deps.backend.prepare('consume');
+      const rabbitmqVersion = (report.server ?? '').replace(/^RabbitMQ /, '');
       deps.logger.info('broker topology applied', {
-        queues: topology.queues.length,
-        policies: policies.length,
+        queues: report.queues,
+        policies: report.policies,
         rabbitmqVersion,
       });
       return {
-        PhysicalResourceId: `broker-topology:${deps.vhost}`,
-        Data: { queues: topology.queues.length, policies: policies.length, rabbitmqVersion },
+        PhysicalResourceId: `broker-topology:${vhost}`,
+        Data: { queues: report.queues, policies: report.policies, rabbitmqVersion },
       };
     });
 }

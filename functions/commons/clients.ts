@@ -1,18 +1,21 @@
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { SQSClient } from '@aws-sdk/client-sqs';
+import { loadBudget } from '../../shared/config/budget.js';
 import { ConfigError, type Env, loadEnv } from '../../shared/config/env.js';
+import { CODE_VERSION } from '../../shared/config/version.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
+import type { Logger } from '../../shared/logger.js';
+import { loadRetention } from '../../shared/maintenance/retention.js';
 import {
   type BrokerCredentials,
+  type RabbitMqBackend,
+  rabbitmqBackend,
+  rabbitmqConfigFromEnv,
   readBrokerSecret,
-  withCredentials,
-} from '../../shared/transport/rabbitmq/brokerSecret.js';
-import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitManagement } from '../../shared/transport/rabbitmq/RabbitManagement.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
+} from '../../shared/transport/rabbitmq/index.js';
+import { type SqsBackend, sqsBackend, sqsConfigFromEnv } from '../../shared/transport/sqs/index.js';
 
 /**
  * Clients created once per Lambda container (cold start) and reused by every invocation.
@@ -20,8 +23,8 @@ import { createSqsClient } from '../../shared/transport/sqs/client.js';
  * runtime pass their own.
  */
 let db: SqlDatabase | undefined;
-let rabbit: RabbitConnection | undefined;
-let sqs: SQSClient | undefined;
+let rabbit: RabbitMqBackend | undefined;
+let sqs: SqsBackend | undefined;
 
 export function required(env: Env, name: keyof Env): string {
   const v = env[name];
@@ -54,7 +57,8 @@ export function sharedDb(): SqlDatabase {
 let brokerSecret: Promise<BrokerCredentials> | undefined;
 
 /** The Amazon MQ credentials, read once from Secrets Manager (again after a failed read). */
-function brokerCredentials(env: Env): Promise<BrokerCredentials> {
+function brokerCredentials(): Promise<BrokerCredentials> {
+  const env = loadEnv();
   brokerSecret ??= readBrokerSecret(
     new SecretsManagerClient({ region: env.AWS_REGION }),
     required(env, 'BROKER_SECRET_ARN'),
@@ -65,37 +69,40 @@ function brokerCredentials(env: Env): Promise<BrokerCredentials> {
   return brokerSecret;
 }
 
+/** Who this function is, in diagnoses of the messages it parks. */
+const consumer = (name: string) => `${name}@${CODE_VERSION}`;
+
 /**
- * The AMQP connection: to the Amazon MQ broker with credentials from Secrets Manager when
- * BROKER_SECRET_ARN is set (deployed), else to AMQP_URL. Nothing connects until first use.
+ * The RabbitMQ backend: the Amazon MQ broker with credentials from Secrets Manager when
+ * BROKER_SECRET_ARN is set (deployed), else AMQP_URL. Nothing connects until first use.
  */
-export function sharedRabbit(): RabbitConnection {
+export function sharedRabbit(logger?: Logger): RabbitMqBackend {
   const env = loadEnv();
-  rabbit ??= new RabbitConnection({
-    url: env.BROKER_SECRET_ARN
-      ? async () =>
-          withCredentials(
-            required(env, 'BROKER_AMQP_ENDPOINT'),
-            await brokerCredentials(env),
-            env.BROKER_VHOST,
-          )
-      : env.AMQP_URL,
-    connectionName: 'lambda',
-  });
+  const retention = loadRetention();
+  rabbit ??= rabbitmqBackend(
+    rabbitmqConfigFromEnv(env, {
+      budget: loadBudget(process.env, undefined, retention),
+      retention,
+      consumer: consumer('inventory'),
+      connectionName: 'lambda',
+      credentials: brokerCredentials,
+      ...(logger ? { logger } : {}),
+    }),
+  );
   return rabbit;
 }
 
-/** The broker's management API (Amazon MQ's console endpoint when deployed). */
-export async function sharedManagement(): Promise<RabbitManagement> {
+/** The SQS backend: the deployed pipeline's queue URLs from the environment. */
+export function sharedSqs(logger?: Logger): SqsBackend {
   const env = loadEnv();
-  if (!env.BROKER_SECRET_ARN) return new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL);
-  return new RabbitManagement(
-    withCredentials(required(env, 'BROKER_MANAGEMENT_ENDPOINT'), await brokerCredentials(env)),
+  const retention = loadRetention();
+  sqs ??= sqsBackend(
+    sqsConfigFromEnv(env, {
+      budget: loadBudget(process.env, undefined, retention),
+      retention,
+      consumer: consumer('inventory'),
+      ...(logger ? { logger } : {}),
+    }),
   );
-}
-
-export function sharedSqs(): SQSClient {
-  const env = loadEnv();
-  sqs ??= createSqsClient({ endpoint: env.SQS_ENDPOINT, region: env.AWS_REGION });
   return sqs;
 }

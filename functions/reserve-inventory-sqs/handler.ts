@@ -7,12 +7,13 @@ import {
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import type { Journal } from '../../shared/consumer/journal.js';
-import type { InboundMessage, Outcome } from '../../shared/consumer/types.js';
-import { fault } from '../../shared/faults.js';
+import type { ConsumerDriver } from '../../shared/consumer/driver.js';
 import type { Logger } from '../../shared/logger.js';
-import type { BatchProcessor as UseCaseBatch } from '../../shared/transport/rabbitmq/RabbitWorker.js';
-import type { SqsSettler } from '../../shared/transport/sqs/SqsSettler.js';
+import {
+  type SqsDelivery,
+  type SqsRetryMode,
+  sqsDelivery,
+} from '../../shared/transport/sqs/index.js';
 
 /** A record reported in batchItemFailures: SQS delivers it again later. */
 class ReportedFailure extends Error {
@@ -23,73 +24,51 @@ class ReportedFailure extends Error {
 }
 
 /**
- * Reserve-inventory behind the Lambda SQS trigger with ReportBatchItemFailures. The partial batch
- * response is built by Powertools batch:
+ * Reserve-inventory behind the Lambda SQS trigger with ReportBatchItemFailures. The records go
+ * to the consumer driver; the partial batch response is built by Powertools batch, and a record
+ * whose message is not done (a visibility-mode retry, parking refused, given back) is reported:
  * - standard queues: the whole batch goes through the use case at once (one transaction), then
- *   each record is settled (SqsSettler) in parallel; a record whose outcome is "report as failed"
- *   throws inside the record handler;
- * - FIFO queues: records are processed one by one in order, and after a failure the rest of that
- *   message group is not processed and reported failed (other groups go on), as AWS requires.
+ *   each record is settled in parallel;
+ * - FIFO queues: records go one by one in order, and after a failure the rest of that message
+ *   group is not processed and reported failed (other groups go on), as AWS requires.
+ * A batch the use case could not decide is given back as a whole: the invocation fails.
  */
 export function createReserveInventorySqsHandler(deps: {
-  process: UseCaseBatch;
-  settler: SqsSettler;
+  driver: ConsumerDriver<SqsDelivery>;
+  mode: SqsRetryMode;
+  fifo: boolean;
   logger: Logger;
-  journal?: Journal;
 }) {
-  const fifo = deps.settler.options.fifo ?? false;
-
-  const settle = async (record: SQSRecord, message: InboundMessage, outcome: Outcome) => {
-    const settlement = await deps.settler.settle(record, message, outcome);
-    if (outcome.kind === 'retry') {
-      fault('reserve.after-retry-publish');
-      deps.journal?.recordMessage(
-        'retry-scheduled',
-        message,
-        outcome.errorClass,
-        `${outcome.error} (in ${outcome.delayMs} ms, ${deps.settler.options.mode})`,
-      );
-    } else if (outcome.kind === 'park') {
-      deps.journal?.recordMessage(
-        'parked',
-        message,
-        settlement === 'ack' ? outcome.reason : 'parking refused it',
-        outcome.error,
-      );
-    }
-    if (settlement === 'fail')
-      throw new ReportedFailure(`${message.messageId ?? record.messageId}: report as failed`);
-    deps.journal?.recordMessage(
-      'acked',
-      message,
-      outcome.kind === 'ack' ? outcome.result : outcome.kind,
-    );
+  const done = (record: SQSRecord, state: string) => {
+    if (state !== 'ack') throw new ReportedFailure(`${record.messageId}: report as failed`);
   };
-
   return middy<SQSEvent, SQSBatchResponse>()
     .use(injectLambdaContext(deps.logger, { resetKeys: true }))
     .handler(async (event: SQSEvent, context: Context) => {
-      if (fifo) {
-        const processor = new SqsFifoPartialProcessorAsync();
+      if (deps.fifo) {
         return processPartialResponse(
           event,
           async (record: SQSRecord) => {
-            const message = deps.settler.inbound(record);
-            const [outcome] = await deps.process([message]);
-            await settle(record, message, outcome as Outcome);
+            const report = await deps.driver.deliver([sqsDelivery(record, deps.mode)]);
+            done(record, report.acked === 1 ? 'ack' : 'returned');
           },
-          processor,
+          new SqsFifoPartialProcessorAsync(),
           { context, throwOnFullBatchFailure: false, skipGroupOnError: true },
         );
       }
-      const messages = event.Records.map((r) => deps.settler.inbound(r));
-      const outcomes = await deps.process(messages);
+      const deliveries = event.Records.map((r) => sqsDelivery(r, deps.mode));
+      const outcomes = await deps.driver.decide(deliveries);
+      if (!outcomes) throw new Error('the batch was given back'); // SQS gives back by throwing
       const byRecord = new Map(event.Records.map((r, i) => [r.messageId, i]));
       return processPartialResponse(
         event,
         async (record: SQSRecord) => {
           const i = byRecord.get(record.messageId) as number;
-          await settle(record, messages[i] as InboundMessage, outcomes[i] as Outcome);
+          const settled = await deps.driver.settle(
+            deliveries[i] as SqsDelivery,
+            outcomes[i] as (typeof outcomes)[number],
+          );
+          done(record, settled.state);
         },
         new BatchProcessor(EventType.SQS),
         { context, throwOnFullBatchFailure: false },

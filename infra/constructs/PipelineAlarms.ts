@@ -13,7 +13,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
-import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/queueMetrics.js';
+import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 
 const PARKED = 'A message arrived in the parking lot: read its diagnosis with `cli parked list`.';
 

@@ -18,7 +18,7 @@ import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { buildPolicies, buildTopology } from '../../shared/transport/rabbitmq/topology.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import {
   type BrokerSettings,
   budgetEnvironment,
@@ -245,10 +245,7 @@ export class RabbitPipelineStack extends Stack {
    */
   private topologyOnDeploy(setup: NodeFunction, config: PipelineConfig): CustomResource {
     const provider = deployProvider(this, 'BrokerSetupProvider', setup);
-    const declared = JSON.stringify({
-      topology: buildTopology(config.budget),
-      policies: buildPolicies(config.budget, config.retention),
-    });
+    const declared = JSON.stringify(declaredTopology(config.budget, config.retention));
     const resource = new CustomResource(this, 'BrokerTopology', {
       serviceToken: provider.serviceToken,
       resourceType: 'Custom::BrokerTopology',

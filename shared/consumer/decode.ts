@@ -1,8 +1,8 @@
 import type { z } from 'zod';
 import { decodeEnvelope, type Envelope, schemaMajor } from '../envelope/envelope.js';
 import { dataSchemaFor } from '../envelope/events.js';
+import type { InboundMessage } from '../transport/types.js';
 import { PermanentMessageError } from './classify.js';
-import type { InboundMessage } from './types.js';
 
 export interface DecodeRules {
   /** The consumer, named in the error for an event type it does not handle. */

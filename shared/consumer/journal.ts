@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import type { InboundMessage } from './types.js';
+import type { InboundMessage } from '../transport/types.js';
 
 /**
  * The journal of a delivery's transitions (issue #3 §10): one structured line per step with the

@@ -1,44 +1,6 @@
-import type { Diagnosis } from './types.js';
+import type { ParkedEntry, RedriveSelection } from '../transport/types.js';
 
-/**
- * The parking lot as operators see it, whatever the transport: read diagnoses, move selected
- * messages back. Never automatic.
- */
-export interface ParkedEntry {
-  diagnosis: Diagnosis;
-  /** Parked by the consumer (with its diagnosis) or dead-lettered by the broker itself. */
-  via: 'consumer' | 'broker';
-}
-
-export interface RedriveSelection {
-  types?: string[];
-  /** Matches the diagnosis' error class or park reason (`transient`, `permanent`, `exhausted`, …). */
-  errorClasses?: string[];
-  /** Parked at or after / before. */
-  since?: Date;
-  until?: Date;
-  ids?: string[];
-}
-
-export interface RedriveOptions {
-  /** Messages per second at most. */
-  rate?: number;
-  dryRun?: boolean;
-  onMoved?: (id: string) => void;
-}
-
-export interface RedriveResult {
-  scanned: number;
-  matched: number;
-  moved: string[];
-  dryRun: boolean;
-}
-
-export interface ParkingLot {
-  list(limit?: number): Promise<ParkedEntry[]>;
-  redrive(selection: RedriveSelection, options?: RedriveOptions): Promise<RedriveResult>;
-}
-
+/** Whether a parked message is in an operator's redrive selection. */
 export function matches(p: ParkedEntry, s: RedriveSelection): boolean {
   const d = p.diagnosis;
   if (s.types?.length && !s.types.includes(d.type ?? '')) return false;

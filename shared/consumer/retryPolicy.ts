@@ -1,6 +1,6 @@
 import { decideRetry, type RetryBudget } from '../config/budget.js';
+import type { InboundMessage, Outcome } from '../transport/types.js';
 import { classifyError, isInfrastructureError, shortError } from './classify.js';
-import type { InboundMessage, Outcome } from './types.js';
 
 /**
  * Why a message was not applied: an error raised while processing it, or `'deferred'` when it

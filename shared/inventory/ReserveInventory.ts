@@ -5,7 +5,6 @@ import { decodeMessage } from '../consumer/decode.js';
 import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';
-import type { InboundMessage, Outcome } from '../consumer/types.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { type Envelope, newEnvelope } from '../envelope/envelope.js';
 import type {
@@ -15,6 +14,7 @@ import type {
 } from '../envelope/events.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
+import type { InboundMessage, Outcome } from '../transport/types.js';
 import { uuidV5 } from '../util/uuid.js';
 import { type Decision, decideBatch, type OrderEvent, type ReservationResult } from './decide.js';
 import { InventoryStore } from './store.js';

@@ -1,7 +1,19 @@
 import type { Envelope } from '../envelope/envelope.js';
 
 /**
- * The transport port, publishing side (DESIGN §3). Semantics every backend MUST keep:
+ * The transport port. Two sides, each written once for every backend (RabbitMQ, SQS, the in-memory
+ * reference): publishing (`Publisher`) and consuming (a `MessageHandler` decides, a backend's
+ * `Settle` carries the decision out natively, `ConsumerDriver` in `shared/consumer/` joins them).
+ * Everything here is about messages and envelopes; nothing knows what the messages mean (orders,
+ * stock): a use case is plugged in as a `MessageHandler`. The semantics are in docs/design.md
+ * ("The transport port"); the contract suite (test/contract/transport.contract.ts) checks them
+ * on every backend.
+ */
+
+// ─── Publishing ──────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Semantics every backend MUST keep:
  * - `publish` resolves with exactly one outcome per envelope, in the same order, and never rejects
  *   for a per-message problem;
  * - `ok: true` only once the broker has taken responsibility for the message (RabbitMQ: publisher
@@ -25,4 +37,251 @@ export interface Publisher {
   ready(timeoutMs?: number): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
+}
+
+/**
+ * Where a publisher sends, by name: the relay passes its outbox table. Each backend's
+ * configuration maps a stream to its own destination (RabbitMQ: an exchange; SQS: a queue); an
+ * unknown stream is a configuration error.
+ */
+export type Stream = string;
+
+// ─── Consuming ───────────────────────────────────────────────────────────────────────────────
+
+/** A received message as a use case sees it, whatever the transport. */
+export interface InboundMessage {
+  /** The transport's message id (AMQP `message_id`, SQS attribute); must equal the envelope id. */
+  messageId: string | undefined;
+  body: Buffer;
+  /** Retries already made (0 on the first delivery), as carried by the transport. */
+  attempt: number;
+  /** The transport says it delivered this message before (AMQP `redelivered`, SQS receive count). */
+  redelivered: boolean;
+  /** When this message first failed (ISO), carried across retries. */
+  firstFailureAt?: string | undefined;
+  /** Event type as the transport saw it (AMQP `type`), for diagnoses of unreadable bodies. */
+  type?: string | undefined;
+  /** Envelope schema version as the transport saw it (header or attribute). */
+  schemaVersion?: string | undefined;
+  correlationId?: string | undefined;
+}
+
+/**
+ * How a failure is classified:
+ * - `transient`: may succeed later (connection loss, serialization failure, deadlock, timeout);
+ * - `permanent`: will never succeed (invalid JSON, missing id, schema violation, unknown version);
+ * - `unknown`: anything else; retried within the budget, then parked.
+ * Business outcomes (out of stock) are results, not failures.
+ */
+export type ErrorClass = 'transient' | 'permanent' | 'unknown';
+
+/** Why a message is parked. */
+export type ParkReason = 'permanent' | 'exhausted' | 'max_age' | 'missing_predecessor';
+
+/** A use case's decision for one message. */
+export type Outcome =
+  /** Done. `result` is the use case's own label for the journal (`reserved`, `duplicate`, …). */
+  | { kind: 'ack'; result: string }
+  | {
+      kind: 'retry';
+      /** Delay before the next attempt (a ladder step). */
+      delayMs: number;
+      /** The attempt number the next delivery will carry. */
+      attempt: number;
+      errorClass: ErrorClass | 'deferred';
+      error: string;
+      /** The use case's own infrastructure (its database), not the message, failed. */
+      infrastructure: boolean;
+    }
+  | { kind: 'park'; reason: ParkReason; errorClass: ErrorClass | 'deferred'; error: string };
+
+export type RetryOutcome = Extract<Outcome, { kind: 'retry' }>;
+export type ParkOutcome = Extract<Outcome, { kind: 'park' }>;
+
+/**
+ * The use-case contract: one outcome per message, in order. It throws only when it could not
+ * decide at all (an injected fault, a bug); the driver then gives the whole batch back.
+ */
+export type MessageHandler = (messages: readonly InboundMessage[]) => Promise<Outcome[]>;
+
+/** What an operator reads about a parked message. Never the payload, never secrets. */
+export interface Diagnosis {
+  messageId: string | null;
+  type: string | null;
+  schemaVersion: string | null;
+  attempts: number;
+  firstFailureAt: string;
+  parkedAt: string;
+  reason: ParkReason;
+  errorClass: string;
+  error: string;
+  correlationId: string | null;
+  consumer: string;
+}
+
+/** One received message and the backend's native handle on it (delivery tag, record, …). */
+export interface Delivery {
+  readonly message: InboundMessage;
+}
+
+/** What `retryLater` is asked to do. */
+export interface RetryRequest {
+  delayMs: number;
+  /** The attempt number the next delivery carries. */
+  attempt: number;
+  errorClass: ErrorClass | 'deferred';
+  error: string;
+  /** When the message first failed (kept across retries). */
+  firstFailureAt: string;
+}
+
+/**
+ * How `retryLater` or `park` left the delivery:
+ * - `ack`: the copy is made (confirmed); the original is to be acknowledged now (the driver
+ *   calls `ack` right after, with the fault point `reserve.after-retry-publish` in between);
+ * - `returned`: the same message comes back later by itself (SQS: a visibility change, or a
+ *   record reported failed because parking refused it);
+ * - `dead-lettered`: the broker itself moves it to parking (RabbitMQ `nack(requeue=false)` with
+ *   at-least-once dead lettering, when the park copy was refused).
+ */
+export interface Settled {
+  state: 'ack' | 'returned' | 'dead-lettered';
+  /** One line for the journal (`in 1000 ms`, `visibility`, why parking refused it). */
+  detail?: string | undefined;
+}
+
+/**
+ * The settle contract: what each backend implements natively for the deliveries it received.
+ * Semantics (the driver relies on them, the contract suite checks them):
+ * - `ack`: the message is done; the transport will not deliver it again (for `ackMode: 'batch'`,
+ *   once the whole batch is settled);
+ * - `retryLater` and `park` keep the message id; a copy counts only once the broker confirmed it;
+ * - an operation that cannot be done rejects (a `TransportError`): the driver then gives the
+ *   delivery back, so nothing is acknowledged that was not settled;
+ * - `giveBack` hands deliveries back unsettled, and the broker delivers them again. Its native
+ *   form may be to throw (a Lambda trigger fails the invocation): the driver lets that propagate.
+ */
+export interface Settle<D extends Delivery> {
+  /**
+   * `message`: each ack takes effect on its own (worker, SQS record not reported); `batch`: acks
+   * take effect only when the whole batch is settled (the Amazon MQ trigger: returning acks all).
+   */
+  readonly ackMode: 'message' | 'batch';
+  /**
+   * What an infrastructure failure of the use case (its database unreachable) does: `retry` per
+   * message within the budget, or `give-back` the whole batch.
+   */
+  readonly onInfrastructureFailure: 'retry' | 'give-back';
+  ack(delivery: D): Promise<void>;
+  retryLater(delivery: D, retry: RetryRequest): Promise<Settled>;
+  park(delivery: D, diagnosis: Diagnosis): Promise<Settled>;
+  giveBack(deliveries: readonly D[], cause: Error): Promise<void>;
+}
+
+// ─── Parking lot, inspection, capabilities ─────────────────────────────────────────────────
+
+export interface ParkedEntry {
+  diagnosis: Diagnosis;
+  /** Parked by the consumer (with its diagnosis) or dead-lettered by the broker itself. */
+  via: 'consumer' | 'broker';
+}
+
+export interface RedriveSelection {
+  types?: string[];
+  /** Matches the diagnosis' error class or park reason (`transient`, `permanent`, `exhausted`, …). */
+  errorClasses?: string[];
+  /** Parked at or after / before. */
+  since?: Date;
+  until?: Date;
+  ids?: string[];
+}
+
+export interface RedriveOptions {
+  /** Messages per second at most. */
+  rate?: number;
+  dryRun?: boolean;
+  onMoved?: (id: string) => void;
+}
+
+export interface RedriveResult {
+  scanned: number;
+  matched: number;
+  moved: string[];
+  dryRun: boolean;
+}
+
+/**
+ * The parking lot as operators see it, whatever the transport: read diagnoses (reading takes
+ * nothing out), move selected messages back with the same id and their attempts reset. Never
+ * automatic.
+ */
+export interface ParkingLot {
+  list(limit?: number): Promise<ParkedEntry[]>;
+  redrive(selection: RedriveSelection, options?: RedriveOptions): Promise<RedriveResult>;
+}
+
+/** Where the consumer's messages are, as far as the backend can tell. */
+export interface Inspection {
+  /** Waiting to be delivered. */
+  ready: number;
+  /** Delivered and not yet settled (unacknowledged, invisible). */
+  inFlight: number;
+  /** Waiting out a retry delay (RabbitMQ retry queues, SQS delayed messages). */
+  retrying: number;
+  parked: number;
+  /** Held by the broker for dead lettering because parking refused them (RabbitMQ). */
+  heldForDeadLettering: number;
+  /** Age of the oldest message waiting, where the backend exposes it (in-memory only). */
+  oldestAgeMs?: number | undefined;
+}
+
+/** What a backend can do, declared like Watermill's features; the contract suite reads them. */
+export interface Capabilities {
+  /** Messages with the same key (aggregate id) are delivered in publish order. */
+  orderedPerKey: boolean;
+  /** A retry delay is per message (SQS, in-memory), not one of a set of delay queues (RabbitMQ). */
+  perMessageDelay: boolean;
+  /** A batch's records can be settled one by one (SQS partial batch response, worker acks). */
+  partialBatchResponse: boolean;
+  /** The broker flags a redelivery on the message itself. */
+  redeliveryFlag: boolean;
+}
+
+export type TransportName = 'rabbitmq' | 'sqs' | 'memory';
+
+/**
+ * One backend, composed from configuration: everything a runtime needs. Built by
+ * `rabbitmqBackend`, `sqsBackend` or `memoryBackend` (each in its folder's `index.ts`).
+ */
+export interface Backend {
+  readonly transport: TransportName;
+  readonly capabilities: Capabilities;
+  /**
+   * Declares what the pipeline needs (exchanges, queues, bindings, policies), idempotently.
+   * `publish`: only what publishing needs (the relay); `consume` (default): everything.
+   */
+  prepare(scope?: 'publish' | 'consume'): Promise<PrepareReport>;
+  /** Resolves when the broker answers, or rejects with `TransportUnavailableError`. */
+  ready(timeoutMs?: number): Promise<void>;
+  publisher(stream?: Stream): Publisher;
+  parkingLot(): ParkingLot;
+  inspect(): Promise<Inspection>;
+  /** Releases every connection and client this backend opened. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** What `prepare` declared. */
+export interface PrepareReport {
+  queues: number;
+  policies: number;
+  /** The broker's name and version, where it tells. */
+  server?: string | undefined;
+}
+
+/** A consumer that runs in this process (worker, in-memory, a trigger emulation). */
+export interface RunningConsumer {
+  /** Stops taking deliveries; what is in flight is settled first. */
+  stop(): Promise<void>;
+  /** Batches handed to the driver and the messages in them; give-backs (reconnects, failed invocations). */
+  readonly stats: { batches: number; messages: number; givenBack: number };
 }

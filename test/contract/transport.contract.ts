@@ -1,10 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { ParkingLot } from '../../shared/consumer/parking.js';
-import type { InboundMessage, Outcome } from '../../shared/consumer/types.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import type { Publisher } from '../../shared/transport/types.js';
+import type {
+  Backend,
+  InboundMessage,
+  MessageHandler,
+  Outcome,
+  Publisher,
+  RunningConsumer,
+} from '../../shared/transport/types.js';
 
 /**
  * The transport contract (in the spirit of Watermill's universal pub/sub tests): what every
@@ -18,16 +23,15 @@ export interface TransportFeatures {
   delayToleranceMs: number;
 }
 
-export type Process = (messages: readonly InboundMessage[]) => Promise<Outcome[]>;
-
+/**
+ * One backend, prepared in an isolated namespace (vhost, queue prefix or its own memory), and a
+ * way to start its consumer (worker or trigger emulation) around a handler.
+ */
 export interface TransportHarness {
-  /** Publishes to the consumer's queue. */
-  publisher: Publisher;
+  backend: Backend;
   /** Publishes to a destination that does not exist. */
   missingDestination: Publisher;
-  /** Starts the backend's consumer (worker or trigger emulation) around `process`. */
-  startConsumer(process: Process): Promise<void>;
-  parkingLot: ParkingLot;
+  startConsumer(handler: MessageHandler): Promise<RunningConsumer>;
   close(): Promise<void>;
 }
 
@@ -56,6 +60,7 @@ export function runTransportContract(options: {
 }): void {
   describe(`transport contract: ${options.name}`, () => {
     const harnesses: TransportHarness[] = [];
+    const stops: (() => Promise<void>)[] = [];
     /** A fresh harness whose consumer records deliveries and answers with `decide`. */
     const setup = async (
       label: string,
@@ -64,7 +69,7 @@ export function runTransportContract(options: {
       const h = await options.create(label);
       harnesses.push(h);
       const deliveries: Delivery[] = [];
-      await h.startConsumer(async (messages) => {
+      const consumer = await h.startConsumer(async (messages) => {
         const outcomes: Outcome[] = [];
         for (const m of messages) {
           deliveries.push({
@@ -79,18 +84,28 @@ export function runTransportContract(options: {
         }
         return outcomes;
       });
+      stops.push(() => consumer.stop());
       const of = (id: string) => deliveries.filter((d) => d.messageId === id);
-      return { h, deliveries, of };
+      const publisher = h.backend.publisher('outbox');
+      const parkingLot = h.backend.parkingLot();
+      return { h, publisher, parkingLot, deliveries, of };
     };
     beforeAll(() => undefined);
     afterAll(async () => {
+      for (const stop of stops) await stop();
       for (const h of harnesses) await h.close();
     });
 
+    it('declares the ordering it is tested for', async () => {
+      const h = await options.create('features');
+      harnesses.push(h);
+      expect(h.backend.capabilities.orderedPerKey).toBe(options.features.orderedPerKey);
+    });
+
     it('a confirmed publish is delivered, with the envelope id as message id', async () => {
-      const { h, of } = await setup('confirmed', () => ack);
+      const { publisher, of } = await setup('confirmed', () => ack);
       const sent = Array.from({ length: 15 }, () => envelope());
-      const outcomes = await h.publisher.publish(sent);
+      const outcomes = await publisher.publish(sent);
       expect(outcomes.every((o) => o.ok)).toBe(true);
       await waitFor(() => sent.every((e) => of(e.id).length >= 1), { message: 'all delivered' });
     });
@@ -102,18 +117,18 @@ export function runTransportContract(options: {
     });
 
     it('when processing fails without an outcome (a crash), the message is delivered again', async () => {
-      const { h, of } = await setup('crash', (_m, seen) => {
+      const { publisher, of } = await setup('crash', (_m, seen) => {
         if (seen === 1) throw new Error('consumer crashed');
         return ack;
       });
       const e = envelope();
-      await h.publisher.publish([e]);
+      await publisher.publish([e]);
       await waitFor(() => of(e.id).length >= 2, { timeoutMs: 20_000, message: 'redelivered' });
       expect(of(e.id)[1]?.redelivered).toBe(true);
     });
 
     it('retry later honours the delay and counts the attempt', async () => {
-      const { h, of } = await setup('retry', (m, seen) =>
+      const { publisher, of } = await setup('retry', (m, seen) =>
         seen === 1
           ? {
               kind: 'retry',
@@ -126,7 +141,7 @@ export function runTransportContract(options: {
           : ack,
       );
       const e = envelope();
-      await h.publisher.publish([e]);
+      await publisher.publish([e]);
       await waitFor(() => of(e.id).length >= 2, { timeoutMs: 15_000, message: 'delivered again' });
       const [first, second] = of(e.id) as [Delivery, Delivery];
       expect(second.at - first.at).toBeGreaterThanOrEqual(1_000 - 100);
@@ -135,7 +150,7 @@ export function runTransportContract(options: {
     });
 
     it('park carries the diagnosis, and redrive brings the same id back with its attempts reset', async () => {
-      const { h, of } = await setup('park', (_m, seen) =>
+      const { publisher, parkingLot, of } = await setup('park', (_m, seen) =>
         seen === 1
           ? {
               kind: 'park',
@@ -146,9 +161,9 @@ export function runTransportContract(options: {
           : ack,
       );
       const e = envelope();
-      await h.publisher.publish([e]);
+      await publisher.publish([e]);
       const parked = await waitFor(
-        async () => (await h.parkingLot.list(10)).find((p) => p.diagnosis.messageId === e.id),
+        async () => (await parkingLot.list(10)).find((p) => p.diagnosis.messageId === e.id),
         { timeoutMs: 15_000, message: 'parked' },
       );
       expect(parked.diagnosis).toMatchObject({
@@ -156,7 +171,7 @@ export function runTransportContract(options: {
         errorClass: 'permanent',
         error: 'cannot process this',
       });
-      const result = await h.parkingLot.redrive({ ids: [e.id] }, { rate: 50 });
+      const result = await parkingLot.redrive({ ids: [e.id] }, { rate: 50 });
       expect(result.moved).toEqual([e.id]);
       await waitFor(() => of(e.id).length >= 2, { timeoutMs: 15_000, message: 'redriven' });
       expect(of(e.id)[1]?.attempt).toBe(0);
@@ -169,26 +184,43 @@ export function runTransportContract(options: {
         errorClass: 'permanent',
         error: 'parked for the read test',
       };
-      const { h } = await setup('read', () => reason);
+      const { h, parkingLot, publisher } = await setup('read', () => reason);
       const sent = [envelope(), envelope(), envelope()];
-      await h.publisher.publish(sent);
+      await publisher.publish(sent);
       const ids = sent.map((e) => e.id).sort();
       const read = async () =>
-        (await h.parkingLot.list(10)).map((p) => p.diagnosis.messageId ?? '').sort();
+        (await parkingLot.list(10)).map((p) => p.diagnosis.messageId ?? '').sort();
       await waitFor(async () => (await read()).length >= sent.length, {
         timeoutMs: 15_000,
         message: 'all three parked',
       });
       for (let i = 0; i < 15; i++) expect(await read(), `read ${i + 1}`).toEqual(ids);
+      await waitFor(async () => (await h.backend.inspect()).parked >= sent.length, {
+        message: 'inspect() counts the parked messages',
+      });
+    });
+
+    it('inspect() counts the messages waiting for a consumer', async () => {
+      const h = await options.create('inspect');
+      harnesses.push(h);
+      await h.backend.publisher('outbox').publish([envelope(), envelope()]);
+      const seen = await waitFor(
+        async () => {
+          const i = await h.backend.inspect();
+          return i.ready === 2 ? i : undefined;
+        },
+        { message: 'two ready' },
+      );
+      expect(seen).toMatchObject({ ready: 2, inFlight: 0, parked: 0 });
     });
 
     it.skipIf(!options.features.orderedPerKey)(
       'messages with the same key arrive in publish order',
       async () => {
-        const { h, deliveries } = await setup('ordered', () => ack);
+        const { publisher, deliveries } = await setup('ordered', () => ack);
         const key = randomUUID();
         const sent = [envelope(key, 1), envelope(key, 2), envelope(key, 3), envelope(key, 4)];
-        for (const e of sent) await h.publisher.publish([e]);
+        for (const e of sent) await publisher.publish([e]);
         await waitFor(() => deliveries.length >= 4, { message: 'all four' });
         expect(deliveries.map((d) => d.messageId)).toEqual(sent.map((e) => e.id));
       },

@@ -12,7 +12,7 @@ import {
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
 import { createSqsClient } from '../../shared/transport/sqs/client.js';
-import { sqsQueueNames } from '../../shared/transport/sqs/names.js';
+import { sqsQueueNames } from '../../shared/transport/sqs/constants.js';
 import {
   defaultSqsQueueSettings,
   ensureSqsQueues,

@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { classifyError } from '../../shared/consumer/classify.js';
 import { decodeMessage } from '../../shared/consumer/decode.js';
-import type { InboundMessage } from '../../shared/consumer/types.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import type { InboundMessage } from '../../shared/transport/types.js';
 
 const event = (type = 'audit.noted', data: Record<string, unknown> = { note: 'hello' }) =>
   newEnvelope({

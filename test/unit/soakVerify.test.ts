@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { Diagnosis } from '../../shared/consumer/types.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { Diagnosis } from '../../shared/transport/types.js';
 import { makePlan, type Plan } from '../../soak/plan.js';
 import { readJournals, verify } from '../../soak/verify.js';
 

@@ -1,38 +1,55 @@
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
+import { ConsumerDriver } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
-import type { InboundMessage, Outcome } from '../../consumer/types.js';
-import { fault } from '../../faults.js';
 import type { Logger } from '../../logger.js';
 import { backoffDelay, sleep } from '../../util/async.js';
+import type {
+  Delivery,
+  Diagnosis,
+  MessageHandler,
+  RetryRequest,
+  RunningConsumer,
+  Settle,
+  Settled,
+} from '../types.js';
+import { RABBITMQ_DEFAULTS } from './constants.js';
+import type { RabbitCopies, RawMessage } from './copies.js';
+import { inboundFromRaw, rawFromAmqp } from './copies.js';
 import type { RabbitConnection } from './RabbitConnection.js';
-import { inboundFromRaw, type RabbitSettler, rawFromAmqp } from './RabbitSettler.js';
-
-/** What processes a batch of messages: `ReserveInventory.process`. */
-export type BatchProcessor = (messages: readonly InboundMessage[]) => Promise<Outcome[]>;
 
 export interface RabbitWorkerOptions {
   queue: string;
-  /** Unacknowledged deliveries the broker may push at once (never 0 = unlimited). Default 16. */
+  /** Unacknowledged deliveries the broker may push at once (never 0 = unlimited). */
   prefetch?: number;
   /** Deliveries processed in one transaction at most. Default: the prefetch. */
   maxBatch?: number;
   /** Reconnect backoff after giving up on a channel: base·2^(n−1), full jitter, capped. */
   reconnectBaseMs?: number;
   reconnectMaxMs?: number;
+  /** Who parks, for diagnoses. */
+  consumer: string;
+}
+
+/** A delivery on a worker channel. */
+interface WorkerDelivery extends Delivery {
+  msg: ConsumeMessage;
+  raw: RawMessage;
+  ch: ConfirmChannel;
 }
 
 /**
- * Worker-mode consumer (DESIGN §3, first column): manual acks on its own channel, a separate
- * confirm channel (in the settler) for retry and park copies. For each delivery, exactly one of:
- * - ack after the effect committed;
- * - retry: confirmed, routable copy to the retry exchange, then ack;
- * - park: confirmed copy with diagnosis to parking, then ack; if parking refuses it,
- *   nack(requeue=false): at-least-once dead lettering keeps it in the queue until parking is back;
- * - give up: when a retry copy cannot be published or processing failed unexpectedly, nothing is
- *   acked, both channels are closed (the broker redelivers) and the worker reconnects with a
- *   bounded, jittered backoff.
+ * Worker-mode consumer: manual acks on its own channel, retry and park copies through the
+ * backend's confirmed publish primitive (a channel of their own). It maps deliveries in, calls the
+ * consumer driver and settles natively:
+ * - ack: `basic.ack` (after the use case committed);
+ * - retry later: a confirmed, routable copy to the retry exchange, then `basic.ack`;
+ * - park: a confirmed copy with its diagnosis to parking, then `basic.ack`; if parking refuses
+ *   it, `nack(requeue=false)`: at-least-once dead lettering keeps it in the queue until the
+ *   parking route exists again;
+ * - give back: nothing more is acked, both channels are closed (the broker redelivers) and the
+ *   worker reconnects with a bounded, jittered backoff.
  */
-export class RabbitWorker {
+export class RabbitWorker implements RunningConsumer {
   private ch: ConfirmChannel | undefined;
   private consumerTag: string | undefined;
   private buffer: ConsumeMessage[] = [];
@@ -42,29 +59,68 @@ export class RabbitWorker {
   private failures = 0;
   /** Times the worker gave up on its channels and reconnected (bounded backoff between them). */
   reconnects = 0;
-  /** Batches handed to the processor, and the messages in them. */
-  readonly stats = { batches: 0, messages: 0 };
+  readonly stats = { batches: 0, messages: 0, givenBack: 0 };
   private readonly prefetch: number;
   private readonly maxBatch: number;
+  private readonly driver: ConsumerDriver<WorkerDelivery>;
 
   constructor(
     private readonly deps: {
       connection: RabbitConnection;
-      settler: RabbitSettler;
-      process: BatchProcessor;
-      journal?: Journal;
-      logger?: Logger;
+      copies: RabbitCopies;
+      /** Resets the copies' channel after a give-back (its state is unknown). */
+      resetCopies: () => Promise<void>;
+      handler: MessageHandler;
+      journal?: Journal | undefined;
+      logger?: Logger | undefined;
     },
     private readonly options: RabbitWorkerOptions,
   ) {
-    this.prefetch = options.prefetch ?? 16;
+    this.prefetch = options.prefetch ?? RABBITMQ_DEFAULTS.prefetch;
     if (!Number.isInteger(this.prefetch) || this.prefetch < 1) {
       throw new RangeError(
         `prefetch must be a whole number ≥ 1 (0 would mean unlimited), got ${options.prefetch}`,
       );
     }
     this.maxBatch = options.maxBatch ?? this.prefetch;
+    this.driver = new ConsumerDriver(
+      {
+        handler: deps.handler,
+        settle: this.settle,
+        journal: deps.journal,
+        logger: deps.logger,
+      },
+      { consumer: options.consumer },
+    );
   }
+
+  /** The settle contract on a worker channel. */
+  private readonly settle: Settle<WorkerDelivery> = {
+    ackMode: 'message',
+    onInfrastructureFailure: 'retry',
+    ack: async (d) => {
+      d.ch.ack(d.msg);
+    },
+    retryLater: async (d, retry: RetryRequest): Promise<Settled> => {
+      const bucket = await this.deps.copies.retry(d.raw, retry); // throws → give back, no ack
+      return { state: 'ack', detail: `in ${bucket} ms` };
+    },
+    park: async (d, diagnosis: Diagnosis): Promise<Settled> => {
+      try {
+        await this.deps.copies.park(d.raw, diagnosis);
+        return { state: 'ack' };
+      } catch (err) {
+        // Parking refused the copy: let the broker dead-letter the original (at-least-once keeps
+        // it in the queue until the parking route exists again). Nothing is lost.
+        d.ch.nack(d.msg, false, false);
+        return { state: 'dead-lettered', detail: (err as Error).message };
+      }
+    },
+    giveBack: async (deliveries, cause) => {
+      const ch = deliveries[0]?.ch ?? this.ch;
+      if (ch) await this.giveUp(ch, cause);
+    },
+  };
 
   async start(): Promise<void> {
     this.stopping = false;
@@ -81,9 +137,7 @@ export class RabbitWorker {
     const { consumerTag } = await ch.consume(
       this.options.queue,
       (msg) => this.onDelivery(ch, msg),
-      {
-        noAck: false,
-      },
+      { noAck: false },
     );
     this.consumerTag = consumerTag;
     this.failures = 0;
@@ -105,72 +159,27 @@ export class RabbitWorker {
   private async drain(): Promise<void> {
     while (this.buffer.length > 0 && this.ch) {
       const ch = this.ch;
-      const batch = this.buffer.splice(0, this.maxBatch);
+      const batch = this.buffer.splice(0, this.maxBatch).map((msg): WorkerDelivery => {
+        const raw = rawFromAmqp(msg);
+        return { msg, raw, ch, message: inboundFromRaw(raw, msg.fields.redelivered) };
+      });
       this.stats.batches++;
       this.stats.messages += batch.length;
       try {
-        await this.handle(ch, batch);
+        await this.driver.deliver(batch);
       } catch (err) {
+        // A bug or a broken channel while acking: give the channel up, the broker redelivers.
         await this.giveUp(ch, err);
       }
     }
   }
 
-  private async handle(ch: ConfirmChannel, batch: ConsumeMessage[]): Promise<void> {
-    const raws = batch.map(rawFromAmqp);
-    const inbound = raws.map((raw, i) =>
-      inboundFromRaw(raw, (batch[i] as ConsumeMessage).fields.redelivered),
-    );
-    const outcomes = await this.deps.process(inbound);
-    for (let i = 0; i < batch.length; i++) {
-      const msg = batch[i] as ConsumeMessage;
-      const raw = raws[i] as (typeof raws)[number];
-      const message = inbound[i] as InboundMessage;
-      const outcome = outcomes[i] as Outcome;
-      if (outcome.kind === 'retry') {
-        const bucket = await this.deps.settler.retry(raw, outcome); // throws → give up, no ack
-        fault('reserve.after-retry-publish');
-        this.deps.journal?.recordMessage(
-          'retry-scheduled',
-          message,
-          outcome.errorClass,
-          `${outcome.error} (in ${bucket} ms)`,
-        );
-      } else if (outcome.kind === 'park') {
-        try {
-          const d = await this.deps.settler.park(raw, outcome, message.attempt);
-          this.deps.journal?.recordMessage('parked', message, outcome.reason, d.error);
-        } catch (err) {
-          // Parking refused the copy: let the broker dead-letter the original (at-least-once keeps
-          // it in inventory.orders until the parking route exists again). Nothing is lost.
-          ch.nack(msg, false, false);
-          this.deps.journal?.recordMessage(
-            'parked',
-            message,
-            'dead-lettered by the broker',
-            (err as Error).message,
-          );
-          continue;
-        }
-      }
-      ch.ack(msg);
-      this.deps.journal?.recordMessage(
-        'acked',
-        message,
-        outcome.kind === 'ack' ? outcome.result : outcome.kind,
-      );
-    }
-  }
-
   private async giveUp(ch: ConfirmChannel, err: unknown): Promise<void> {
-    this.deps.logger?.warn('consumer gives up on its channels; the broker will redeliver', {
-      error: (err as Error).message,
-    });
-    this.deps.journal?.recordMessage('abandoned', undefined, 'redelivery', (err as Error).message);
+    this.stats.givenBack++;
     this.buffer = [];
     if (this.ch === ch) this.ch = undefined;
     this.consumerTag = undefined;
-    await Promise.all([ch.close().catch(() => {}), this.deps.settler.reset()]);
+    await Promise.all([ch.close().catch(() => {}), this.deps.resetCopies()]);
     if (!this.stopping) await this.restart((err as Error).message);
   }
 
@@ -181,8 +190,8 @@ export class RabbitWorker {
         this.reconnects++;
         const delay = backoffDelay(
           this.failures,
-          this.options.reconnectBaseMs ?? 200,
-          this.options.reconnectMaxMs ?? 5_000,
+          this.options.reconnectBaseMs ?? RABBITMQ_DEFAULTS.reconnectBaseMs,
+          this.options.reconnectMaxMs ?? RABBITMQ_DEFAULTS.reconnectMaxMs,
         );
         this.deps.logger?.info('consumer reconnecting', {
           why,
@@ -214,6 +223,6 @@ export class RabbitWorker {
     this.ch = undefined;
     this.buffer = [];
     await ch?.close().catch(() => {});
-    await this.deps.settler.reset();
+    await this.deps.resetCopies();
   }
 }

@@ -1,5 +1,5 @@
 import type { Message } from 'amqplib';
-import type { RawMessage } from './RabbitSettler.js';
+import type { RawMessage } from './copies.js';
 
 /**
  * The event Lambda's Amazon MQ (RabbitMQ) event source mapping sends (AWS-FACTS §3; the example in

@@ -1,24 +1,17 @@
 import type { GetMessage } from 'amqplib';
-import {
-  matches,
-  type ParkedEntry,
-  type ParkingLot,
-  pacer,
-  type RedriveOptions,
-  type RedriveResult,
-  type RedriveSelection,
-} from '../../consumer/parking.js';
-import type { ParkReason } from '../../consumer/types.js';
+import { matches, pacer } from '../../consumer/parking.js';
 import { pollUntil } from '../../util/async.js';
+import type {
+  ParkedEntry,
+  ParkingLot,
+  ParkReason,
+  RedriveOptions,
+  RedriveResult,
+  RedriveSelection,
+} from '../types.js';
+import { HEADERS, RETRY_NAMES } from './constants.js';
+import { headerString, type RabbitCopies, type RawMessage, rawFromAmqp } from './copies.js';
 import type { RabbitConnection } from './RabbitConnection.js';
-import {
-  HEADERS,
-  headerString,
-  type RabbitSettler,
-  type RawMessage,
-  rawFromAmqp,
-} from './RabbitSettler.js';
-import { RETRY_NAMES } from './topology.js';
 
 /**
  * Parking lot operations on RabbitMQ: read the diagnoses, and move selected messages back to
@@ -130,7 +123,7 @@ export async function listParked(
  * do not match stay in parking. Scans at most the messages present when it starts.
  */
 export async function redriveParked(
-  deps: { connection: RabbitConnection; settler: RabbitSettler },
+  deps: { connection: RabbitConnection; copies: RabbitCopies },
   selection: RedriveSelection,
   options: RedriveOptions = {},
 ): Promise<RedriveResult> {
@@ -154,26 +147,7 @@ export async function redriveParked(
       result.matched++;
       if (options.dryRun) continue;
       await pace();
-      const {
-        [HEADERS.parkedAt]: _p,
-        [HEADERS.parkReason]: _r,
-        [HEADERS.errorClass]: _c,
-        [HEADERS.lastError]: _e,
-        [HEADERS.firstFailureAt]: _f,
-        [HEADERS.consumer]: _u,
-        ...kept
-      } = deps.settler.baseHeaders(parked.raw);
-      await deps.settler.publishCopy(
-        RETRY_NAMES.requeueExchange,
-        RETRY_NAMES.requeueRoutingKey,
-        parked.raw,
-        {
-          ...kept,
-          [HEADERS.attempt]: 0,
-          [HEADERS.redrivenAt]: new Date().toISOString(),
-          [HEADERS.redriveCount]: Number(headerString(kept, HEADERS.redriveCount) ?? 0) + 1,
-        },
-      );
+      await deps.copies.redrive(parked.raw);
       ch.ack(msg);
       const id = parked.diagnosis.messageId ?? '(no id)';
       result.moved.push(id);
@@ -191,7 +165,7 @@ export async function redriveParked(
 /** The RabbitMQ parking lot behind the transport-neutral interface. */
 export function rabbitParkingLot(deps: {
   connection: RabbitConnection;
-  settler: RabbitSettler;
+  copies: RabbitCopies;
 }): ParkingLot {
   return {
     list: (limit) => listParked(deps.connection, limit),

@@ -1,10 +1,16 @@
 import type { Channel } from 'amqplib';
 import { type Retention, type RetryBudget, rabbitRetryDelays } from '../../config/budget.js';
-import { EVENT_TYPES, RABBITMQ_NAMES } from '../../config/constants.js';
+import {
+  INVENTORY_ROUTING_KEYS,
+  RABBITMQ_DEFAULTS,
+  RABBITMQ_NAMES,
+  RETRY_NAMES,
+  retryQueueName,
+} from './constants.js';
 import type { RabbitManagement } from './RabbitManagement.js';
 
 /**
- * The RabbitMQ topology of DESIGN §4, declared idempotently: declaring it again with the same
+ * The RabbitMQ topology (docs/design.md, "RabbitMQ topology"), declared idempotently: declaring it again with the same
  * arguments is a no-op, so every process declares it at start.
  *
  * Only structural arguments (`x-queue-type`) are set at declaration. TTLs, dead lettering and
@@ -16,20 +22,6 @@ export interface TopologyDeclaration {
   queues: { name: string; bindings: { exchange: string; pattern: string }[] }[];
 }
 
-export const RETRY_NAMES = {
-  /** Retry copies are published here with the delay (ms) as routing key. */
-  retryExchange: 'inventory.orders.retry',
-  /** Retry queues dead-letter here when their TTL expires; bound only to inventory.orders. */
-  requeueExchange: 'inventory.orders.requeue',
-  requeueRoutingKey: 'inventory.orders',
-  /** inventory.orders dead-letters (and the consumer parks) here. */
-  parkingExchange: 'inventory.orders.dlx',
-  parkingQueue: 'inventory.orders.parking',
-  parkingRoutingKey: 'inventory.orders.parking',
-} as const;
-
-export const retryQueueName = (delayMs: number) => `${RETRY_NAMES.retryExchange}.${delayMs}`;
-
 /** Exchanges and queues every role needs: the order and inventory event flows. */
 export const CORE_TOPOLOGY: TopologyDeclaration = {
   exchanges: [
@@ -40,10 +32,10 @@ export const CORE_TOPOLOGY: TopologyDeclaration = {
     {
       // Inventory consumes exactly the order events it acts on.
       name: RABBITMQ_NAMES.inventoryQueue,
-      bindings: [
-        { exchange: RABBITMQ_NAMES.ordersExchange, pattern: EVENT_TYPES.orderCreated },
-        { exchange: RABBITMQ_NAMES.ordersExchange, pattern: EVENT_TYPES.orderCancelled },
-      ],
+      bindings: INVENTORY_ROUTING_KEYS.map((pattern) => ({
+        exchange: RABBITMQ_NAMES.ordersExchange,
+        pattern,
+      })),
     },
     {
       // A second consumer of every order event: retries must never copy into it.
@@ -156,7 +148,7 @@ export function buildPolicies(
         'dead-letter-routing-key': RETRY_NAMES.parkingRoutingKey,
         ...atLeastOnce,
         // Explicit, because the default differs across versions (none on 3.x, 20 on 4.x).
-        'delivery-limit': options.deliveryLimit ?? 10,
+        'delivery-limit': options.deliveryLimit ?? RABBITMQ_DEFAULTS.deliveryLimit,
       },
     },
     ...rabbitRetryDelays(budget).map((delay) => ({
@@ -199,7 +191,7 @@ export async function applyPolicies(
       {
         pattern: p.pattern,
         'apply-to': applyTo,
-        priority: options.priority ?? 10,
+        priority: options.priority ?? RABBITMQ_DEFAULTS.policyPriority,
         definition: p.definition,
       },
     );
@@ -231,4 +223,13 @@ export async function prepareInventoryTopology(deps: {
     buildPolicies(deps.budget, deps.retention, deps.policy),
     deps.policy,
   );
+}
+
+/** Everything `prepare` declares for a budget and retention (the deploy's custom resource digests it). */
+export function declaredTopology(
+  budget: RetryBudget,
+  retention: Retention,
+  options: PolicyOptions = {},
+): { topology: TopologyDeclaration; policies: Policy[] } {
+  return { topology: buildTopology(budget), policies: buildPolicies(budget, retention, options) };
 }

@@ -7,16 +7,7 @@ import {
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import { TransportUnavailableError } from '../errors.js';
 import type { Publisher, PublishFailureReason, PublishOutcome } from '../types.js';
-
-/** Message attributes this project sets on SQS messages (names allow `_`, not `-` first). */
-export const SQS_ATTRIBUTES = {
-  eventId: 'event_id',
-  eventType: 'event_type',
-  schemaVersion: 'schema_version',
-  correlationId: 'correlation_id',
-  attempt: 'retry_attempt',
-  firstFailureAt: 'first_failure_at',
-} as const;
+import { SQS_ATTRIBUTES } from './constants.js';
 
 const str = (value: string): MessageAttributeValue => ({ DataType: 'String', StringValue: value });
 

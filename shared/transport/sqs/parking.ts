@@ -8,18 +8,17 @@ import {
   type SQSClient,
   StartMessageMoveTaskCommand,
 } from '@aws-sdk/client-sqs';
-import {
-  matches,
-  type ParkedEntry,
-  type ParkingLot,
-  pacer,
-  type RedriveOptions,
-  type RedriveResult,
-  type RedriveSelection,
-} from '../../consumer/parking.js';
-import type { ParkReason } from '../../consumer/types.js';
-import { identityAttributes, SQS_ATTRIBUTES } from './SqsPublisher.js';
-import { SQS_DIAGNOSIS } from './SqsSettler.js';
+import { matches, pacer } from '../../consumer/parking.js';
+import type {
+  ParkedEntry,
+  ParkingLot,
+  ParkReason,
+  RedriveOptions,
+  RedriveResult,
+  RedriveSelection,
+} from '../types.js';
+import { SQS_ATTRIBUTES, SQS_DIAGNOSIS } from './constants.js';
+import { identityAttributes } from './SqsPublisher.js';
 
 const attr = (m: Message, name: string) => m.MessageAttributes?.[name]?.StringValue;
 

@@ -6,7 +6,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Retention, RetryBudget } from '../../config/budget.js';
-import type { SqsQueueNames } from './names.js';
+import { SQS_DEFAULTS, type SqsQueueNames } from './constants.js';
 
 export interface SqsQueueSettings {
   /** Visibility timeout of the source queue (s); must be ≥ 6 × the consumer function's timeout. */
@@ -23,9 +23,9 @@ export interface SqsQueueSettings {
 /** The safety net fires only after the application's budget is spent (+2 for crashes). */
 export function defaultSqsQueueSettings(budget: RetryBudget): SqsQueueSettings {
   return {
-    visibilityTimeoutSeconds: 30,
-    retentionSeconds: 4 * 24 * 3600,
-    maxReceiveCount: budget.maxAttempts + 3,
+    visibilityTimeoutSeconds: SQS_DEFAULTS.visibilityTimeoutSeconds,
+    retentionSeconds: SQS_DEFAULTS.retentionSeconds,
+    maxReceiveCount: budget.maxAttempts + SQS_DEFAULTS.receivesAboveBudget,
   };
 }
 

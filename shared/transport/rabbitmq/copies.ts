@@ -1,0 +1,188 @@
+import type { Message } from 'amqplib';
+import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
+import { TransportError } from '../errors.js';
+import type { Diagnosis, InboundMessage, RetryRequest } from '../types.js';
+import type { ConfirmedChannel } from './ConfirmedChannel.js';
+import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './constants.js';
+
+/** What the backend needs of a received message to read it and to publish a copy of it. */
+export interface RawMessage {
+  content: Buffer;
+  properties: {
+    messageId?: string | undefined;
+    type?: string | undefined;
+    correlationId?: string | undefined;
+    contentType?: string | undefined;
+    contentEncoding?: string | undefined;
+    appId?: string | undefined;
+    timestamp?: number | undefined;
+    headers: Record<string, unknown>;
+  };
+}
+
+/** A copy was refused or lost: the original must not be acknowledged. */
+export class SettlePublishError extends TransportError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'SettlePublishError';
+  }
+}
+
+export function rawFromAmqp(msg: Message): RawMessage {
+  const p = msg.properties;
+  return {
+    content: msg.content,
+    properties: {
+      messageId: p.messageId ?? undefined,
+      type: p.type ?? undefined,
+      correlationId: p.correlationId ?? undefined,
+      contentType: p.contentType ?? undefined,
+      contentEncoding: p.contentEncoding ?? undefined,
+      appId: p.appId ?? undefined,
+      timestamp: p.timestamp ?? undefined,
+      headers: { ...(p.headers ?? {}) },
+    },
+  };
+}
+
+export function headerString(headers: Record<string, unknown>, name: string): string | undefined {
+  const v = headers[name];
+  if (v === undefined || v === null) return undefined;
+  return Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
+}
+
+/** A raw AMQP message as the transport port's inbound message. */
+export function inboundFromRaw(raw: RawMessage, redelivered: boolean): InboundMessage {
+  const h = raw.properties.headers;
+  const attempt = Number(headerString(h, HEADERS.attempt) ?? 0);
+  return {
+    messageId: raw.properties.messageId,
+    body: raw.content,
+    attempt: Number.isInteger(attempt) && attempt >= 0 ? attempt : 0,
+    redelivered,
+    firstFailureAt: headerString(h, HEADERS.firstFailureAt),
+    type: raw.properties.type,
+    schemaVersion: headerString(h, HEADERS.schemaVersion),
+    correlationId: raw.properties.correlationId,
+  };
+}
+
+const truncate = (s: string, max = MAX_ERROR_HEADER) =>
+  s.length > max ? `${s.slice(0, max - 1)}…` : s;
+
+/** The message's headers without the broker's dead-lettering ones. */
+export function baseHeaders(raw: RawMessage): Record<string, unknown> {
+  const {
+    'x-death': _d,
+    'x-first-death-exchange': _e,
+    'x-first-death-queue': _q,
+    'x-first-death-reason': _r,
+    ...rest
+  } = raw.properties.headers;
+  return rest;
+}
+
+/**
+ * The copies the backend makes of a received message, each through the one confirmed publish
+ * primitive (same message id and properties, headers kept):
+ * - retry: `x-retry-attempt` and `x-last-error` set, to `inventory.orders.retry` with the delay
+ *   bucket as routing key; its queue's TTL holds it, then dead-letters it to `inventory.orders`;
+ * - park: the diagnosis in headers, to `inventory.orders.dlx` → `inventory.orders.parking`;
+ * - redrive: the diagnosis removed and the attempts reset, through `inventory.orders.requeue`
+ *   (bound to `inventory.orders` only, so no other queue gets a copy).
+ * A copy counts only once the broker confirmed it and did not return it: otherwise
+ * `SettlePublishError`.
+ */
+export class RabbitCopies {
+  constructor(
+    private readonly channel: ConfirmedChannel,
+    private readonly options: {
+      /** Only retries need it: the delay bucket of a ladder step (jitter picks a neighbour). */
+      budget?: RetryBudget;
+      confirmTimeoutMs?: number;
+    } = {},
+  ) {}
+
+  private async publish(
+    exchange: string,
+    routingKey: string,
+    raw: RawMessage,
+    headers: Record<string, unknown>,
+  ): Promise<void> {
+    const p = raw.properties;
+    const { confirmed } = this.channel.publish(exchange, routingKey, raw.content, {
+      ...(p.messageId ? { messageId: p.messageId } : {}),
+      ...(p.type ? { type: p.type } : {}),
+      ...(p.correlationId ? { correlationId: p.correlationId } : {}),
+      ...(p.contentType ? { contentType: p.contentType } : {}),
+      ...(p.contentEncoding ? { contentEncoding: p.contentEncoding } : {}),
+      ...(p.appId ? { appId: p.appId } : {}),
+      ...(p.timestamp ? { timestamp: p.timestamp } : {}),
+      headers,
+    });
+    const timeoutMs = this.options.confirmTimeoutMs ?? RABBITMQ_DEFAULTS.confirmTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const result = await Promise.race([
+      confirmed,
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), timeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!result) {
+      void this.channel.reset(); // its state is unknown now
+      throw new SettlePublishError(`no confirm within ${timeoutMs} ms`);
+    }
+    if (!result.ok) {
+      throw new SettlePublishError(
+        `publish to ${exchange} (${routingKey}) failed: ${result.reason}: ${result.error}`,
+      );
+    }
+  }
+
+  /** Publishes the retry copy; resolves with the delay bucket it went to (ms). */
+  async retry(raw: RawMessage, retry: RetryRequest): Promise<number> {
+    const { budget } = this.options;
+    if (!budget) throw new Error('retry copies need the retry budget');
+    const bucket = rabbitRetryBucket(budget, retry.delayMs);
+    await this.publish(RETRY_NAMES.retryExchange, String(bucket), raw, {
+      ...baseHeaders(raw),
+      [HEADERS.attempt]: retry.attempt,
+      [HEADERS.lastError]: truncate(retry.error),
+      [HEADERS.errorClass]: retry.errorClass,
+      [HEADERS.firstFailureAt]: retry.firstFailureAt,
+    });
+    return bucket;
+  }
+
+  async park(raw: RawMessage, d: Diagnosis): Promise<void> {
+    await this.publish(RETRY_NAMES.parkingExchange, RETRY_NAMES.parkingRoutingKey, raw, {
+      ...baseHeaders(raw),
+      [HEADERS.attempt]: d.attempts,
+      [HEADERS.firstFailureAt]: d.firstFailureAt,
+      [HEADERS.parkedAt]: d.parkedAt,
+      [HEADERS.parkReason]: d.reason,
+      [HEADERS.errorClass]: d.errorClass,
+      [HEADERS.lastError]: d.error,
+      [HEADERS.consumer]: d.consumer,
+      ...(d.schemaVersion ? { [HEADERS.schemaVersion]: d.schemaVersion } : {}),
+    });
+  }
+
+  async redrive(raw: RawMessage, now = new Date()): Promise<void> {
+    const {
+      [HEADERS.parkedAt]: _p,
+      [HEADERS.parkReason]: _r,
+      [HEADERS.errorClass]: _c,
+      [HEADERS.lastError]: _e,
+      [HEADERS.firstFailureAt]: _f,
+      [HEADERS.consumer]: _u,
+      ...kept
+    } = baseHeaders(raw);
+    await this.publish(RETRY_NAMES.requeueExchange, RETRY_NAMES.requeueRoutingKey, raw, {
+      ...kept,
+      [HEADERS.attempt]: 0,
+      [HEADERS.redrivenAt]: now.toISOString(),
+      [HEADERS.redriveCount]: Number(headerString(kept, HEADERS.redriveCount) ?? 0) + 1,
+    });
+  }
+}

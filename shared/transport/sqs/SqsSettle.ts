@@ -1,0 +1,171 @@
+import {
+  ChangeMessageVisibilityCommand,
+  type MessageAttributeValue,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import type { SQSRecord } from 'aws-lambda';
+import { TransportError } from '../errors.js';
+import type {
+  Delivery,
+  Diagnosis,
+  InboundMessage,
+  RetryRequest,
+  Settle,
+  Settled,
+} from '../types.js';
+import { SQS_ATTRIBUTES, SQS_DIAGNOSIS, SQS_LIMITS, type SqsRetryMode } from './constants.js';
+import { identityAttributes } from './SqsPublisher.js';
+
+const str = (value: string): MessageAttributeValue => ({ DataType: 'String', StringValue: value });
+
+function attr(record: SQSRecord, name: string): string | undefined {
+  return record.messageAttributes?.[name]?.stringValue ?? undefined;
+}
+
+/** A record of the Lambda SQS trigger's event. */
+export interface SqsDelivery extends Delivery {
+  record: SQSRecord;
+}
+
+/** Thrown to hand records back: the trigger keeps them and they become visible again later. */
+export class SqsGiveBackError extends TransportError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'SqsGiveBackError';
+  }
+}
+
+/**
+ * A trigger record as the transport port's inbound message. In `visibility` mode the attempt is
+ * the receive count (the same message comes back); in `resend` mode it travels as an attribute.
+ */
+export function sqsDelivery(record: SQSRecord, mode: SqsRetryMode): SqsDelivery {
+  const receives = Number(record.attributes.ApproximateReceiveCount ?? '1');
+  const attempt =
+    mode === 'visibility'
+      ? Math.max(0, receives - 1)
+      : Number(attr(record, SQS_ATTRIBUTES.attempt) ?? 0);
+  const message: InboundMessage = {
+    messageId: attr(record, SQS_ATTRIBUTES.eventId),
+    body: Buffer.from(record.body, 'utf8'),
+    attempt: Number.isInteger(attempt) && attempt >= 0 ? attempt : 0,
+    redelivered: receives > 1,
+    firstFailureAt: attr(record, SQS_ATTRIBUTES.firstFailureAt),
+    type: attr(record, SQS_ATTRIBUTES.eventType),
+    schemaVersion: attr(record, SQS_ATTRIBUTES.schemaVersion),
+    correlationId: attr(record, SQS_ATTRIBUTES.correlationId),
+  };
+  return { message, record };
+}
+
+export interface SqsSettleOptions {
+  sourceUrl: string;
+  parkingUrl: string;
+  mode: SqsRetryMode;
+  fifo?: boolean;
+}
+
+/**
+ * The settle contract behind the Lambda SQS trigger with ReportBatchItemFailures:
+ * - ack: nothing to do; a record not reported in `batchItemFailures` is deleted by the trigger;
+ * - retry, mode `visibility`: ChangeMessageVisibility to the ladder delay (inside the 12 h cap),
+ *   and the record is reported failed: SQS delivers the same message again after the delay,
+ *   `ApproximateReceiveCount` counts the attempts;
+ * - retry, mode `resend`: a copy with `DelaySeconds` (≤ 900) and `retry_attempt` + 1, same event
+ *   id; then the original succeeds (is deleted). Not for FIFO queues (no per-message delay);
+ * - park: a copy with the diagnosis as attributes to the parking queue, then the original
+ *   succeeds; if that send fails the record is reported failed and comes back later;
+ * - give back: throw, so the records are not deleted (a whole invocation, or one record through
+ *   Powertools batch, which reports it failed).
+ * The queue's RedrivePolicy (maxReceiveCount above the budget) stays as the safety net.
+ */
+export class SqsSettle implements Settle<SqsDelivery> {
+  readonly ackMode = 'message';
+  readonly onInfrastructureFailure = 'retry';
+
+  constructor(
+    private readonly deps: { client: SQSClient },
+    readonly options: SqsSettleOptions,
+  ) {
+    if (options.fifo && options.mode === 'resend') {
+      throw new Error(
+        'retry mode "resend" needs per-message DelaySeconds, which FIFO queues do not allow: use "visibility"',
+      );
+    }
+  }
+
+  async ack(): Promise<void> {}
+
+  async retryLater(d: SqsDelivery, retry: RetryRequest, now = new Date()): Promise<Settled> {
+    const { record } = d;
+    const delaySeconds = Math.ceil(retry.delayMs / 1000);
+    const detail = `in ${retry.delayMs} ms, ${this.options.mode}`;
+    if (this.options.mode === 'visibility') {
+      const firstReceive = Number(
+        record.attributes.ApproximateFirstReceiveTimestamp ?? now.getTime(),
+      );
+      const left =
+        SQS_LIMITS.visibilityCapSeconds - Math.ceil((now.getTime() - firstReceive) / 1000) - 60;
+      await this.deps.client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: this.options.sourceUrl,
+          ReceiptHandle: record.receiptHandle,
+          VisibilityTimeout: Math.max(0, Math.min(delaySeconds, left)),
+        }),
+      );
+      return { state: 'returned', detail };
+    }
+    await this.deps.client.send(
+      new SendMessageCommand({
+        QueueUrl: this.options.sourceUrl,
+        MessageBody: record.body,
+        DelaySeconds: Math.min(SQS_LIMITS.maxDelaySeconds, delaySeconds),
+        MessageAttributes: {
+          ...identityAttributes((name) => attr(record, name)),
+          [SQS_ATTRIBUTES.attempt]: str(String(retry.attempt)),
+          [SQS_ATTRIBUTES.firstFailureAt]: str(retry.firstFailureAt),
+        },
+      }),
+    );
+    return { state: 'ack', detail };
+  }
+
+  async park(d: SqsDelivery, diagnosis: Diagnosis): Promise<Settled> {
+    const { record } = d;
+    try {
+      await this.deps.client.send(
+        new SendMessageCommand({
+          QueueUrl: this.options.parkingUrl,
+          MessageBody: record.body,
+          MessageAttributes: {
+            ...identityAttributes((name) => attr(record, name)),
+            [SQS_ATTRIBUTES.attempt]: str(String(diagnosis.attempts)),
+            [SQS_ATTRIBUTES.firstFailureAt]: str(diagnosis.firstFailureAt),
+            [SQS_DIAGNOSIS.parkReason]: str(diagnosis.reason),
+            [SQS_DIAGNOSIS.errorClass]: str(diagnosis.errorClass),
+            [SQS_DIAGNOSIS.error]: str(diagnosis.error || '-'),
+            [SQS_DIAGNOSIS.consumer]: str(diagnosis.consumer),
+          },
+          ...(this.options.fifo
+            ? {
+                MessageGroupId: record.attributes.MessageGroupId ?? 'parked',
+                MessageDeduplicationId: record.messageId,
+              }
+            : {}),
+        }),
+      );
+      return { state: 'ack' };
+    } catch (err) {
+      // parking refused it: it comes back after its visibility timeout; nothing lost
+      return { state: 'returned', detail: (err as Error).message };
+    }
+  }
+
+  async giveBack(deliveries: readonly SqsDelivery[], cause: Error): Promise<void> {
+    throw new SqsGiveBackError(
+      `${deliveries.length} record(s) given back (${cause.message}): they stay in the queue`,
+      { cause },
+    );
+  }
+}

@@ -1,0 +1,350 @@
+import {
+  CreateQueueCommand,
+  GetQueueAttributesCommand,
+  GetQueueUrlCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import type { Retention, RetryBudget } from '../../config/budget.js';
+import type { Env } from '../../config/env.js';
+import { ConsumerDriver } from '../../consumer/driver.js';
+import type { Journal } from '../../consumer/journal.js';
+import type { Logger } from '../../logger.js';
+import { TransportUnavailableError } from '../errors.js';
+import type {
+  Backend,
+  Capabilities,
+  Inspection,
+  MessageHandler,
+  ParkingLot,
+  PrepareReport,
+  Publisher,
+  Stream,
+} from '../types.js';
+import { createSqsClient } from './client.js';
+import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
+import { sqsParkingLot } from './parking.js';
+import { defaultSqsQueueSettings, ensureSqsQueues } from './queues.js';
+import { SqsPublisher, sqsFailureReason } from './SqsPublisher.js';
+import { type SqsDelivery, SqsSettle } from './SqsSettle.js';
+
+export { createSqsClient } from './client.js';
+export {
+  SQS_ATTRIBUTES,
+  SQS_DEFAULTS,
+  SQS_DIAGNOSIS,
+  SQS_LIMITS,
+  SQS_NAMES,
+  type SqsRetryMode,
+  sqsQueueNames,
+} from './constants.js';
+export { envelopeAttributes } from './SqsPublisher.js';
+export { type SqsDelivery, SqsGiveBackError, sqsDelivery } from './SqsSettle.js';
+
+/** The queues of the SQS pipeline, resolved. */
+export interface SqsPipelineQueues {
+  sourceUrl: string;
+  sourceArn: string;
+  parkingUrl: string;
+  parkingArn: string;
+  /** Where the relay sends inventory results (from inventory_outbox). */
+  resultsUrl: string;
+}
+
+export interface SqsBackendConfig {
+  /** An SQS-compatible endpoint (fauxqs, moto); unset = AWS. */
+  endpoint?: string | undefined;
+  region: string;
+  /** Queue name prefix (tests and labs sharing one server). */
+  prefix?: string;
+  /** The FIFO variant of the inventory queues (MessageGroupId = aggregate id). */
+  fifo?: boolean;
+  /** How "retry later" is done. */
+  mode: SqsRetryMode;
+  budget: RetryBudget;
+  retention: Retention;
+  /** The source queue's visibility timeout (s), set by `prepare`. */
+  visibilityTimeoutSeconds?: number;
+  /** Who parks, for diagnoses (`inventory@<version>`). */
+  consumer: string;
+  /**
+   * The queue URLs of a deployed pipeline (no `prepare`). Unset: `prepare` creates the queues,
+   * or they are looked up by name.
+   */
+  queueUrls?: { source: string; parking?: string; results?: string };
+  /** A client to use instead of one built from `endpoint` (closed by its owner). */
+  client?: SQSClient;
+  requestTimeoutMs?: number;
+  maxAttempts?: number;
+  logger?: Logger;
+}
+
+const capabilities = (fifo: boolean): Capabilities => ({
+  orderedPerKey: fifo,
+  perMessageDelay: true,
+  partialBatchResponse: true,
+  redeliveryFlag: false,
+});
+
+/**
+ * The SQS backend, composed from configuration: the client, the queues (source with its
+ * RedrivePolicy to parking, parking, results), publishers, the consumer side behind the Lambda
+ * SQS trigger, the parking lot and `inspect()`.
+ */
+export class SqsBackend implements Backend {
+  readonly transport = 'sqs';
+  readonly capabilities: Capabilities;
+  readonly client: SQSClient;
+  private readonly ownsClient: boolean;
+  private resolved: Promise<SqsPipelineQueues> | undefined;
+  private readonly publishers = new Map<string, Publisher>();
+
+  constructor(readonly config: SqsBackendConfig) {
+    this.capabilities = capabilities(config.fifo ?? false);
+    this.ownsClient = !config.client;
+    this.client =
+      config.client ??
+      createSqsClient({
+        endpoint: config.endpoint,
+        region: config.region,
+        ...(config.requestTimeoutMs ? { requestTimeoutMs: config.requestTimeoutMs } : {}),
+        ...(config.maxAttempts ? { maxAttempts: config.maxAttempts } : {}),
+      });
+  }
+
+  get fifo(): boolean {
+    return this.config.fifo ?? false;
+  }
+
+  private names() {
+    return sqsQueueNames(this.config.prefix ?? '', this.fifo);
+  }
+
+  /** Creates (or updates) every queue of the pipeline. Idempotent. */
+  async prepare(): Promise<PrepareReport> {
+    const queues = await ensureSqsQueues(this.client, this.names(), this.config.retention, {
+      ...defaultSqsQueueSettings(this.config.budget),
+      visibilityTimeoutSeconds:
+        this.config.visibilityTimeoutSeconds ?? SQS_DEFAULTS.visibilityTimeoutSeconds,
+    });
+    const { QueueUrl } = await this.client.send(
+      new CreateQueueCommand({
+        QueueName: `${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`,
+      }),
+    );
+    const all = { ...queues, resultsUrl: QueueUrl as string };
+    this.resolved = Promise.resolve(all);
+    return { queues: 3, policies: 0 };
+  }
+
+  /** The queues' URLs and ARNs: as configured, as prepared, or looked up by name. */
+  queues(): Promise<SqsPipelineQueues> {
+    this.resolved ??= this.lookUp().catch((err: unknown) => {
+      this.resolved = undefined;
+      throw err;
+    });
+    return this.resolved;
+  }
+
+  private async lookUp(): Promise<SqsPipelineQueues> {
+    const names = this.names();
+    const given = this.config.queueUrls;
+    const url = async (name: string, configured?: string) =>
+      configured ??
+      ((await this.client.send(new GetQueueUrlCommand({ QueueName: name }))).QueueUrl as string);
+    const arn = async (queueUrl: string) =>
+      (
+        await this.client.send(
+          new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['QueueArn'] }),
+        )
+      ).Attributes?.QueueArn as string;
+    const sourceUrl = await url(names.source, given?.source);
+    const parkingUrl = await url(names.parking, given?.parking);
+    const resultsUrl = given
+      ? (given.results ?? '')
+      : await url(`${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`);
+    return {
+      sourceUrl,
+      parkingUrl,
+      resultsUrl,
+      // Deployed functions are given URLs and need no ARNs: no extra call at cold start.
+      sourceArn: given ? '' : await arn(sourceUrl),
+      parkingArn: given ? '' : await arn(parkingUrl),
+    };
+  }
+
+  async ready(timeoutMs = 2_000): Promise<void> {
+    await this.publisher('outbox').ready(timeoutMs);
+  }
+
+  /** The publisher of a stream: order events to inventory's queue, results to the order side's. */
+  publisher(stream: Stream = 'outbox'): Publisher {
+    let p = this.publishers.get(stream);
+    if (!p) {
+      if (stream !== 'outbox' && stream !== 'inventory_outbox') {
+        throw new Error(`no SQS queue for stream "${stream}"`);
+      }
+      p = new LazySqsPublisher(this.client, async () => {
+        const q = await this.queues();
+        const url = stream === 'outbox' ? q.sourceUrl : q.resultsUrl;
+        if (!url) throw new TransportUnavailableError(`no queue URL for stream "${stream}"`);
+        return { queueUrl: url, fifo: stream === 'outbox' && url.endsWith('.fifo') };
+      });
+      this.publishers.set(stream, p);
+    }
+    return p;
+  }
+
+  /** The settle contract and consumer driver behind the Lambda SQS trigger. */
+  async lambdaDriver(
+    handler: MessageHandler,
+    options: { journal?: Journal | undefined } = {},
+  ): Promise<{ driver: ConsumerDriver<SqsDelivery>; mode: SqsRetryMode; fifo: boolean }> {
+    const q = await this.queues();
+    const fifo = q.sourceUrl.endsWith('.fifo');
+    const settle = new SqsSettle(
+      { client: this.client },
+      { sourceUrl: q.sourceUrl, parkingUrl: q.parkingUrl, mode: this.config.mode, fifo },
+    );
+    return {
+      driver: new ConsumerDriver(
+        { handler, settle, journal: options.journal, logger: this.config.logger },
+        { consumer: this.config.consumer },
+      ),
+      mode: this.config.mode,
+      fifo,
+    };
+  }
+
+  parkingLot(): ParkingLot {
+    const lot = (async () => {
+      const q = await this.queues();
+      return sqsParkingLot({
+        client: this.client,
+        sourceUrl: q.sourceUrl,
+        parkingUrl: q.parkingUrl,
+        ...(q.parkingArn ? { parkingArn: q.parkingArn } : {}),
+      });
+    })();
+    lot.catch(() => {});
+    return {
+      list: async (limit) => (await lot).list(limit),
+      redrive: async (selection, options) => (await lot).redrive(selection, options),
+    };
+  }
+
+  /**
+   * SQS's approximate counts (eventually consistent, about a minute behind on AWS): visible,
+   * not visible (in flight, and visibility-mode retries), delayed (resend-mode retries), and the
+   * parking queue's visible messages. The age of the oldest message is a CloudWatch metric only.
+   */
+  async inspect(): Promise<Inspection> {
+    const q = await this.queues();
+    const attrs = async (url: string) =>
+      (
+        await this.client.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: url,
+            AttributeNames: [
+              'ApproximateNumberOfMessages',
+              'ApproximateNumberOfMessagesNotVisible',
+              'ApproximateNumberOfMessagesDelayed',
+            ],
+          }),
+        )
+      ).Attributes ?? {};
+    const [source, parking] = await Promise.all([attrs(q.sourceUrl), attrs(q.parkingUrl)]);
+    const n = (v: string | undefined) => Number(v ?? 0);
+    return {
+      ready: n(source.ApproximateNumberOfMessages),
+      inFlight: n(source.ApproximateNumberOfMessagesNotVisible),
+      retrying: n(source.ApproximateNumberOfMessagesDelayed),
+      parked: n(parking.ApproximateNumberOfMessages),
+      heldForDeadLettering: 0,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsClient) this.client.destroy();
+  }
+}
+
+/** A publisher whose queue URL is resolved on first use. */
+class LazySqsPublisher implements Publisher {
+  private inner: Promise<SqsPublisher> | undefined;
+
+  constructor(
+    private readonly client: SQSClient,
+    private readonly target: () => Promise<{ queueUrl: string; fifo: boolean }>,
+  ) {}
+
+  private get(): Promise<SqsPublisher> {
+    this.inner ??= this.target()
+      .then((t) => new SqsPublisher({ client: this.client }, t))
+      .catch((err: unknown) => {
+        this.inner = undefined;
+        throw err;
+      });
+    return this.inner;
+  }
+
+  async ready(timeoutMs?: number): Promise<void> {
+    let p: SqsPublisher;
+    try {
+      p = await this.get();
+    } catch (err) {
+      throw new TransportUnavailableError(`SQS not reachable: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    await p.ready(timeoutMs);
+  }
+
+  async publish(envelopes: Parameters<Publisher['publish']>[0]) {
+    let p: SqsPublisher;
+    try {
+      p = await this.get();
+    } catch (err) {
+      const error = `SQS queue not resolved: ${(err as Error).message}`;
+      const reason = sqsFailureReason(err);
+      return envelopes.map((e) => ({ id: e.id, ok: false as const, reason, error }));
+    }
+    return p.publish(envelopes);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** The SQS backend from its configuration. */
+export function sqsBackend(config: SqsBackendConfig): SqsBackend {
+  return new SqsBackend(config);
+}
+
+/**
+ * The SQS backend's configuration from the runtime environment: a deployed pipeline's queue
+ * URLs when `SOURCE_QUEUE_URL` is set (FIFO when it ends in `.fifo`), else the pinned names with
+ * `SQS_QUEUE_PREFIX` on `SQS_ENDPOINT` (unset: AWS).
+ */
+export function sqsConfigFromEnv(
+  env: Env,
+  base: Pick<SqsBackendConfig, 'budget' | 'retention' | 'consumer'> & Partial<SqsBackendConfig>,
+): SqsBackendConfig {
+  const source = env.SOURCE_QUEUE_URL;
+  return {
+    endpoint: env.SQS_ENDPOINT,
+    region: env.AWS_REGION,
+    prefix: env.SQS_QUEUE_PREFIX,
+    mode: env.SQS_RETRY_MODE,
+    visibilityTimeoutSeconds: env.SQS_VISIBILITY_TIMEOUT_S,
+    ...(source
+      ? {
+          fifo: source.endsWith('.fifo'),
+          queueUrls: {
+            source,
+            ...(env.PARKING_QUEUE_URL ? { parking: env.PARKING_QUEUE_URL } : {}),
+            ...(env.RESULTS_QUEUE_URL ? { results: env.RESULTS_QUEUE_URL } : {}),
+          },
+        }
+      : {}),
+    ...base,
+  };
+}
