@@ -1,7 +1,20 @@
 import pg from 'pg';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { amqpUrlForVhost, RabbitManagement } from '../shared/transport/rabbitmq/index.js';
+import type { BackendBase } from '../shared/transport/index.js';
+import {
+  type MemoryBackend,
+  type MemoryBackendConfig,
+  memoryBackend,
+} from '../shared/transport/memory/index.js';
+import {
+  amqpUrlForVhost,
+  RabbitManagement,
+  type RabbitMqBackend,
+  type RabbitMqBackendConfig,
+  rabbitmqBackend,
+} from '../shared/transport/rabbitmq/index.js';
+import { type SqsBackend, type SqsBackendConfig, sqsBackend } from '../shared/transport/sqs/index.js';
 import { TcpProxy } from './tcpProxy.js';
 
 /**
@@ -127,4 +140,117 @@ export function amqpUrlVia(amqpUrl: string, port: number, vhost: string): string
   u.hostname = '127.0.0.1';
   u.port = String(port);
   return u.toString();
+}
+
+/** Where the services are (tests: the global setup's; the lab, the soak, the benchmarks: env). */
+export interface Services {
+  databaseUrl: string;
+  amqpUrl: string;
+  managementUrl: string;
+  /** An SQS-compatible endpoint (fauxqs, moto); needed for SQS backends only. */
+  sqsEndpoint?: string | undefined;
+}
+
+/**
+ * Everything of its own one test file, lab run, soak or benchmark needs: a migrated database, a
+ * RabbitMQ virtual host (when asked), and an SQS queue prefix; plus backends configured on exactly
+ * that namespace. `close` removes all of it (unless `keep`).
+ */
+export interface ScratchEnvironment {
+  name: string;
+  database: ScratchDatabase;
+  vhost: ScratchVhost | undefined;
+  /** Queue-name prefix for SQS backends of this environment (`rm-…-`). */
+  sqsPrefix: string;
+  services: Services;
+  /**
+   * A backend on this environment's namespace: RabbitMQ on its vhost, SQS with its prefix on
+   * `services.sqsEndpoint`, or in memory. `overrides` go into the backend's configuration.
+   */
+  backend<T extends 'rabbitmq' | 'sqs' | 'memory'>(
+    transport: T,
+    base: BackendBase,
+    overrides?: T extends 'rabbitmq'
+      ? Partial<RabbitMqBackendConfig>
+      : T extends 'sqs'
+        ? Partial<SqsBackendConfig>
+        : Partial<MemoryBackendConfig>,
+  ): T extends 'rabbitmq' ? RabbitMqBackend : T extends 'sqs' ? SqsBackend : MemoryBackend;
+  close(): Promise<void>;
+}
+
+export async function createScratch(
+  services: Services,
+  label: string,
+  options: {
+    /** Create a virtual host too (any RabbitMQ backend needs one). Default true. */
+    vhost?: boolean;
+    migrated?: boolean;
+    poolSize?: number;
+    /** Leave the database and vhost in place at close (inspection after a failed soak). */
+    keep?: boolean;
+    /** Use exactly this name instead of a fresh unique one. */
+    name?: string;
+  } = {},
+): Promise<ScratchEnvironment> {
+  const name = options.name ?? scratchName(label);
+  const database = await createScratchDatabase(services.databaseUrl, name, {
+    ...(options.migrated !== undefined ? { migrated: options.migrated } : {}),
+    ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+  });
+  let vhost: ScratchVhost | undefined;
+  try {
+    if (options.vhost !== false) {
+      vhost = await createScratchVhost(services.managementUrl, services.amqpUrl, name);
+    }
+  } catch (err) {
+    await database.drop().catch(() => {});
+    throw err;
+  }
+  const sqsPrefix = `${name.replace(/_/g, '-')}-`;
+  const backends: { close(): Promise<void> }[] = [];
+  const env: ScratchEnvironment = {
+    name,
+    database,
+    vhost,
+    sqsPrefix,
+    services,
+    backend(transport, base, overrides) {
+      let b: RabbitMqBackend | SqsBackend | MemoryBackend;
+      if (transport === 'rabbitmq') {
+        if (!vhost) throw new Error('this scratch environment has no virtual host');
+        b = rabbitmqBackend({
+          url: vhost.amqpUrl,
+          managementUrl: vhost.managementUrl,
+          vhost: vhost.vhost,
+          connectionName: name,
+          ...base,
+          ...(overrides as Partial<RabbitMqBackendConfig>),
+        });
+      } else if (transport === 'sqs') {
+        if (!services.sqsEndpoint) throw new Error('no SQS endpoint for this scratch environment');
+        b = sqsBackend({
+          endpoint: services.sqsEndpoint,
+          region: 'us-east-1',
+          prefix: sqsPrefix,
+          mode: 'visibility',
+          ...base,
+          ...(overrides as Partial<SqsBackendConfig>),
+        });
+      } else {
+        b = memoryBackend({ consumer: base.consumer, ...(overrides as Partial<MemoryBackendConfig>) });
+      }
+      backends.push(b);
+      return b as never;
+    },
+    async close() {
+      for (const b of backends.reverse()) await b.close().catch(() => {});
+      if (options.keep) {
+        await database.db.close().catch(() => {});
+        return;
+      }
+      await Promise.all([database.drop(), vhost?.delete()].map((p) => p?.catch(() => {})));
+    },
+  };
+  return env;
 }
