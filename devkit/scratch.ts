@@ -14,7 +14,11 @@ import {
   type RabbitMqBackendConfig,
   rabbitmqBackend,
 } from '../shared/transport/rabbitmq/index.js';
-import { type SqsBackend, type SqsBackendConfig, sqsBackend } from '../shared/transport/sqs/index.js';
+import {
+  type SqsBackend,
+  type SqsBackendConfig,
+  sqsBackend,
+} from '../shared/transport/sqs/index.js';
 import { TcpProxy } from './tcpProxy.js';
 
 /**
@@ -238,7 +242,10 @@ export async function createScratch(
           ...(overrides as Partial<SqsBackendConfig>),
         });
       } else {
-        b = memoryBackend({ consumer: base.consumer, ...(overrides as Partial<MemoryBackendConfig>) });
+        b = memoryBackend({
+          consumer: base.consumer,
+          ...(overrides as Partial<MemoryBackendConfig>),
+        });
       }
       backends.push(b);
       return b as never;

@@ -3,7 +3,10 @@ import {
   DEFAULT_RETRY_BUDGET,
   type Retention,
   type RetryBudget,
+  validateBudget,
 } from '../shared/config/budget.js';
+import { ConfigError } from '../shared/config/errors.js';
+import { visibilityTimeoutRule } from '../shared/config/rules.js';
 import {
   AMAZON_MQ_TRIGGER,
   RABBITMQ_NAMES,
@@ -13,7 +16,9 @@ import { SQS_NAMES } from '../shared/transport/sqs/index.js';
 
 /**
  * The deployed pipeline's settings, derived from the same config module the local runtime uses
- * (queue names, retry budget, retention), so what runs in AWS is what the tests exercise.
+ * (queue names, retry budget, retention), so what runs in AWS is what the tests exercise. The
+ * functions get them through `functionEnvironment()` (shared/config), which writes exactly the
+ * variables the runtime schema reads.
  */
 export interface PipelineConfig {
   names: typeof SQS_NAMES;
@@ -57,12 +62,17 @@ export const DEFAULT_BROKER: BrokerSettings = {
   deployment: 'single',
 };
 
+/**
+ * The pipeline's settings for a budget and retention, checked by the runtime's own rules before
+ * anything is synthesized: a budget or retention the functions would refuse at cold start, or a
+ * visibility timeout below 6 × the reserve function's timeout, fails `cdk synth` (`ConfigError`).
+ */
 export function pipelineConfig(
   budget: RetryBudget = DEFAULT_RETRY_BUDGET,
   retention: Retention = DEFAULT_RETENTION,
 ): PipelineConfig {
   const reserveTimeout = 30;
-  return {
+  return validatePipelineConfig({
     names: SQS_NAMES,
     budget,
     retention,
@@ -84,7 +94,23 @@ export function pipelineConfig(
       batchSize: AMAZON_MQ_TRIGGER.batchSize,
       maxBatchingWindowSeconds: mqBatchingWindowSeconds(AMAZON_MQ_TRIGGER.batchWindowMs),
     },
-  };
+  });
+}
+
+/** The cross-field rules of the runtime configuration, on the pipeline's fields. */
+export function validatePipelineConfig(config: PipelineConfig): PipelineConfig {
+  const visibility = visibilityTimeoutRule(
+    config.sqs.visibilityTimeoutSeconds,
+    config.timeoutsSeconds.reserve * 1000,
+    'timeoutsSeconds.reserve',
+  );
+  if (visibility) {
+    throw new ConfigError(
+      `invalid pipeline configuration: sqs.visibilityTimeoutSeconds: ${config.sqs.visibilityTimeoutSeconds} s ${visibility}`,
+    );
+  }
+  validateBudget(config.budget, config.retention);
+  return config;
 }
 
 /**
@@ -96,14 +122,4 @@ export function mqBatchingWindowSeconds(ms: number): number | undefined {
   if (ms % 1000 !== 0)
     throw new Error(`Amazon MQ batching window ${ms} ms: use 500 or whole seconds`);
   return ms / 1000;
-}
-
-/** Environment variables that carry the retry budget to the functions. */
-export function budgetEnvironment(budget: RetryBudget): Record<string, string> {
-  return {
-    RETRY_LADDER_MS: budget.ladderMs.join(','),
-    RETRY_MAX_ATTEMPTS: String(budget.maxAttempts),
-    RETRY_MAX_AGE_MS: String(budget.maxAgeMs),
-    RETRY_JITTER: String(budget.jitter),
-  };
 }

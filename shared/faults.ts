@@ -1,10 +1,13 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { z } from 'zod';
+import { ConfigError } from './config/errors.js';
 
 /**
- * Fault points (DESIGN §10). `FAULTS="point:action,…"` with action `throw` (an error at that point)
- * or `exit` (the process dies at once with SIGKILL, as if the machine lost power: no finally
- * blocks, no flush, no ack). With `FAULTS` unset and no `FaultScope` armed, `fault()` is two
- * comparisons.
+ * Fault points. `FAULTS="point:action,…"` with action `throw` (an error at that point) or `exit`
+ * (the process dies at once with SIGKILL, as if the machine lost power: no finally blocks, no
+ * flush, no ack). With `FAULTS` unset and no `FaultScope` armed, `fault()` is two comparisons.
+ * The grammar ({@link faultSpecSchema}) is the `FAULTS` field of the configuration schema
+ * (`shared/config/env.ts`), so a bad spec fails `loadEnv()` naming `FAULTS`.
  */
 export const FAULT_POINTS = [
   'order.after-outbox-insert',
@@ -13,7 +16,41 @@ export const FAULT_POINTS = [
   'reserve.after-retry-publish',
 ] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
-export type FaultAction = 'throw' | 'exit';
+export const FAULT_ACTIONS = ['throw', 'exit'] as const;
+export type FaultAction = (typeof FAULT_ACTIONS)[number];
+export type FaultSpec = ReadonlyMap<FaultPoint, FaultAction>;
+
+const isFaultPoint = (s: string): s is FaultPoint =>
+  (FAULT_POINTS as readonly string[]).includes(s);
+const isFaultAction = (s: string): s is FaultAction =>
+  (FAULT_ACTIONS as readonly string[]).includes(s);
+
+/** `point:action,…` → the armed points; every unknown point or action is an issue naming it. */
+export const faultSpecSchema = z.string().transform((spec, ctx): FaultSpec => {
+  const faults = new Map<FaultPoint, FaultAction>();
+  for (const part of spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const [point = '', action = ''] = part.split(':').map((s) => s.trim());
+    if (!isFaultPoint(point)) {
+      ctx.issues.push({
+        code: 'custom',
+        input: spec,
+        message: `unknown fault point "${point}" (known: ${FAULT_POINTS.join(', ')})`,
+      });
+    } else if (!isFaultAction(action)) {
+      ctx.issues.push({
+        code: 'custom',
+        input: spec,
+        message: `action for ${point} must be ${FAULT_ACTIONS.map((a) => `"${a}"`).join(' or ')}, got "${action}"`,
+      });
+    } else {
+      faults.set(point, action);
+    }
+  }
+  return faults;
+});
 
 export class InjectedFaultError extends Error {
   readonly point: FaultPoint;
@@ -24,22 +61,15 @@ export class InjectedFaultError extends Error {
   }
 }
 
+/** Parses a `FAULTS` spec; a `ConfigError` naming `FAULTS` and the bad point or action. */
 export function parseFaults(spec: string | undefined): Map<FaultPoint, FaultAction> {
-  const faults = new Map<FaultPoint, FaultAction>();
-  for (const part of (spec ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const [point, action] = part.split(':');
-    if (!(FAULT_POINTS as readonly string[]).includes(point ?? '')) {
-      throw new Error(`FAULTS: unknown fault point "${point}" (known: ${FAULT_POINTS.join(', ')})`);
-    }
-    if (action !== 'throw' && action !== 'exit') {
-      throw new Error(`FAULTS: action for ${point} must be "throw" or "exit", got "${action}"`);
-    }
-    faults.set(point as FaultPoint, action);
+  const parsed = faultSpecSchema.safeParse(spec ?? '');
+  if (!parsed.success) {
+    throw new ConfigError(`FAULTS: ${parsed.error.issues.map((i) => i.message).join('; ')}`, {
+      cause: parsed.error,
+    });
   }
-  return faults;
+  return new Map(parsed.data);
 }
 
 let active = parseFaults(process.env.FAULTS);

@@ -7,6 +7,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import { visibilityTimeoutRule } from '../../shared/config/rules.js';
 import type { Logger } from '../../shared/logger.js';
 import { backoffDelay, sleep } from '../../shared/util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
@@ -175,14 +176,18 @@ export class SqsTrigger {
   }
 }
 
-/** AWS's rule for SQS event sources: visibility timeout ≥ 6 × the function timeout. */
+/**
+ * AWS's rule for SQS event sources, checked on the queue's actual attribute: the same rule
+ * (`visibilityTimeoutRule`) that the configuration applies to `SQS_VISIBILITY_TIMEOUT_S`.
+ */
 export function validateVisibility(
   visibilityTimeoutSeconds: number,
   functionTimeoutMs: number,
 ): void {
-  if (visibilityTimeoutSeconds * 1000 < 6 * functionTimeoutMs) {
+  const problem = visibilityTimeoutRule(visibilityTimeoutSeconds, functionTimeoutMs);
+  if (problem) {
     throw new SqsTriggerConfigError(
-      `the queue's visibility timeout (${visibilityTimeoutSeconds} s) must be at least 6 × the function timeout (${functionTimeoutMs / 1000} s)`,
+      `the queue's visibility timeout (${visibilityTimeoutSeconds} s) ${problem}`,
     );
   }
 }

@@ -6,6 +6,11 @@ import { Architecture, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
+import { DEFAULT_MIGRATIONS_DIR } from '../../shared/config/env.js';
+import {
+  type FunctionEnvironment,
+  functionEnvironment,
+} from '../../shared/config/functionEnvironment.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -13,13 +18,24 @@ export interface NodeFunctionProps {
   /** Folder under `functions/` whose `index.ts` exports `handler`. */
   name: string;
   timeoutSeconds: number;
-  environment?: Record<string, string>;
+  /** The runtime configuration, from `functionEnvironment()`: only variables the schema reads. */
+  environment?: FunctionEnvironment;
   memorySize?: number;
   /** Ship `shared/db/migrations/*.sql` in the bundle (the migrate function reads them). */
   withMigrations?: boolean;
   /** Run in these private subnets (functions that talk to a private Amazon MQ broker). */
   network?: { vpc: IVpc; securityGroup: ISecurityGroup };
 }
+
+/** Read by Node.js and Powertools, not by the configuration schema. */
+const PLATFORM_ENVIRONMENT = (name: string) => ({
+  NODE_OPTIONS: '--enable-source-maps',
+  POWERTOOLS_SERVICE_NAME: name,
+  POWERTOOLS_LOG_LEVEL: 'INFO',
+});
+
+/** Where the bundle ships the migrations (`withMigrations`). */
+const BUNDLED_MIGRATIONS_DIR = '/var/task/migrations';
 
 /**
  * Every function of the project: Node.js 24 on arm64, an ESM bundle built by the local esbuild
@@ -47,13 +63,13 @@ export class NodeFunction extends NodejsFunction {
             securityGroups: [props.network.securityGroup],
           }
         : {}),
-      environment: {
-        NODE_OPTIONS: '--enable-source-maps',
-        POWERTOOLS_SERVICE_NAME: props.name,
-        POWERTOOLS_LOG_LEVEL: 'INFO',
-        ...(props.withMigrations ? { MIGRATIONS_DIR: '/var/task/migrations' } : {}),
+      environment: definedOnly({
+        ...PLATFORM_ENVIRONMENT(props.name),
+        ...(props.withMigrations
+          ? functionEnvironment({ migrationsDir: BUNDLED_MIGRATIONS_DIR })
+          : {}),
         ...props.environment,
-      },
+      }),
       bundling: {
         format: OutputFormat.ESM,
         minify: true,
@@ -69,7 +85,7 @@ export class NodeFunction extends NodejsFunction {
                 beforeBundling: () => [],
                 beforeInstall: () => [],
                 afterBundling: (_input: string, output: string) => [
-                  `mkdir -p "${output}/migrations" && cp "${join(ROOT, 'shared', 'db', 'migrations')}"/*.sql "${output}/migrations/"`,
+                  `mkdir -p "${output}/migrations" && cp "${DEFAULT_MIGRATIONS_DIR}"/*.sql "${output}/migrations/"`,
                 ],
               },
             }
@@ -89,4 +105,10 @@ export class NodeFunction extends NodejsFunction {
       });
     }
   }
+}
+
+function definedOnly(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined),
+  );
 }

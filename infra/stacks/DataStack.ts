@@ -11,7 +11,8 @@ import {
   DatabaseClusterEngine,
 } from 'aws-cdk-lib/aws-rds';
 import type { Construct } from 'constructs';
-import { MIGRATIONS_DIR } from '../../shared/db/migrate.js';
+import { DEFAULT_MIGRATIONS_DIR } from '../../shared/config/env.js';
+import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 
@@ -63,12 +64,13 @@ export class DataStack extends Stack {
       name: 'migrate',
       timeoutSeconds: 300,
       withMigrations: true,
-      environment: {
-        DB_DRIVER: 'data-api',
-        DATA_API_RESOURCE_ARN: this.cluster.clusterArn,
-        DATA_API_SECRET_ARN: this.cluster.secret?.secretArn ?? '',
-        DATA_API_DATABASE: this.databaseName,
-      },
+      environment: functionEnvironment({
+        dataApi: {
+          resourceArn: this.cluster.clusterArn,
+          secretArn: this.cluster.secret?.secretArn ?? '',
+          database: this.databaseName,
+        },
+      }),
     });
     this.cluster.grantDataApiAccess(migrateFn);
     this.cluster.secret?.grantRead(migrateFn);
@@ -95,13 +97,13 @@ export class DataStack extends Stack {
   }
 }
 
-/** A digest of every migration file: changes when one is added. */
+/** A digest of every migration file the bundle ships: changes when one is added. */
 function migrationsVersion(): string {
   const hash = createHash('sha256');
-  for (const f of readdirSync(MIGRATIONS_DIR)
+  for (const f of readdirSync(DEFAULT_MIGRATIONS_DIR)
     .filter((x) => x.endsWith('.sql'))
     .sort()) {
-    hash.update(f).update(readFileSync(join(MIGRATIONS_DIR, f)));
+    hash.update(f).update(readFileSync(join(DEFAULT_MIGRATIONS_DIR, f)));
   }
   return hash.digest('hex').slice(0, 16);
 }

@@ -18,18 +18,17 @@ import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import {
-  type BrokerSettings,
-  budgetEnvironment,
-  DEFAULT_BROKER,
-  type PipelineConfig,
-} from '../config.js';
+  type FunctionSettings,
+  functionEnvironment,
+} from '../../shared/config/functionEnvironment.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
-import type { DatabaseAccess } from './SqsPipelineStack.js';
+import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
   config: PipelineConfig;
@@ -125,33 +124,34 @@ export class RabbitPipelineStack extends Stack {
     });
 
     const network = { vpc, securityGroup: functionsSg };
-    const environment = {
-      TRANSPORT: 'rabbitmq',
-      DB_DRIVER: 'data-api',
-      DATA_API_RESOURCE_ARN: database.clusterArn,
-      DATA_API_SECRET_ARN: database.secretArn,
-      DATA_API_DATABASE: database.databaseName,
-      ...budgetEnvironment(config.budget),
+    // every function runs with the pipeline's budget and retention (what the topology declares)
+    const common: FunctionSettings = {
+      transport: 'rabbitmq',
+      dataApi: dataApiSettings(database),
+      budget: config.budget,
+      retention: config.retention,
     };
-    const brokerEnvironment = {
-      // the secret's ARN, never its value: the functions read it at cold start
-      BROKER_SECRET_ARN: this.credentials.secretArn,
-      BROKER_AMQP_ENDPOINT: Fn.select(0, this.broker.attrAmqpEndpoints),
-      BROKER_MANAGEMENT_ENDPOINT: Fn.select(0, this.broker.attrConsoleUrLs),
-      BROKER_VHOST: config.rabbitmq.vhost,
+    const brokerAccess: FunctionSettings = {
+      broker: {
+        // the secret's ARN, never its value: the functions read it at cold start
+        secretArn: this.credentials.secretArn,
+        amqpEndpoint: Fn.select(0, this.broker.attrAmqpEndpoints),
+        managementEndpoint: Fn.select(0, this.broker.attrConsoleUrLs),
+        vhost: config.rabbitmq.vhost,
+      },
     };
     const fn = (
       name: string,
       timeoutSeconds: number,
-      options: { broker?: boolean; extra?: Record<string, string> } = {},
+      options: { broker?: boolean; extra?: FunctionSettings } = {},
     ) => {
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
         environment: {
-          ...environment,
-          ...(options.broker ? brokerEnvironment : {}),
-          ...options.extra,
+          ...functionEnvironment(common),
+          ...(options.broker ? functionEnvironment(brokerAccess) : {}),
+          ...functionEnvironment(options.extra ?? {}),
         },
         ...(options.broker ? { network } : {}),
       });
@@ -170,10 +170,7 @@ export class RabbitPipelineStack extends Stack {
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
       broker: true,
-      extra: {
-        RELAY_DRAIN_BUDGET_MS: String(config.relay.drainBudgetMs),
-        RELAY_IDLE_WAIT_MS: String(config.relay.idleWaitMs),
-      },
+      extra: { relay: config.relay },
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
     new Rule(this, 'RelaySchedule', {

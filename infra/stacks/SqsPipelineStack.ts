@@ -7,7 +7,11 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import { type CfnQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { budgetEnvironment, type PipelineConfig } from '../config.js';
+import {
+  type FunctionSettings,
+  functionEnvironment,
+} from '../../shared/config/functionEnvironment.js';
+import type { PipelineConfig } from '../config.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
@@ -18,6 +22,15 @@ export interface DatabaseAccess {
   secretArn: string;
   databaseName: string;
   grant(fn: IGrantable): void;
+}
+
+/** The Data API settings of a function that reaches the database through `access`. */
+export function dataApiSettings(access: DatabaseAccess): FunctionSettings['dataApi'] {
+  return {
+    resourceArn: access.clusterArn,
+    secretArn: access.secretArn,
+    database: access.databaseName,
+  };
 }
 
 export function dataApiAccess(cluster: DatabaseCluster, databaseName: string): DatabaseAccess {
@@ -91,22 +104,23 @@ export class SqsPipelineStack extends Stack {
       deadLetterQueue: { queue: resultsParking, maxReceiveCount: config.sqs.maxReceiveCount },
     });
 
-    const environment = {
-      TRANSPORT: 'sqs',
-      DB_DRIVER: 'data-api',
-      DATA_API_RESOURCE_ARN: database.clusterArn,
-      DATA_API_SECRET_ARN: database.secretArn,
-      DATA_API_DATABASE: database.databaseName,
-      SOURCE_QUEUE_URL: this.source.queueUrl,
-      PARKING_QUEUE_URL: this.parking.queueUrl,
-      RESULTS_QUEUE_URL: results.queueUrl,
-      ...budgetEnvironment(config.budget),
+    // every function runs with the pipeline's budget and retention (what the queues were made for)
+    const common: FunctionSettings = {
+      transport: 'sqs',
+      dataApi: dataApiSettings(database),
+      budget: config.budget,
+      retention: config.retention,
+      sqs: {
+        sourceQueueUrl: this.source.queueUrl,
+        parkingQueueUrl: this.parking.queueUrl,
+        resultsQueueUrl: results.queueUrl,
+      },
     };
-    const fn = (name: string, timeoutSeconds: number, extra: Record<string, string> = {}) => {
+    const fn = (name: string, timeoutSeconds: number, extra: FunctionSettings = {}) => {
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
-        environment: { ...environment, ...extra },
+        environment: { ...functionEnvironment(common), ...functionEnvironment(extra) },
       });
       database.grant(f);
       return f;
@@ -118,10 +132,7 @@ export class SqsPipelineStack extends Stack {
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
-    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
-      RELAY_DRAIN_BUDGET_MS: String(config.relay.drainBudgetMs),
-      RELAY_IDLE_WAIT_MS: String(config.relay.idleWaitMs),
-    });
+    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, { relay: config.relay });
     this.source.grantSendMessages(relay);
     results.grantSendMessages(relay);
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
@@ -131,7 +142,7 @@ export class SqsPipelineStack extends Stack {
     });
 
     const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, {
-      SQS_RETRY_MODE: 'visibility',
+      sqs: { retryMode: 'visibility' },
     });
     this.source.grantConsumeMessages(reserve);
     this.source.grantSendMessages(reserve); // resend mode sends delayed copies

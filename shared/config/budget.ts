@@ -1,55 +1,25 @@
-import { z } from 'zod';
-import { ConfigError } from './env.js';
+import {
+  budgetOf,
+  DEFAULT_RETENTION,
+  DEFAULT_RETRY_BUDGET,
+  parseEnv,
+  type Retention,
+  type RetryBudget,
+} from './env.js';
+import { functionEnvironment } from './functionEnvironment.js';
 
 /**
- * The retry budget and retention (DESIGN §6), configured once and read by every transport, the
- * local runtime and (later) the CDK stacks. Validated at load: a budget that cannot work fails
- * at start, naming the setting.
+ * The retry budget and retention, configured once (the `RETRY_*` and `*_RETENTION_MS` variables
+ * of the configuration schema in `env.ts`) and read by every transport, the local runtime and the
+ * CDK stacks.
  */
-export const retryBudgetSchema = z
-  .object({
-    /** Delay before each retry: attempt n waits ladderMs[min(n-1, last)]. */
-    ladderMs: z
-      .array(
-        z
-          .number()
-          .int()
-          .min(100)
-          .max(12 * 3600 * 1000),
-      )
-      .min(1)
-      .max(20),
-    /** Retries after the first delivery; then the message is parked ("exhausted"). */
-    maxAttempts: z.number().int().min(0).max(100),
-    /** Age from the event's `occurred_at` after which it is parked instead of retried. */
-    maxAgeMs: z.number().int().min(1_000),
-    /**
-     * ± fraction applied to each delay. On RabbitMQ (one queue per delay) it becomes two
-     * neighbouring buckets per step (delay·(1−j) and delay·(1+j)), chosen at random.
-     */
-    jitter: z.number().min(0).max(0.5),
-  })
-  .superRefine((b, ctx) => {
-    for (let i = 1; i < b.ladderMs.length; i++) {
-      if ((b.ladderMs[i] as number) < (b.ladderMs[i - 1] as number)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['ladderMs', i],
-          message: 'the ladder must not decrease',
-        });
-      }
-    }
-  });
-
-export type RetryBudget = z.infer<typeof retryBudgetSchema>;
-
-/** Production defaults: 5 s, 30 s, 5 min; three retries; 15 minutes; ±10 %. */
-export const DEFAULT_RETRY_BUDGET: RetryBudget = {
-  ladderMs: [5_000, 30_000, 300_000],
-  maxAttempts: 3,
-  maxAgeMs: 15 * 60_000,
-  jitter: 0.1,
-};
+export {
+  DEFAULT_REDRIVE_WINDOW_MS,
+  DEFAULT_RETENTION,
+  DEFAULT_RETRY_BUDGET,
+  type Retention,
+  type RetryBudget,
+} from './env.js';
 
 /** The scaled-down ladder used by tests and the lab: 1 s, 2 s, 3 s, no jitter. */
 export const TEST_RETRY_BUDGET: RetryBudget = {
@@ -59,71 +29,38 @@ export const TEST_RETRY_BUDGET: RetryBudget = {
   jitter: 0,
 };
 
-export const retentionSchema = z.object({
-  /** How long parked messages are kept (RabbitMQ parking queue TTL; SQS parking retention). */
-  parkingMs: z
-    .number()
-    .int()
-    .min(60_000)
-    .max(14 * 24 * 3600 * 1000),
-  /** How long inbox rows (processed_messages) are kept. */
-  inboxMs: z.number().int().min(60_000),
-  /** How long published outbox rows are kept. */
-  publishedOutboxMs: z.number().int().min(60_000),
-});
-export type Retention = z.infer<typeof retentionSchema>;
-
-export const DEFAULT_RETENTION: Retention = {
-  parkingMs: 14 * 24 * 3600 * 1000,
-  inboxMs: 21 * 24 * 3600 * 1000,
-  publishedOutboxMs: 7 * 24 * 3600 * 1000,
-};
-
+/**
+ * Checks a budget given in code, with the retention it runs under, against the configuration
+ * schema: the same limits and rules as when read from the environment (so the `ConfigError`
+ * names the variables: `RETRY_LADDER_MS.1: the ladder must not decrease`, `INBOX_RETENTION_MS: …
+ * must exceed PARKING_RETENTION_MS + RETRY_MAX_AGE_MS + REDRIVE_WINDOW_MS …`).
+ */
 export function validateBudget(
   budget: RetryBudget,
   retention: Retention = DEFAULT_RETENTION,
 ): RetryBudget {
-  const parsed = retryBudgetSchema.safeParse(budget);
-  if (!parsed.success) {
-    const i = parsed.error.issues[0];
-    throw new ConfigError(`retry budget: ${i?.path.join('.')}: ${i?.message}`, {
-      cause: parsed.error,
-    });
-  }
-  const r = retentionSchema.safeParse(retention);
-  if (!r.success) {
-    const i = r.error.issues[0];
-    throw new ConfigError(`retention: ${i?.path.join('.')}: ${i?.message}`, { cause: r.error });
-  }
-  // A redelivered message (from parking, via redrive) must still find its inbox row, or it would
-  // be applied twice: keep inbox rows longer than anything can come back.
-  const redeliveryWindow = retention.parkingMs + budget.maxAgeMs;
-  if (retention.inboxMs <= redeliveryWindow) {
-    throw new ConfigError(
-      `retention: inboxMs (${retention.inboxMs}) must exceed parkingMs + maxAgeMs (${redeliveryWindow}): ` +
-        'a message redriven from parking would otherwise no longer be recognised as a duplicate',
-    );
-  }
-  return parsed.data;
+  return budgetOf(parseEnv(functionEnvironment({ budget, retention })));
 }
 
-/** Reads a budget from the environment (RETRY_LADDER_MS=1000,2000,3000 etc.) over `base`. */
+/**
+ * Reads the budget from the environment (`RETRY_LADDER_MS=1000,2000,3000` etc.; unset variables
+ * from `base`), validated by the configuration schema together with the retention it runs under:
+ * `retention` when given, otherwise the one `source` configures.
+ */
 export function loadBudget(
   source: NodeJS.ProcessEnv = process.env,
   base: RetryBudget = DEFAULT_RETRY_BUDGET,
-  retention: Retention = DEFAULT_RETENTION,
+  retention?: Retention,
 ): RetryBudget {
-  const num = (v: string | undefined) => (v === undefined || v === '' ? undefined : Number(v));
-  return validateBudget(
-    {
-      ladderMs: source.RETRY_LADDER_MS
-        ? source.RETRY_LADDER_MS.split(',').map((s) => Number(s.trim()))
-        : base.ladderMs,
-      maxAttempts: num(source.RETRY_MAX_ATTEMPTS) ?? base.maxAttempts,
-      maxAgeMs: num(source.RETRY_MAX_AGE_MS) ?? base.maxAgeMs,
-      jitter: num(source.RETRY_JITTER) ?? base.jitter,
-    },
-    retention,
+  const set = Object.fromEntries(
+    Object.entries(source).filter(([, v]) => v !== undefined && v !== ''),
+  );
+  return budgetOf(
+    parseEnv({
+      ...functionEnvironment({ budget: base }),
+      ...set,
+      ...(retention ? functionEnvironment({ retention }) : {}),
+    }),
   );
 }
 

@@ -1,13 +1,110 @@
+import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { faultSpecSchema } from '../faults.js';
 import { AMAZON_MQ_TRIGGER } from './constants.js';
+import { ConfigError } from './errors.js';
+import { inboxRetentionRule, visibilityTimeoutRule } from './rules.js';
+
+export { ConfigError } from './errors.js';
 
 /**
- * Runtime configuration, read from the environment once and validated (DESIGN §10).
- * A bad value fails at start with the variable named, never later in the middle of work.
+ * Runtime configuration: ONE schema for every setting a process reads from its environment,
+ * validated once at load. A bad value, or settings that cannot work together (see the rules at
+ * the end), fail at start with the variable(s) named (`invalid configuration: X: …`), never later
+ * in the middle of work. `loadBudget()`, `loadRetention()`, `parseFaults()` and the migrations'
+ * directory are views of this schema; `functionEnvironment()` writes it for the deployed
+ * functions.
  */
 const intFrom = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
-const envSchema = z.object({
+/** The retry budget: how often and for how long a failed delivery is retried before it is parked. */
+export interface RetryBudget {
+  /** Delay before each retry: attempt n waits ladderMs[min(n-1, last)]. */
+  ladderMs: number[];
+  /** Retries after the first delivery; then the message is parked ("exhausted"). */
+  maxAttempts: number;
+  /** Age from the event's `occurred_at` after which it is parked instead of retried. */
+  maxAgeMs: number;
+  /**
+   * ± fraction applied to each delay. On RabbitMQ (one queue per delay) it becomes two
+   * neighbouring buckets per step (delay·(1−j) and delay·(1+j)), chosen at random.
+   */
+  jitter: number;
+}
+
+/** How long what grows with every message is kept (ms). */
+export interface Retention {
+  /** Parked messages (RabbitMQ parking queue TTL; SQS parking retention). */
+  parkingMs: number;
+  /** Inbox rows (processed_messages): must outlive parking + max age + the redrive window. */
+  inboxMs: number;
+  /** Published outbox rows. */
+  publishedOutboxMs: number;
+  /**
+   * The redrive window: how long a message redriven at the very end of its parking retention
+   * may still take to be settled. Unset = {@link DEFAULT_REDRIVE_WINDOW_MS}.
+   */
+  redriveWindowMs?: number;
+}
+
+/** Production defaults: 5 s, 30 s, 5 min; three retries; 15 minutes; ±10 %. */
+export const DEFAULT_RETRY_BUDGET: RetryBudget = {
+  ladderMs: [5_000, 30_000, 300_000],
+  maxAttempts: 3,
+  maxAgeMs: 15 * 60_000,
+  jitter: 0.1,
+};
+
+/**
+ * The redrive window (one day). After a redrive a message waits in the source queue behind
+ * whatever else is there, then gets one delivery: the redrive resets its attempt count but not
+ * its age, which is past the budget's max age, so a failure parks it again instead of retrying
+ * it. What takes time is therefore the redrive run itself (paced by `--rate`, or SQS's own move
+ * task) and the wait in the source queue: a day covers a large parking lot redriven at a modest
+ * rate into a backlog. It is a setting (`REDRIVE_WINDOW_MS`), not derived from the budget,
+ * because neither of those is bounded by the budget.
+ */
+export const DEFAULT_REDRIVE_WINDOW_MS = 24 * 3600 * 1000;
+
+/** Parking 14 days, inbox 21 days (> 14 d + 15 min + 1 d), published outbox rows 7 days. */
+export const DEFAULT_RETENTION: Retention = {
+  parkingMs: 14 * 24 * 3600 * 1000,
+  inboxMs: 21 * 24 * 3600 * 1000,
+  publishedOutboxMs: 7 * 24 * 3600 * 1000,
+  redriveWindowMs: DEFAULT_REDRIVE_WINDOW_MS,
+};
+
+/** The migrations beside the migration runner: `shared/db/migrations` of this checkout. */
+export const DEFAULT_MIGRATIONS_DIR = fileURLToPath(new URL('../db/migrations', import.meta.url));
+
+/** `RETRY_LADDER_MS=5000,30000,300000`: at least one step, never decreasing. */
+const ladderSchema = z
+  .string()
+  .transform((s) => s.split(',').map((step) => Number(step.trim())))
+  .pipe(
+    z
+      .array(
+        z
+          .number()
+          .int()
+          .min(100)
+          .max(12 * 3600 * 1000),
+      )
+      .min(1)
+      .max(20)
+      .superRefine((ladder, ctx) => {
+        for (let i = 1; i < ladder.length; i++) {
+          if ((ladder[i] as number) < (ladder[i - 1] as number)) {
+            ctx.addIssue({ code: 'custom', path: [i], message: 'the ladder must not decrease' });
+          }
+        }
+      }),
+  );
+
+const msAtLeast = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.coerce.number().int().min(min).max(max);
+
+const envObject = z.object({
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/test'),
   AMQP_URL: z.string().url().default('amqp://guest:guest@127.0.0.1:5672'),
   RABBITMQ_MANAGEMENT_URL: z.string().url().default('http://guest:guest@127.0.0.1:15672'),
@@ -22,7 +119,8 @@ const envSchema = z.object({
     .regex(/^[A-Za-z0-9_-]{0,40}$/)
     .default(''),
   AWS_REGION: z.string().default('us-east-1'),
-  FAULTS: z.string().default(''),
+  /** Fault points armed at start: `point:action,…` (see `shared/faults.ts`). */
+  FAULTS: faultSpecSchema.default(() => new Map()),
   /** Rows per relay round. */
   RELAY_BATCH_SIZE: intFrom(1, 5_000).default(500),
   /** Failed publishes before a row needs attention and leaves the batches. */
@@ -87,24 +185,123 @@ const envSchema = z.object({
   PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
   /** How long a publish waits for a broker confirm before the message counts as failed (ms). */
   PUBLISH_TIMEOUT_MS: intFrom(100, 120_000).default(10_000),
+  /** The retry budget ({@link RetryBudget}). */
+  RETRY_LADDER_MS: ladderSchema.default(() => [...DEFAULT_RETRY_BUDGET.ladderMs]),
+  RETRY_MAX_ATTEMPTS: intFrom(0, 100).default(DEFAULT_RETRY_BUDGET.maxAttempts),
+  RETRY_MAX_AGE_MS: msAtLeast(1_000).default(DEFAULT_RETRY_BUDGET.maxAgeMs),
+  RETRY_JITTER: z.coerce.number().min(0).max(0.5).default(DEFAULT_RETRY_BUDGET.jitter),
+  /** Retention ({@link Retention}); SQS keeps a message at most 14 days. */
+  PARKING_RETENTION_MS: msAtLeast(60_000, 14 * 24 * 3600 * 1000).default(
+    DEFAULT_RETENTION.parkingMs,
+  ),
+  INBOX_RETENTION_MS: msAtLeast(60_000).default(DEFAULT_RETENTION.inboxMs),
+  PUBLISHED_OUTBOX_RETENTION_MS: msAtLeast(60_000).default(DEFAULT_RETENTION.publishedOutboxMs),
+  /** See {@link DEFAULT_REDRIVE_WINDOW_MS}. */
+  REDRIVE_WINDOW_MS: msAtLeast(0).default(DEFAULT_REDRIVE_WINDOW_MS),
+  /** SQL migrations (`NNNN_name.sql`); a Lambda bundle ships them at `/var/task/migrations`. */
+  MIGRATIONS_DIR: z.string().min(1).default(DEFAULT_MIGRATIONS_DIR),
+});
+
+/** Every variable the schema reads. */
+export type EnvName = keyof typeof envObject.shape;
+export const ENV_NAMES = Object.keys(envObject.shape) as EnvName[];
+
+/** Where each field of the retry budget is read from. */
+export const BUDGET_ENV = {
+  ladderMs: 'RETRY_LADDER_MS',
+  maxAttempts: 'RETRY_MAX_ATTEMPTS',
+  maxAgeMs: 'RETRY_MAX_AGE_MS',
+  jitter: 'RETRY_JITTER',
+} as const satisfies Record<keyof RetryBudget, EnvName>;
+
+/** Where each field of the retention is read from. */
+export const RETENTION_ENV = {
+  inboxMs: 'INBOX_RETENTION_MS',
+  parkingMs: 'PARKING_RETENTION_MS',
+  publishedOutboxMs: 'PUBLISHED_OUTBOX_RETENTION_MS',
+  redriveWindowMs: 'REDRIVE_WINDOW_MS',
+} as const satisfies Record<keyof Retention, EnvName>;
+
+/**
+ * The rules between settings ({@link visibilityTimeoutRule}, {@link inboxRetentionRule}), checked
+ * once every variable is valid on its own; each issue is filed under the variable to change.
+ */
+const envSchema = envObject.superRefine((env, ctx) => {
+  const visibility = visibilityTimeoutRule(
+    env.SQS_VISIBILITY_TIMEOUT_S,
+    env.FUNCTION_TIMEOUT_MS,
+    'FUNCTION_TIMEOUT_MS',
+  );
+  if (visibility) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['SQS_VISIBILITY_TIMEOUT_S'],
+      message: `${env.SQS_VISIBILITY_TIMEOUT_S} s ${visibility}`,
+    });
+  }
+  const inbox = inboxRetentionRule(
+    {
+      inboxMs: env.INBOX_RETENTION_MS,
+      parkingMs: env.PARKING_RETENTION_MS,
+      maxAgeMs: env.RETRY_MAX_AGE_MS,
+      redriveWindowMs: env.REDRIVE_WINDOW_MS,
+    },
+    {
+      parkingMs: RETENTION_ENV.parkingMs,
+      maxAgeMs: BUDGET_ENV.maxAgeMs,
+      redriveWindowMs: RETENTION_ENV.redriveWindowMs,
+    },
+  );
+  if (inbox) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [RETENTION_ENV.inboxMs],
+      message: `${env.INBOX_RETENTION_MS} ${inbox}`,
+    });
+  }
 });
 
 export type Env = z.infer<typeof envSchema>;
 
-export class ConfigError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'ConfigError';
-  }
-}
-
+/**
+ * Reads and validates the configuration from `source` (default `process.env`); unset and empty
+ * variables take their defaults. Throws a `ConfigError` listing every bad variable.
+ */
 export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
-  const parsed = envSchema.safeParse(
+  return parseEnv(
     Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== '')),
   );
+}
+
+/**
+ * Validates exactly these variables, where an empty value is a value (`RETRY_LADDER_MS=''` is an
+ * empty ladder, refused): for settings written from typed values (`functionEnvironment`).
+ */
+export function parseEnv(vars: Readonly<Record<string, string | undefined>>): Env {
+  const parsed = envSchema.safeParse(vars);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`invalid configuration: ${lines.join('; ')}`, { cause: parsed.error });
   }
   return parsed.data;
+}
+
+/** The retry budget of a loaded configuration. */
+export function budgetOf(env: Env): RetryBudget {
+  return {
+    ladderMs: [...env[BUDGET_ENV.ladderMs]],
+    maxAttempts: env[BUDGET_ENV.maxAttempts],
+    maxAgeMs: env[BUDGET_ENV.maxAgeMs],
+    jitter: env[BUDGET_ENV.jitter],
+  };
+}
+
+/** The retention of a loaded configuration. */
+export function retentionOf(env: Env): Retention {
+  return {
+    parkingMs: env[RETENTION_ENV.parkingMs],
+    inboxMs: env[RETENTION_ENV.inboxMs],
+    publishedOutboxMs: env[RETENTION_ENV.publishedOutboxMs],
+    redriveWindowMs: env[RETENTION_ENV.redriveWindowMs],
+  };
 }

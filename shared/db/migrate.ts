@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { DEFAULT_MIGRATIONS_DIR, loadEnv } from '../config/env.js';
 import { DbError } from './errors.js';
 import { splitStatements } from './statements.js';
 import type { SqlDatabase } from './types.js';
@@ -12,10 +13,14 @@ export interface Migration {
   checksum: string;
 }
 
-/** Beside this module; a Lambda bundle ships them at `<bundle>/migrations` (MIGRATIONS_DIR). */
-export const MIGRATIONS_DIR = process.env.MIGRATIONS_DIR ?? join(import.meta.dirname, 'migrations');
+/**
+ * This checkout's migrations (`shared/db/migrations`), the default of `MIGRATIONS_DIR`. The
+ * directory in force is `loadEnv().MIGRATIONS_DIR` (a Lambda bundle ships them elsewhere).
+ */
+export const MIGRATIONS_DIR = DEFAULT_MIGRATIONS_DIR;
 
-export async function loadMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+/** The migrations in `dir` (default: `MIGRATIONS_DIR` of the configuration, read when called). */
+export async function loadMigrations(dir = loadEnv().MIGRATIONS_DIR): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
   return Promise.all(
     files.map(async (file) => {

@@ -1,25 +1,23 @@
-import {
-  DEFAULT_RETENTION,
-  type Retention,
-  type RetryBudget,
-  retentionSchema,
-  validateBudget,
-} from '../config/budget.js';
+import { type Retention, type RetryBudget, validateBudget } from '../config/budget.js';
 import { OUTBOX_TABLES } from '../config/constants.js';
-import { ConfigError } from '../config/env.js';
+import { loadEnv, retentionOf } from '../config/env.js';
 import type { SqlExecutor } from '../db/types.js';
 
+export { RETENTION_ENV } from '../config/env.js';
+
 /**
- * Retention maintenance (DESIGN §6, §8): the tables that grow with every message are trimmed by
- * age, once a day, in small batches.
+ * Retention maintenance: the tables that grow with every message are trimmed by age, once a day,
+ * in small batches.
  *
  * Why each retention exists:
  * - **Inbox** (`processed_messages`, `retention.inboxMs`): the inbox row is what makes a
  *   redelivery a duplicate. It must outlive every way a message can come back: retries (bounded
- *   by the budget's `maxAgeMs`) and a redrive from the parking lot (messages stay parked for
- *   `retention.parkingMs`). Deleting it earlier would let a redriven message apply its effect a
- *   second time, so {@link runMaintenance} refuses an inbox retention that is not longer than
- *   `parkingMs + maxAgeMs` before it deletes anything ({@link validateBudget}).
+ *   by the budget's `maxAgeMs`), the parking lot (messages stay parked for `retention.parkingMs`)
+ *   and a redrive at the very end of that retention, which may still take the redrive window
+ *   (`retention.redriveWindowMs`, `REDRIVE_WINDOW_MS`) to be settled. Deleting it earlier would
+ *   let a redriven message apply its effect a second time, so the configuration refuses an inbox
+ *   retention that is not longer than `parkingMs + maxAgeMs + redriveWindowMs` at load, and
+ *   {@link runMaintenance} checks it again before it deletes anything ({@link validateBudget}).
  * - **Published outbox rows** (`outbox`, `inventory_outbox`, `retention.publishedOutboxMs`):
  *   once the broker confirmed a row, the relay never reads it again (its claim query reads a
  *   partial index of unpublished rows). Published rows are kept for a while only for operators:
@@ -34,39 +32,14 @@ export type MaintenanceTable = (typeof MAINTENANCE_TABLES)[number];
 
 export const DEFAULT_MAINTENANCE_BATCH_SIZE = 5_000;
 
-/** Environment variables read by {@link loadRetention}, by retention field. */
-export const RETENTION_ENV = {
-  inboxMs: 'INBOX_RETENTION_MS',
-  parkingMs: 'PARKING_RETENTION_MS',
-  publishedOutboxMs: 'PUBLISHED_OUTBOX_RETENTION_MS',
-} as const satisfies Record<keyof Retention, string>;
-
 /**
- * Reads the retention from `INBOX_RETENTION_MS`, `PARKING_RETENTION_MS` and
- * `PUBLISHED_OUTBOX_RETENTION_MS` (milliseconds; unset or empty → {@link DEFAULT_RETENTION}).
- * A value that is not an integer or out of range throws a `ConfigError` naming the variable.
- * Whether the inbox outlives parking + max age depends on the budget: {@link runMaintenance}
- * checks that.
+ * Reads the retention (`INBOX_RETENTION_MS`, `PARKING_RETENTION_MS`,
+ * `PUBLISHED_OUTBOX_RETENTION_MS`, `REDRIVE_WINDOW_MS`; milliseconds, unset or empty → the
+ * defaults) through the configuration schema: a bad value, or an inbox retention the configured
+ * budget could outlive, throws a `ConfigError` naming the variable(s).
  */
 export function loadRetention(env: NodeJS.ProcessEnv = process.env): Retention {
-  const retention: Retention = { ...DEFAULT_RETENTION };
-  for (const [field, name] of Object.entries(RETENTION_ENV) as [keyof Retention, string][]) {
-    const raw = env[name]?.trim();
-    if (raw === undefined || raw === '') continue;
-    const value = Number(raw);
-    if (!Number.isSafeInteger(value)) {
-      throw new ConfigError(`${name}: expected an integer number of milliseconds, got '${raw}'`);
-    }
-    retention[field] = value;
-  }
-  const parsed = retentionSchema.safeParse(retention);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field = issue?.path[0] as keyof Retention | undefined;
-    const name = field ? RETENTION_ENV[field] : 'retention';
-    throw new ConfigError(`${name}: ${issue?.message}`, { cause: parsed.error });
-  }
-  return parsed.data;
+  return retentionOf(loadEnv(env));
 }
 
 export interface MaintenanceOptions {
@@ -124,7 +97,7 @@ function deleteBatchSql(table: MaintenanceTable): string {
  * Trims the inbox and both outboxes (see the module comment for why each retention exists).
  *
  * Refuses (throws `ConfigError`) before touching any row when the inbox retention is not longer
- * than parking retention + the budget's max age. Then, table by table, deletes expired rows in
+ * than parking retention + the budget's max age + the redrive window. Then, table by table, deletes expired rows in
  * batches of `batchSize`, each one autocommitted statement (short locks, bounded WAL and undo per
  * transaction, no long-running transaction holding back vacuum), until a batch deletes fewer than
  * `batchSize`. Stopping halfway (timeout, crash) is safe: what was deleted was expired, the rest

@@ -8,7 +8,6 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   type BrokerSettings,
-  budgetEnvironment,
   DEFAULT_BROKER,
   mqBatchingWindowSeconds,
   pipelineConfig,
@@ -17,6 +16,7 @@ import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { dataApiAccess } from '../../infra/stacks/SqsPipelineStack.js';
 import { AMAZON_MQ_TRIGGER, RABBITMQ_NAMES } from '../../shared/config/constants.js';
+import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import { buildPolicies, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
 
 const config = pipelineConfig();
@@ -152,7 +152,7 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
       expect(p.VpcConfig !== undefined, name).toBe(speaksAmqp);
       expect('BROKER_SECRET_ARN' in p.Environment.Variables, name).toBe(speaksAmqp);
       expect(p.Environment.Variables, name).toMatchObject({
-        ...budgetEnvironment(config.budget),
+        ...functionEnvironment({ budget: config.budget }),
         TRANSPORT: 'rabbitmq',
         DB_DRIVER: 'data-api',
       });

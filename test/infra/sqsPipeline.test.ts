@@ -6,9 +6,10 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { budgetEnvironment, pipelineConfig } from '../../infra/config.js';
+import { pipelineConfig } from '../../infra/config.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
+import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 
 const config = pipelineConfig();
 
@@ -63,7 +64,7 @@ describe('CDK: data stack and SQS pipeline stack', () => {
     t.sqs.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
-          ...budgetEnvironment(config.budget),
+          ...functionEnvironment({ budget: config.budget }),
           DB_DRIVER: 'data-api',
           TRANSPORT: 'sqs',
         }),

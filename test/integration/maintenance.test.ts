@@ -16,7 +16,10 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const DAY = 24 * 3600 * 1000;
 
-/** Inbox kept 3 days, published outbox rows 2 days; parking 1 day + max age 60 s < 3 days. */
+/**
+ * Inbox kept 3 days, published outbox rows 2 days; parking 1 day + max age 60 s + the default
+ * redrive window of 1 day < 3 days.
+ */
 const retention: Retention = { parkingMs: DAY, inboxMs: 3 * DAY, publishedOutboxMs: 2 * DAY };
 const budget = TEST_RETRY_BUDGET;
 
@@ -205,22 +208,27 @@ describe('retention maintenance', () => {
     expect(await snapshot()).toEqual(afterRun());
   });
 
-  it('refuses an inbox retention ≤ parking + max age and deletes nothing', async () => {
-    // 1 day + 60 s of max age > 1 day: a redriven message would no longer be seen as a duplicate
+  it('refuses an inbox retention ≤ parking + max age + redrive window and deletes nothing', async () => {
+    // 1 day + 60 s of max age + 1 day > 1 day: a redriven message would no longer be seen as a duplicate
     const tooShort: Retention = { ...retention, inboxMs: DAY };
     await expect(
       runMaintenance(t.db, { retention: tooShort, budget, batchSize: BATCH }),
     ).rejects.toThrow(ConfigError);
     await expect(
       runMaintenance(t.db, { retention: tooShort, budget, batchSize: BATCH, dryRun: true }),
-    ).rejects.toThrow(/inboxMs .* must exceed parkingMs \+ maxAgeMs/);
-    // exactly parking + max age is refused too
+    ).rejects.toThrow(
+      /INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS/,
+    );
+    // exactly parking + max age + redrive window is refused too
+    const exactly = { ...retention, redriveWindowMs: DAY, inboxMs: DAY + budget.maxAgeMs + DAY };
+    await expect(runMaintenance(t.db, { retention: exactly, budget })).rejects.toThrow(ConfigError);
     await expect(
       runMaintenance(t.db, {
-        retention: { ...retention, inboxMs: DAY + budget.maxAgeMs },
+        retention: { ...exactly, inboxMs: exactly.inboxMs + 1 },
         budget,
+        dryRun: true,
       }),
-    ).rejects.toThrow(ConfigError);
+    ).resolves.toMatchObject({ dryRun: true });
     expect(await snapshot()).toEqual(seeded());
   });
 
@@ -325,7 +333,7 @@ describe('retention maintenance', () => {
 
     it('refuses a too-short inbox retention from the environment and deletes nothing', async () => {
       await expect(cli([], { INBOX_RETENTION_MS: String(DAY) })).rejects.toThrow(
-        /refused: retention: inboxMs/,
+        /refused: invalid configuration: INBOX_RETENTION_MS: /,
       );
       expect(await snapshot()).toEqual(seeded());
     });
@@ -338,6 +346,7 @@ describe('loadRetention', () => {
       parkingMs: 14 * DAY,
       inboxMs: 21 * DAY,
       publishedOutboxMs: 7 * DAY,
+      redriveWindowMs: DAY,
     });
     expect(
       loadRetention({
@@ -345,7 +354,12 @@ describe('loadRetention', () => {
         PARKING_RETENTION_MS: String(DAY),
         PUBLISHED_OUTBOX_RETENTION_MS: '',
       }),
-    ).toEqual({ parkingMs: DAY, inboxMs: 30 * DAY, publishedOutboxMs: 7 * DAY });
+    ).toEqual({
+      parkingMs: DAY,
+      inboxMs: 30 * DAY,
+      publishedOutboxMs: 7 * DAY,
+      redriveWindowMs: DAY,
+    });
   });
 
   it('names the variable of a bad value', () => {

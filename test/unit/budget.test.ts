@@ -62,7 +62,9 @@ describe('retry budget', () => {
         ...DEFAULT_RETENTION,
         inboxMs: DEFAULT_RETENTION.parkingMs,
       }),
-    ).toThrow(/inboxMs .* must exceed parkingMs \+ maxAgeMs/);
+    ).toThrow(
+      /INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS/,
+    );
   });
 
   it('reads the environment over the defaults', () => {
@@ -73,7 +75,7 @@ describe('retry budget', () => {
       maxAttempts: 2,
       jitter: 0,
     });
-    expect(() => loadBudget({ RETRY_LADDER_MS: '5,x' })).toThrow(/retry budget: ladderMs/);
+    expect(() => loadBudget({ RETRY_LADDER_MS: '5,x' })).toThrow(/RETRY_LADDER_MS\.1: /);
   });
 });
 

@@ -1,0 +1,333 @@
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { SqsTriggerConfigError, validateVisibility } from '../../devkit/triggers/sqsTrigger.js';
+import {
+  DEFAULT_REDRIVE_WINDOW_MS,
+  DEFAULT_RETENTION,
+  DEFAULT_RETRY_BUDGET,
+  loadBudget,
+  TEST_RETRY_BUDGET,
+} from '../../shared/config/budget.js';
+import {
+  budgetOf,
+  ConfigError,
+  DEFAULT_MIGRATIONS_DIR,
+  ENV_NAMES,
+  loadEnv,
+  retentionOf,
+} from '../../shared/config/env.js';
+import {
+  type FunctionSettings,
+  functionEnvironment,
+} from '../../shared/config/functionEnvironment.js';
+import { inboxRetentionRule, visibilityTimeoutRule } from '../../shared/config/rules.js';
+import { loadMigrations } from '../../shared/db/migrate.js';
+import { parseFaults } from '../../shared/faults.js';
+import { loadRetention } from '../../shared/maintenance/retention.js';
+
+const DAY = 24 * 3600 * 1000;
+const ROOT = join(import.meta.dirname, '..', '..');
+
+/** The error `fn` throws (it must throw a ConfigError). */
+function configError(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error('expected a ConfigError, nothing was thrown');
+}
+
+describe('configuration: defaults', () => {
+  it('an empty environment loads, with the budget and retention defaults', () => {
+    const env = loadEnv({});
+    expect(budgetOf(env)).toEqual({
+      ladderMs: [5_000, 30_000, 300_000],
+      maxAttempts: 3,
+      maxAgeMs: 900_000,
+      jitter: 0.1,
+    });
+    expect(budgetOf(env)).toEqual(DEFAULT_RETRY_BUDGET);
+    expect(retentionOf(env)).toEqual({
+      parkingMs: 14 * DAY,
+      inboxMs: 21 * DAY,
+      publishedOutboxMs: 7 * DAY,
+      redriveWindowMs: DAY,
+    });
+    expect(retentionOf(env)).toEqual(DEFAULT_RETENTION);
+    expect(env.FAULTS).toEqual(new Map());
+    expect(env.SQS_VISIBILITY_TIMEOUT_S).toBe(30);
+    expect(env.FUNCTION_TIMEOUT_MS).toBe(5_000);
+    // the loaded budget is a copy: changing it leaves the defaults alone
+    budgetOf(env).ladderMs.push(1);
+    expect(loadEnv({}).RETRY_LADDER_MS).toEqual(DEFAULT_RETRY_BUDGET.ladderMs);
+  });
+
+  it('the defaults satisfy every cross-field rule', () => {
+    const env = loadEnv({});
+    expect(visibilityTimeoutRule(env.SQS_VISIBILITY_TIMEOUT_S, env.FUNCTION_TIMEOUT_MS)).toBe(
+      undefined,
+    );
+    expect(
+      inboxRetentionRule(
+        {
+          inboxMs: env.INBOX_RETENTION_MS,
+          parkingMs: env.PARKING_RETENTION_MS,
+          maxAgeMs: env.RETRY_MAX_AGE_MS,
+          redriveWindowMs: env.REDRIVE_WINDOW_MS,
+        },
+        { parkingMs: 'p', maxAgeMs: 'a', redriveWindowMs: 'w' },
+      ),
+    ).toBe(undefined);
+    expect(DEFAULT_REDRIVE_WINDOW_MS).toBe(DAY);
+  });
+
+  it('empty variables count as unset', () => {
+    expect(budgetOf(loadEnv({ RETRY_LADDER_MS: '', RETRY_JITTER: '' }))).toEqual(
+      DEFAULT_RETRY_BUDGET,
+    );
+  });
+
+  it('MIGRATIONS_DIR defaults to shared/db/migrations of this checkout', () => {
+    expect(DEFAULT_MIGRATIONS_DIR).toBe(join(ROOT, 'shared', 'db', 'migrations'));
+    expect(loadEnv({}).MIGRATIONS_DIR).toBe(DEFAULT_MIGRATIONS_DIR);
+    expect(readdirSync(DEFAULT_MIGRATIONS_DIR)).toContain('0001_orders_and_outbox.sql');
+    expect(loadEnv({ MIGRATIONS_DIR: '/var/task/migrations' }).MIGRATIONS_DIR).toBe(
+      '/var/task/migrations',
+    );
+  });
+});
+
+describe('configuration: cross-field rules fail at load, naming the variables', () => {
+  it('SQS_VISIBILITY_TIMEOUT_S must be at least 6 × FUNCTION_TIMEOUT_MS', () => {
+    const message = configError(() => loadEnv({ FUNCTION_TIMEOUT_MS: '6000' }));
+    expect(message).toMatch(
+      /^invalid configuration: SQS_VISIBILITY_TIMEOUT_S: 30 s must be at least 6 × FUNCTION_TIMEOUT_MS \(6 × 6 s = 36 s\)/,
+    );
+    expect(() => loadEnv({ SQS_VISIBILITY_TIMEOUT_S: '35', FUNCTION_TIMEOUT_MS: '6000' })).toThrow(
+      /SQS_VISIBILITY_TIMEOUT_S: 35 s/,
+    );
+    // exactly 6 × is enough
+    expect(loadEnv({ SQS_VISIBILITY_TIMEOUT_S: '36', FUNCTION_TIMEOUT_MS: '6000' })).toMatchObject({
+      SQS_VISIBILITY_TIMEOUT_S: 36,
+    });
+    expect(loadEnv({ SQS_VISIBILITY_TIMEOUT_S: '10', FUNCTION_TIMEOUT_MS: '1500' })).toBeDefined();
+  });
+
+  it('the SQS trigger emulation checks the queue attribute with the same rule', () => {
+    expect(() => validateVisibility(30, 6_000)).toThrow(SqsTriggerConfigError);
+    expect(() => validateVisibility(30, 6_000)).toThrow(
+      `the queue's visibility timeout (30 s) ${visibilityTimeoutRule(30, 6_000)}`,
+    );
+    expect(() => validateVisibility(36, 6_000)).not.toThrow();
+  });
+
+  it('INBOX_RETENTION_MS must exceed PARKING_RETENTION_MS + RETRY_MAX_AGE_MS + REDRIVE_WINDOW_MS', () => {
+    const floor = DEFAULT_RETENTION.parkingMs + DEFAULT_RETRY_BUDGET.maxAgeMs + DAY;
+    const message = configError(() => loadEnv({ INBOX_RETENTION_MS: String(floor) }));
+    expect(message).toMatch(
+      /^invalid configuration: INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS \(1209600000 \+ 900000 \+ 86400000 = 1296900000 ms\)/,
+    );
+    expect(retentionOf(loadEnv({ INBOX_RETENTION_MS: String(floor + 1) })).inboxMs).toBe(floor + 1);
+    // each term counts: a longer parking retention, max age or redrive window breaks the defaults
+    expect(() => loadEnv({ REDRIVE_WINDOW_MS: String(7 * DAY) })).toThrow(
+      /INBOX_RETENTION_MS: .*REDRIVE_WINDOW_MS/,
+    );
+    expect(() =>
+      loadEnv({ PARKING_RETENTION_MS: String(14 * DAY), REDRIVE_WINDOW_MS: String(7 * DAY - 1) }),
+    ).toThrow(/INBOX_RETENTION_MS/);
+    expect(() => loadEnv({ RETRY_MAX_AGE_MS: String(7 * DAY) })).toThrow(/INBOX_RETENTION_MS/);
+    expect(() => loadEnv({ REDRIVE_WINDOW_MS: String(7 * DAY - 900_001) })).not.toThrow();
+  });
+
+  it('the wrappers apply the same rules', () => {
+    expect(() => loadRetention({ INBOX_RETENTION_MS: String(14 * DAY) })).toThrow(
+      /INBOX_RETENTION_MS: /,
+    );
+    expect(() =>
+      loadBudget({ RETRY_MAX_AGE_MS: String(7 * DAY) }, DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION),
+    ).toThrow(/INBOX_RETENTION_MS: .*RETRY_MAX_AGE_MS/);
+  });
+
+  it('every bad variable is listed at once', () => {
+    const message = configError(() =>
+      loadEnv({ PORT: 'x', RETRY_JITTER: '0.9', FAULTS: 'nowhere:throw' }),
+    );
+    expect(message).toMatch(/PORT: /);
+    expect(message).toMatch(/RETRY_JITTER: /);
+    expect(message).toMatch(/FAULTS: unknown fault point "nowhere"/);
+  });
+});
+
+describe('configuration: FAULTS', () => {
+  it('parses point:action lists', () => {
+    expect(
+      loadEnv({ FAULTS: 'order.after-outbox-insert:throw, relay.after-publish : exit' }).FAULTS,
+    ).toEqual(
+      new Map([
+        ['order.after-outbox-insert', 'throw'],
+        ['relay.after-publish', 'exit'],
+      ]),
+    );
+  });
+
+  it('refuses an unknown point, naming it and the known ones', () => {
+    const message = configError(() => loadEnv({ FAULTS: 'relay.after-pubish:throw' }));
+    expect(message).toBe(
+      'invalid configuration: FAULTS: unknown fault point "relay.after-pubish" (known: ' +
+        'order.after-outbox-insert, relay.after-publish, reserve.after-commit, reserve.after-retry-publish)',
+    );
+  });
+
+  it('refuses an unknown or missing action, naming it', () => {
+    expect(configError(() => loadEnv({ FAULTS: 'relay.after-publish:crash' }))).toBe(
+      'invalid configuration: FAULTS: action for relay.after-publish must be "throw" or "exit", got "crash"',
+    );
+    expect(configError(() => loadEnv({ FAULTS: 'reserve.after-commit' }))).toMatch(
+      /FAULTS: action for reserve.after-commit must be "throw" or "exit", got ""/,
+    );
+  });
+
+  it('parseFaults (what fault() arms) is the same field', () => {
+    expect(parseFaults('reserve.after-commit:exit')).toEqual(
+      loadEnv({ FAULTS: 'reserve.after-commit:exit' }).FAULTS,
+    );
+    expect(configError(() => parseFaults('x:throw'))).toMatch(/^FAULTS: unknown fault point "x"/);
+  });
+});
+
+describe('configuration: budget and retention variables', () => {
+  it('reads the budget variables', () => {
+    const env = loadEnv({
+      RETRY_LADDER_MS: '1000, 2000,3000',
+      RETRY_MAX_ATTEMPTS: '5',
+      RETRY_MAX_AGE_MS: '60000',
+      RETRY_JITTER: '0.25',
+    });
+    expect(budgetOf(env)).toEqual({
+      ladderMs: [1_000, 2_000, 3_000],
+      maxAttempts: 5,
+      maxAgeMs: 60_000,
+      jitter: 0.25,
+    });
+  });
+
+  it('reads the retention variables', () => {
+    expect(
+      retentionOf(
+        loadEnv({
+          INBOX_RETENTION_MS: String(3 * DAY),
+          PARKING_RETENTION_MS: String(DAY),
+          PUBLISHED_OUTBOX_RETENTION_MS: String(2 * DAY),
+          REDRIVE_WINDOW_MS: String(DAY / 2),
+        }),
+      ),
+    ).toEqual({
+      inboxMs: 3 * DAY,
+      parkingMs: DAY,
+      publishedOutboxMs: 2 * DAY,
+      redriveWindowMs: DAY / 2,
+    });
+  });
+
+  it.each([
+    [{ RETRY_LADDER_MS: '2000,1000' }, /RETRY_LADDER_MS\.1: the ladder must not decrease/],
+    [{ RETRY_LADDER_MS: '1000,x' }, /RETRY_LADDER_MS\.1: /],
+    [{ RETRY_LADDER_MS: ',' }, /RETRY_LADDER_MS\.0: /],
+    [{ RETRY_MAX_ATTEMPTS: '-1' }, /RETRY_MAX_ATTEMPTS: /],
+    [{ RETRY_MAX_AGE_MS: '999' }, /RETRY_MAX_AGE_MS: /],
+    [{ RETRY_JITTER: '0.6' }, /RETRY_JITTER: /],
+    [{ INBOX_RETENTION_MS: '3d' }, /INBOX_RETENTION_MS: /],
+    [{ PARKING_RETENTION_MS: String(15 * DAY) }, /PARKING_RETENTION_MS: /],
+    [{ PUBLISHED_OUTBOX_RETENTION_MS: '1000' }, /PUBLISHED_OUTBOX_RETENTION_MS: /],
+    [{ REDRIVE_WINDOW_MS: '-1' }, /REDRIVE_WINDOW_MS: /],
+  ])('%o is refused, naming the variable', (vars, expected) => {
+    expect(configError(() => loadEnv(vars))).toMatch(expected);
+  });
+
+  it('loadBudget: variables over the base budget, validated with the retention it runs under', () => {
+    expect(loadBudget({ RETRY_MAX_ATTEMPTS: '1' }, TEST_RETRY_BUDGET)).toEqual({
+      ...TEST_RETRY_BUDGET,
+      maxAttempts: 1,
+    });
+    expect(loadBudget({ RETRY_MAX_ATTEMPTS: '' }, TEST_RETRY_BUDGET)).toEqual(TEST_RETRY_BUDGET);
+    // without a retention given, the one the environment configures
+    expect(() =>
+      loadBudget({ INBOX_RETENTION_MS: String(2 * DAY), PARKING_RETENTION_MS: String(DAY) }),
+    ).toThrow(/INBOX_RETENTION_MS/);
+    expect(
+      loadBudget(
+        { INBOX_RETENTION_MS: String(2 * DAY), PARKING_RETENTION_MS: String(DAY) },
+        DEFAULT_RETRY_BUDGET,
+        { parkingMs: DAY, inboxMs: 3 * DAY, publishedOutboxMs: DAY },
+      ),
+    ).toEqual(DEFAULT_RETRY_BUDGET);
+  });
+});
+
+describe('configuration: MIGRATIONS_DIR', () => {
+  afterEach(() => {
+    vi.unstubAllEnvs();
+  });
+
+  it('is read when migrations are loaded, not when the module was imported', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'migrations-'));
+    writeFileSync(join(dir, '0001_only.sql'), 'SELECT 1;');
+    vi.stubEnv('MIGRATIONS_DIR', dir);
+    expect((await loadMigrations()).map((m) => m.name)).toEqual(['0001_only']);
+    vi.unstubAllEnvs();
+    expect((await loadMigrations()).map((m) => m.name)).toContain('0001_orders_and_outbox');
+  });
+});
+
+describe('functionEnvironment', () => {
+  it('writes only variables the schema reads, and loadEnv gives the settings back', () => {
+    const settings = {
+      transport: 'sqs',
+      dataApi: { resourceArn: 'arn:cluster', secretArn: 'arn:secret', database: 'db' },
+      budget: { ladderMs: [1_000, 5_000], maxAttempts: 4, maxAgeMs: 90_000, jitter: 0.05 },
+      retention: { parkingMs: DAY, inboxMs: 3 * DAY, publishedOutboxMs: DAY, redriveWindowMs: 0 },
+      relay: { drainBudgetMs: 40_000, idleWaitMs: 50 },
+      sqs: {
+        sourceQueueUrl: 'https://sqs/source',
+        parkingQueueUrl: 'https://sqs/parking',
+        resultsQueueUrl: 'https://sqs/results',
+        retryMode: 'resend',
+      },
+      broker: {
+        secretArn: 'arn:broker-secret',
+        amqpEndpoint: 'amqps://broker:5671',
+        managementEndpoint: 'https://broker',
+        vhost: 'v',
+      },
+      migrationsDir: '/var/task/migrations',
+    } satisfies FunctionSettings;
+    const vars = functionEnvironment(settings);
+    for (const name of Object.keys(vars)) expect(ENV_NAMES).toContain(name);
+    const env = loadEnv(vars);
+    expect(budgetOf(env)).toEqual(settings.budget);
+    expect(retentionOf(env)).toEqual(settings.retention);
+    expect(env).toMatchObject({
+      TRANSPORT: 'sqs',
+      DB_DRIVER: 'data-api',
+      DATA_API_RESOURCE_ARN: 'arn:cluster',
+      DATA_API_SECRET_ARN: 'arn:secret',
+      DATA_API_DATABASE: 'db',
+      RELAY_DRAIN_BUDGET_MS: 40_000,
+      RELAY_IDLE_WAIT_MS: 50,
+      SOURCE_QUEUE_URL: 'https://sqs/source',
+      PARKING_QUEUE_URL: 'https://sqs/parking',
+      RESULTS_QUEUE_URL: 'https://sqs/results',
+      SQS_RETRY_MODE: 'resend',
+      BROKER_SECRET_ARN: 'arn:broker-secret',
+      BROKER_AMQP_ENDPOINT: 'amqps://broker:5671',
+      BROKER_MANAGEMENT_ENDPOINT: 'https://broker',
+      BROKER_VHOST: 'v',
+      MIGRATIONS_DIR: '/var/task/migrations',
+    });
+    expect(functionEnvironment({})).toEqual({});
+  });
+});
