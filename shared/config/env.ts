@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { faultSpecSchema } from '../faults.js';
-import { AMAZON_MQ_TRIGGER } from './constants.js';
+import { AMAZON_MQ_TRIGGER, RABBITMQ_DEFAULTS } from '../transport/rabbitmq/constants.js';
 import { ConfigError } from './errors.js';
 import { inboxRetentionRule, visibilityTimeoutRule } from './rules.js';
 
@@ -136,13 +136,8 @@ const envObject = z.object({
   RELAY_IDLE_WAIT_MS: intFrom(1, 60_000).default(100),
   /** How long one scheduled relay invocation keeps draining (ms); the rest of the minute is margin. */
   RELAY_DRAIN_BUDGET_MS: intFrom(0, 900_000).default(50_000),
-  /**
-   * Worker mode: unacknowledged deliveries per consumer (never 0, which would mean unlimited), and
-   * so the largest batch in one transaction. 100, like the Amazon MQ trigger's batch: at 500
-   * orders/s on a loaded 2-core machine, 16 capped one worker near the offered rate (one commit per
-   * ≤ 16 messages) and the queue grew (end-to-end p99 700–830 ms; 140–180 ms with 100).
-   */
-  CONSUMER_PREFETCH: intFrom(1, 1_000).default(100),
+  /** Worker mode: unacknowledged deliveries per channel, and the largest batch (why 100: RABBITMQ_DEFAULTS). */
+  CONSUMER_PREFETCH: intFrom(1, 1_000).default(RABBITMQ_DEFAULTS.prefetch),
   /** Worker mode: consumers (channels, each with its own transaction) in one process. */
   CONSUMER_CONCURRENCY: intFrom(1, 64).default(1),
   /** Amazon MQ trigger: messages per invocation and batching window (AWS defaults 100 / 500 ms). */

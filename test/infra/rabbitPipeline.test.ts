@@ -15,9 +15,13 @@ import {
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { dataApiAccess } from '../../infra/stacks/SqsPipelineStack.js';
-import { AMAZON_MQ_TRIGGER, RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
-import { buildPolicies, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
+import {
+  AMAZON_MQ_TRIGGER,
+  declaredTopology,
+  RABBITMQ_NAMES,
+  RETRY_NAMES,
+} from '../../shared/transport/rabbitmq/index.js';
 
 const config = pipelineConfig();
 
@@ -113,10 +117,12 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
     };
     expect(version([1_000, 5_000])).not.toBe(version([2_000, 5_000]));
     // the policies the custom resource applies carry the delivery limit and the parking route
-    expect(buildPolicies(config.budget, config.retention)[0]?.definition).toMatchObject({
-      'delivery-limit': 10,
-      'dead-letter-exchange': RETRY_NAMES.parkingExchange,
-    });
+    expect(declaredTopology(config.budget, config.retention).policies[0]?.definition).toMatchObject(
+      {
+        'delivery-limit': 10,
+        'dead-letter-exchange': RETRY_NAMES.parkingExchange,
+      },
+    );
   });
 
   it('functions that speak AMQP run in the VPC and get the secret ARN, never a secret value', () => {
