@@ -1,5 +1,5 @@
 import { ListQueuesCommand } from '@aws-sdk/client-sqs';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
+import { createSqsClient } from '../../shared/transport/sqs/index.js';
 
 export interface LocalSqs {
   endpoint: string;

@@ -1,0 +1,135 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The layering rules, checked on the imports themselves (every `.ts` file git tracks):
+ * - `shared/` is what a Lambda bundle may import: it imports nothing outside `shared/`, no
+ *   devDependency (type-only imports are erased and allowed), and never `node:child_process`;
+ * - outside a backend's folder (`shared/transport/<backend>/`), only that backend's `index.ts`
+ *   (its composition module and public surface) and `constants.ts` (its pinned names, no I/O, so
+ *   that the configuration and the stacks can read them without loading the backend's client)
+ *   are imported;
+ * - tooling is shared through `devkit/`: tests import `lab/` or `soak/` only in the tests of the
+ *   lab and the soak; `lab/`, `soak/`, `bench/`, `bin/`, `devkit/` never import `test/`; `devkit/`
+ *   imports none of the programs built on it.
+ */
+const ROOT = join(import.meta.dirname, '..', '..');
+const BACKENDS = ['rabbitmq', 'sqs', 'memory'];
+const TESTS_OF_LAB_AND_SOAK =
+  /^test\/(integration\/lab\.[^/]+\.test\.ts|unit\/lab\.report\.test\.ts|integration\/soak\.smoke\.test\.ts|unit\/soakVerify\.test\.ts|helpers\/lab\.ts)$/;
+
+interface Import {
+  file: string;
+  /** A repository path (relative imports resolved) or a package name. */
+  target: string;
+  typeOnly: boolean;
+  line: number;
+}
+
+function trackedFiles(): string[] {
+  return execFileSync('git', ['ls-files', '*.ts'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean);
+}
+
+const IMPORT_RE =
+  /(?:^|\n)\s*(import|export)\s+(type\s+)?(?:[^'";]*?\s+from\s+)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+export function importsOf(file: string, source: string): Import[] {
+  const out: Import[] = [];
+  for (const m of source.matchAll(IMPORT_RE)) {
+    const spec = m[3] ?? m[4];
+    if (!spec) continue;
+    // `export { … } from` without a source is not an import; `export const` does not match.
+    const line = source.slice(0, m.index).split('\n').length + (m[0].startsWith('\n') ? 1 : 0);
+    const target = spec.startsWith('.')
+      ? normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts')
+      : spec;
+    out.push({ file, target, typeOnly: Boolean(m[2]), line });
+  }
+  return out;
+}
+
+const packageName = (spec: string) =>
+  spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : (spec.split('/')[0] as string);
+
+const all = trackedFiles().flatMap((file) =>
+  importsOf(file, readFileSync(join(ROOT, file), 'utf8')),
+);
+const show = (list: Import[]) => list.map((i) => `${i.file}:${i.line} → ${i.target}`);
+const top = (path: string) => path.split('/')[0] as string;
+
+describe('the import rules', () => {
+  it('finds the imports it checks (the reader works)', () => {
+    expect(
+      importsOf('shared/a/b.ts', "import { x } from '../c.js';\nexport * from './d.js';"),
+    ).toEqual([
+      { file: 'shared/a/b.ts', target: 'shared/c.ts', typeOnly: false, line: 1 },
+      { file: 'shared/a/b.ts', target: 'shared/a/d.ts', typeOnly: false, line: 2 },
+    ]);
+    expect(importsOf('x.ts', "import type { T } from 'aws-lambda';")[0]?.typeOnly).toBe(true);
+    expect(importsOf('x.ts', "const m = await import('fauxqs');")[0]?.target).toBe('fauxqs');
+    expect(all.length).toBeGreaterThan(500);
+  });
+
+  it('shared/ imports nothing outside shared/, no devDependency and no node:child_process', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      devDependencies: Record<string, string>;
+    };
+    const dev = new Set(Object.keys(pkg.devDependencies));
+    const bad = all.filter((i) => {
+      if (!i.file.startsWith('shared/')) return false;
+      if (i.target.includes('/') && !i.target.startsWith('@') && i.target.endsWith('.ts')) {
+        return !i.target.startsWith('shared/');
+      }
+      if (i.target === 'node:child_process' || i.target === 'child_process') return true;
+      return !i.typeOnly && dev.has(packageName(i.target));
+    });
+    expect(show(bad)).toEqual([]);
+  });
+
+  it("outside a backend's folder only its index.ts and constants.ts are imported", () => {
+    const bad = all.filter((i) =>
+      BACKENDS.some((b) => {
+        const folder = `shared/transport/${b}/`;
+        return (
+          i.target.startsWith(folder) &&
+          !i.file.startsWith(folder) &&
+          i.target !== `${folder}index.ts` &&
+          i.target !== `${folder}constants.ts`
+        );
+      }),
+    );
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('tests import lab/ or soak/ only in the tests of the lab and the soak', () => {
+    const bad = all.filter(
+      (i) =>
+        i.file.startsWith('test/') &&
+        ['lab', 'soak'].includes(top(i.target)) &&
+        i.target.endsWith('.ts') &&
+        !TESTS_OF_LAB_AND_SOAK.test(i.file),
+    );
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('no program imports test/, and devkit/ imports none of the programs built on it', () => {
+    const bad = all.filter((i) => {
+      if (!i.target.endsWith('.ts') || i.target.startsWith('@')) return false;
+      const from = top(i.file);
+      const to = top(i.target);
+      if (['lab', 'soak', 'bench', 'bin', 'devkit', 'functions', 'infra'].includes(from)) {
+        if (to === 'test') return true;
+      }
+      return from === 'devkit' && ['lab', 'soak', 'bench', 'bin'].includes(to);
+    });
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('reads relative paths from the repository root', () => {
+    expect(relative(ROOT, join(ROOT, 'shared'))).toBe('shared');
+  });
+});
