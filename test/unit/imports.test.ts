@@ -37,7 +37,7 @@ function trackedFiles(): string[] {
 const IMPORT_RE =
   /(?:^|\n)\s*(import|export)\s+(type\s+)?(?:[^'";]*?\s+from\s+)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 
-export function importsOf(file: string, source: string): Import[] {
+function importsOf(file: string, source: string): Import[] {
   const out: Import[] = [];
   for (const m of source.matchAll(IMPORT_RE)) {
     const spec = m[3] ?? m[4];
