@@ -1,4 +1,4 @@
-import type { SqsRetryMode } from '../shared/transport/sqs/SqsSettler.js';
+import type { SqsRetryMode } from '../shared/transport/sqs/index.js';
 
 /**
  * The transport configurations the lab compares (issue #6 §2). Each one runs the same use case

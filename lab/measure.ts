@@ -1,6 +1,6 @@
 import type { JournalLine } from '../devkit/journalRecorder.js';
 import type { FaultPoint } from '../shared/faults.js';
-import type { Rig } from './rig.js';
+import type { Rig } from './rigs/index.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Configuration, ConfigurationId } from './configurations.js';
 import type { Measurements } from './measure.js';
-import type { Rig, RigOptions } from './rig.js';
+import type { Rig, RigOptions } from './rigs/index.js';
 
 /** A scenario does not apply to a configuration: why, and what happens there instead. */
 export interface NotApplicable {

@@ -1,6 +1,6 @@
 import type { Configuration } from '../configurations.js';
 import type { Measurements } from '../measure.js';
-import type { Rig } from '../rig.js';
+import type { Rig } from '../rigs/index.js';
 import { type Check, check, type NotApplicable } from '../types.js';
 
 /** FIFO is compared only where the scenario is about order (issue #6 §2). */
