@@ -13,7 +13,7 @@ import { REAL_TIME_SETTINGS, SCALED_SETTINGS } from '../lab/settings.js';
 import { loadEnv } from '../shared/config/env.js';
 
 /**
- * `npm start`: the comparison lab (issue #6). Runs the scenario catalogue on every transport
+ * `npm start`: the comparison lab. Runs the scenario catalogue on every transport
  * configuration, each run in its own database, virtual host and queues, prints the comparison
  * table and writes reports/compare.{json,md,html}. Exits 1 if any invariant failed.
  */

@@ -1,7 +1,7 @@
-import type { SqsRetryMode } from '../shared/transport/sqs/SqsSettler.js';
+import type { SqsRetryMode } from '../shared/transport/sqs/index.js';
 
 /**
- * The transport configurations the lab compares (issue #6 §2). Each one runs the same use case
+ * The transport configurations the lab compares. Each one runs the same use case
  * (`ReserveInventory`) behind a different delivery mechanism.
  */
 export const CONFIGURATION_IDS = [

@@ -1,6 +1,6 @@
 import type { JournalLine } from '../devkit/journalRecorder.js';
 import type { FaultPoint } from '../shared/faults.js';
-import type { Rig } from './rig.js';
+import type { Rig } from './rigs/index.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
 
 /**
@@ -27,7 +27,10 @@ export interface Measurements {
   retryDelaysMs: number[];
   /** Deferrals (a predecessor was missing). */
   deferrals: number;
-  /** Invocations that failed as a whole, and worker give-ups (channel closed). */
+  /**
+   * Invocations that failed as a whole (the rig's `failed-invocation` marks), and worker give-ups
+   * (channel closed: journal `abandoned`, worker only; see `isGiveUp`).
+   */
   failedInvocations: number;
   parked: ParkedSummary[];
   /** `inventory.reservation_rejected` events written (business results). */
@@ -39,6 +42,20 @@ export interface Measurements {
   committedAt: Map<string, number>;
   lines: JournalLine[];
 }
+
+/**
+ * A worker's give-up (journal `abandoned`: channel closed, the broker redelivers). Behind a Lambda
+ * trigger the driver journals `abandoned` on a give-back too, but there a batch given back is the
+ * invocation's failure, which the rig marks already (`failed-invocation`), and a record given back
+ * is reported failed in the SQS batch response (it comes back after its visibility timeout, as a
+ * retry in visibility mode does): neither is a give-up of its own, so such lines are neither
+ * counted nor drawn.
+ */
+const isGiveUp = (rig: Rig, l: JournalLine) =>
+  l.step === 'abandoned' && rig.configuration.consumer === 'worker';
+
+const isTriggerGiveBack = (rig: Rig, l: JournalLine) =>
+  l.step === 'abandoned' && rig.configuration.consumer !== 'worker';
 
 export async function measure(rig: Rig): Promise<Measurements> {
   const lines = rig.recorder.lines.filter((l) => l.at >= rig.t0);
@@ -108,7 +125,7 @@ export async function measure(rig: Rig): Promise<Measurements> {
     deferrals: by('deferred').length,
     failedInvocations:
       rig.marks.filter((m) => m.kind === 'failed-invocation' && m.at >= rig.t0).length +
-      by('abandoned').length,
+      lines.filter((l) => isGiveUp(rig, l)).length,
     parked,
     rejectionEvents: row?.rejections ?? 0,
     outboxUnpublished: row?.unpublished ?? 0,
@@ -140,15 +157,17 @@ const FAULT_MEANING: Record<FaultPoint, string> = {
 
 /** The run's events on one time axis (ms since the scenario's start), for the HTML timeline. */
 export function timeline(rig: Rig, m: Measurements, finalAt: number | null): TimelineEvent[] {
-  const events: TimelineEvent[] = m.lines.map((l) => ({
-    t: l.at - rig.t0,
-    kind: STEP_KIND[l.step],
-    messageId: l.messageId,
-    attempt: l.attempt,
-    label: `${l.step} ${short(l.messageId)} (attempt ${l.attempt}${l.redelivered ? ', redelivered' : ''})${
-      l.outcome ? ` ${l.outcome}` : ''
-    }${l.reason ? `: ${l.reason}` : ''}`,
-  }));
+  const events: TimelineEvent[] = m.lines
+    .filter((l) => !isTriggerGiveBack(rig, l))
+    .map((l) => ({
+      t: l.at - rig.t0,
+      kind: STEP_KIND[l.step],
+      messageId: l.messageId,
+      attempt: l.attempt,
+      label: `${l.step} ${short(l.messageId)} (attempt ${l.attempt}${l.redelivered ? ', redelivered' : ''})${
+        l.outcome ? ` ${l.outcome}` : ''
+      }${l.reason ? `: ${l.reason}` : ''}`,
+    }));
   for (const mark of rig.marks) {
     if (mark.at >= rig.t0) events.push({ t: mark.at - rig.t0, kind: mark.kind, label: mark.label });
   }

@@ -1,7 +1,7 @@
 import { cpus } from 'node:os';
 import type { Configuration } from './configurations.js';
 import { measure, timeline } from './measure.js';
-import { Rig } from './rig.js';
+import { createRig, type Rig } from './rigs/index.js';
 import type { LabServices, LabSettings } from './settings.js';
 import type { LabReport, RunResult, Scenario, ScenarioReport } from './types.js';
 
@@ -51,7 +51,7 @@ export async function runScenario(
   const options = typeof scenario.rig === 'function' ? scenario.rig(configuration) : scenario.rig;
   let rig: Rig;
   try {
-    rig = await Rig.create(
+    rig = await createRig(
       configuration,
       settings,
       services,

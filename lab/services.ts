@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { withDatabase } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
-import { RabbitManagement } from '../shared/transport/rabbitmq/RabbitManagement.js';
+import { RabbitManagement } from '../shared/transport/rabbitmq/index.js';
 import type { LabServices } from './settings.js';
 
 export interface RunningLabServices extends LabServices {

@@ -1,6 +1,6 @@
 import type { Configuration, ConfigurationId } from './configurations.js';
 import type { Measurements } from './measure.js';
-import type { Rig, RigOptions } from './rig.js';
+import type { Rig, RigOptions } from './rigs/index.js';
 
 /** A scenario does not apply to a configuration: why, and what happens there instead. */
 export interface NotApplicable {
@@ -16,7 +16,7 @@ export interface Check {
 export const check = (ok: boolean, text: string): Check => ({ ok, text });
 
 /**
- * One fault scenario (issue #6 §1): a small script over the real pipeline, and the invariant it
+ * One fault scenario: a small script over the real pipeline, and the invariant it
  * asserts. The same definition runs in `npm start` (the lab) and in the test suite.
  */
 export interface Scenario {
@@ -70,7 +70,7 @@ export interface ParkedSummary {
   attempts: number;
 }
 
-/** One scenario × configuration, as reported (DESIGN §10 pins the first fields). */
+/** One scenario × configuration, as reported (the first fields are the pinned result format). */
 export interface RunResult {
   configuration: ConfigurationId;
   applicable: boolean;

@@ -1,9 +1,9 @@
 import type { Configuration } from '../configurations.js';
 import type { Measurements } from '../measure.js';
-import type { Rig } from '../rig.js';
+import type { Rig } from '../rigs/index.js';
 import { type Check, check, type NotApplicable } from '../types.js';
 
-/** FIFO is compared only where the scenario is about order (issue #6 §2). */
+/** FIFO is compared only where the scenario is about order. */
 export function fifoOnlyForOrder(c: Configuration): NotApplicable | undefined {
   if (!c.fifo) return undefined;
   return {

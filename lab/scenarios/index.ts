@@ -11,7 +11,7 @@ import { dbOutageLong, dbOutageShort, retryAckLost, slowProcessing } from './out
 import { parkingUnavailable, poison, redriveAfterFix } from './parking.js';
 import { brokerDownRelay, relayCrash, unroutable } from './relay.js';
 
-/** The catalogue (issue #6 §1), in reading order. */
+/** The catalogue, in reading order. */
 export const SCENARIOS: Scenario[] = [
   happyPath,
   duplicatePublish,

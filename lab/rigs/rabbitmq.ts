@@ -1,0 +1,105 @@
+import type { ConsumerSettings } from '../../devkit/consumers.js';
+import { amqpUrlVia, type ScratchEnvironment } from '../../devkit/scratch.js';
+import { TcpProxy } from '../../devkit/tcpProxy.js';
+import {
+  RABBITMQ_NAMES,
+  type RabbitMqBackend,
+  type RabbitMqBackendConfig,
+  RETRY_NAMES,
+} from '../../shared/transport/rabbitmq/index.js';
+import type { Publisher } from '../../shared/transport/types.js';
+import type { Configuration } from '../configurations.js';
+import type { LabServices, LabSettings } from '../settings.js';
+import { Rig, type RigOptions } from './rig.js';
+
+/** The order events' routes: `orders` to the inventory queue and to the audit queue. */
+const ROUTES = [
+  [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.ordersExchange, 'order.created'],
+  [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.ordersExchange, 'order.cancelled'],
+  [RABBITMQ_NAMES.auditQueue, RABBITMQ_NAMES.ordersExchange, 'order.#'],
+] as const;
+
+const PARKING_BINDING = [
+  RETRY_NAMES.parkingQueue,
+  RETRY_NAMES.parkingExchange,
+  RETRY_NAMES.parkingRoutingKey,
+] as const;
+
+/** The RabbitMQ backend on the run's virtual host, and its broker controls. */
+export class RabbitRig extends Rig {
+  readonly backend: RabbitMqBackend;
+
+  constructor(
+    configuration: Configuration,
+    settings: LabSettings,
+    services: LabServices,
+    scratch: ScratchEnvironment,
+    options: RigOptions,
+  ) {
+    super(configuration, settings, services, scratch, options);
+    this.backend = scratch.backend('rabbitmq', this.backendBase, {
+      ...this.connectionSettings(`lab-${scratch.name}`),
+      deliveryLimit: settings.deliveryLimit,
+    });
+  }
+
+  /** How the lab's connections behave: quick reconnects, short publish timeouts. */
+  private connectionSettings(connectionName: string): Partial<RabbitMqBackendConfig> {
+    return {
+      connectionName,
+      reconnect: { baseMs: 50, maxMs: 500 },
+      publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
+    };
+  }
+
+  protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
+    return {
+      batchWindowMs: this.settings.mqBatchWindowMs,
+      invocationFailed: 'invocation failed, batch requeued',
+    };
+  }
+
+  async breakRoute(): Promise<void> {
+    await this.backend.withChannel(async (ch) => {
+      for (const [q, ex, key] of ROUTES) await ch.unbindQueue(q, ex, key);
+    });
+  }
+
+  async restoreRoute(): Promise<void> {
+    await this.backend.withChannel(async (ch) => {
+      for (const [q, ex, key] of ROUTES) await ch.bindQueue(q, ex, key);
+    });
+  }
+
+  async breakParking(): Promise<void> {
+    await this.backend.withChannel((ch) => ch.unbindQueue(...PARKING_BINDING));
+  }
+
+  /**
+   * Binds parking again and re-applies inventory.orders' policy with a change: on RabbitMQ 3.10 a
+   * held dead letter is otherwise retried only after 180 s (dead_letter_worker_publisher_confirm_timeout).
+   */
+  async restoreParking(): Promise<void> {
+    await this.backend.withChannel((ch) => ch.bindQueue(...PARKING_BINDING));
+    await this.backend.applyPolicies({
+      deliveryLimit: this.settings.deliveryLimit + 1,
+      only: [RABBITMQ_NAMES.inventoryQueue],
+    });
+  }
+
+  /** A second backend on the run's vhost whose connection goes through a proxy. */
+  async proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }> {
+    const target = new URL(this.services.amqpUrl);
+    const proxy = await new TcpProxy(target.hostname, Number(target.port || 5672)).start();
+    const vhost = this.backend.config.vhost;
+    const proxied = this.scratch.backend('rabbitmq', this.backendBase, {
+      ...this.connectionSettings(`lab-relay-${this.scratch.name}`),
+      url: amqpUrlVia(this.services.amqpUrl, proxy.port, vhost),
+    });
+    this.closers.push(async () => {
+      await proxied.close();
+      await proxy.close();
+    });
+    return { publisher: proxied.publisher('outbox'), proxy };
+  }
+}

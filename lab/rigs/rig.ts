@@ -1,0 +1,334 @@
+import { type ConsumerSettings, startConsumer } from '../../devkit/consumers.js';
+import { startHttpApi } from '../../devkit/emulators/httpApi.js';
+import { type JournalLine, JournalRecorder } from '../../devkit/journalRecorder.js';
+import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
+import { proxiedDatabase, type ScratchEnvironment } from '../../devkit/scratch.js';
+import type { TcpProxy } from '../../devkit/tcpProxy.js';
+import { waitFor } from '../../devkit/waitFor.js';
+import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';
+import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
+import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { SqlDatabase } from '../../shared/db/types.js';
+import type { Envelope } from '../../shared/envelope/envelope.js';
+import { FaultScope } from '../../shared/faults.js';
+import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
+import { setStock } from '../../shared/inventory/stock.js';
+import { createLogger } from '../../shared/logger.js';
+import { OrderService } from '../../shared/orders/OrderService.js';
+import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import type { BackendBase } from '../../shared/transport/index.js';
+import type { Backend, ParkingLot, Publisher } from '../../shared/transport/types.js';
+import { sleep } from '../../shared/util/async.js';
+import type { Configuration } from '../configurations.js';
+import { ReservationFailures } from '../dbControls.js';
+import type { LabServices, LabSettings } from '../settings.js';
+import type { TimelineKind } from '../types.js';
+
+export interface RigOptions {
+  /** Overrides of the retry budget for this scenario (e.g. `maxAttempts: 0`: park at once). */
+  budget?: Partial<RetryBudget>;
+}
+
+export interface Mark {
+  at: number;
+  kind: TimelineKind;
+  label: string;
+}
+
+export interface ConsumerOptions {
+  /** The database the consumer uses (default: the run's own, direct). */
+  db?: SqlDatabase;
+  /** Consumers (worker channels) or invocations at once (SQS trigger). */
+  concurrency?: number;
+}
+
+/** Created on first use, so the entry point's POWERTOOLS_LOG_LEVEL applies (imports run first). */
+let labLogger: ReturnType<typeof createLogger> | undefined;
+export const log = () => {
+  labLogger ??= createLogger('lab');
+  return labLogger;
+};
+
+/**
+ * Everything one scenario run needs on one configuration, all of its own: a scratch environment
+ * (database, virtual host or queue prefix) and the backend on it, the HTTP API, the relay, the
+ * consumer (worker or trigger emulation), a journal that records every consumer step with its
+ * time, a fault scope, and controls (cut the database, cut the broker, remove a route or the
+ * parking lot). Transport-neutral: the backend is built and the broker controls are written once
+ * per transport (`rabbitmq.ts`, `sqs.ts`); `createRig` (index.ts) picks one.
+ */
+export abstract class Rig {
+  readonly recorder = new JournalRecorder();
+  readonly faults = new FaultScope();
+  readonly marks: Mark[] = [];
+  readonly budget: RetryBudget;
+  readonly failures: ReservationFailures;
+  /** What a scenario observed on the way (relay round results, errors read back), for its checks. */
+  readonly facts: Record<string, unknown> = {};
+  /** When the scenario started (its setup excluded). */
+  t0 = Date.now();
+  /** The run's backend (built, not connected: `prepare` connects and declares). */
+  abstract readonly backend: Backend;
+  protected readonly closers: (() => Promise<unknown>)[] = [];
+  private apiUrl: string | undefined;
+
+  protected constructor(
+    readonly configuration: Configuration,
+    readonly settings: LabSettings,
+    readonly services: LabServices,
+    readonly scratch: ScratchEnvironment,
+    options: RigOptions,
+  ) {
+    this.budget = { ...settings.budget, ...options.budget };
+    this.failures = new ReservationFailures(scratch.database.db);
+  }
+
+  /** What every backend of this run is configured with (the run's budget, its consumer name). */
+  protected get backendBase(): BackendBase {
+    return {
+      budget: this.budget,
+      retention: DEFAULT_RETENTION,
+      consumer: `inventory@lab-${this.configuration.id}`,
+      logger: log(),
+    };
+  }
+
+  /** Creates the transport's resources (called once, inside the rig's fault scope). */
+  async prepare(): Promise<void> {
+    await this.backend.prepare();
+  }
+
+  get db(): PgDatabase {
+    return this.scratch.database.db;
+  }
+
+  get journal() {
+    return this.recorder.journal;
+  }
+
+  /** The scenario's clock starts now (call after setup). */
+  begin(): void {
+    this.t0 = Date.now();
+  }
+
+  mark(label: string, kind: TimelineKind = 'control'): void {
+    this.marks.push({ at: Date.now(), kind, label });
+  }
+
+  /** Waits on a condition, for at most the run's wait budget. */
+  waitFor<T>(
+    check: () => Promise<T> | T,
+    message: string,
+    options: { timeoutMs?: number; intervalMs?: number } = {},
+  ) {
+    return waitFor(check, {
+      timeoutMs: options.timeoutMs ?? this.settings.waitMs,
+      intervalMs: options.intervalMs ?? 25,
+      message,
+    });
+  }
+
+  /**
+   * Watches a condition for at most `forMs`: true as soon as it holds, false if it never did. For
+   * stimuli that last a given time where one transport reacts and another does not.
+   */
+  async observe(check: () => Promise<boolean> | boolean, forMs: number): Promise<boolean> {
+    const until = Date.now() + forMs;
+    while (Date.now() < until) {
+      if (await check()) return true;
+      await sleep(25);
+    }
+    return check();
+  }
+
+  /** Journal lines of one message (optionally one step), since the scenario's start. */
+  linesOf(messageId: string, step?: JournalLine['step']): JournalLine[] {
+    return this.recorder.lines.filter(
+      (l) => l.messageId === messageId && (!step || l.step === step) && l.at >= this.t0,
+    );
+  }
+
+  waitForLine(
+    messageId: string,
+    step: Parameters<JournalRecorder['waitForLine']>[1],
+    count = 1,
+    timeoutMs = this.settings.waitMs,
+  ) {
+    return this.recorder.waitForLine(messageId, step, count, timeoutMs);
+  }
+
+  stock(sku: string, available: number) {
+    return setStock(this.db, sku, available);
+  }
+
+  /** The orders HTTP API (place-order handler behind the local API Gateway emulation). */
+  private async api(): Promise<string> {
+    if (this.apiUrl) return this.apiUrl;
+    const api = await startHttpApi(
+      createPlaceOrderHandler({ orders: new OrderService({ db: this.db }), logger: log() }),
+      { port: 0 },
+    );
+    this.closers.push(() => api.close());
+    this.apiUrl = api.url;
+    return api.url;
+  }
+
+  private async post(path: string, body?: unknown): Promise<Record<string, unknown>> {
+    const res = await fetch(`${await this.api()}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-correlation-id': `lab-${this.name}` },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = (await res.json()) as Record<string, unknown>;
+    if (res.status >= 300) throw new Error(`POST ${path} → ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  }
+
+  /** `POST /orders`: the order row and its outbox row in one COMMIT. */
+  async placeOrder(sku: string, quantity: number): Promise<{ orderId: string; eventId: string }> {
+    const r = await this.post('/orders', { sku, quantity });
+    return { orderId: r.orderId as string, eventId: r.eventId as string };
+  }
+
+  /** `POST /orders/{id}/cancel`: `order.cancelled`, version 2. */
+  async cancelOrder(orderId: string): Promise<{ eventId: string }> {
+    const r = await this.post(`/orders/${orderId}/cancel`);
+    return { eventId: r.eventId as string };
+  }
+
+  /** The unpublished envelopes in the outbox (oldest first), as the relay will publish them. */
+  outboxEnvelopes(): Promise<Envelope[]> {
+    return this.db.transaction(async (tx) =>
+      (await new OutboxStore('outbox').claim(tx, 100_000)).map((r) => r.envelope),
+    );
+  }
+
+  async unpublished(): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL',
+    );
+    return rows[0]?.n ?? 0;
+  }
+
+  /** The outbox relay on this transport (small row backoff, so a fixed route is seen quickly). */
+  relay(publisher: Publisher = this.publisher()): OutboxRelay {
+    return new OutboxRelay(
+      { db: this.db, publisher, logger: log() },
+      {
+        table: 'outbox',
+        batchSize: 100,
+        maxAttempts: 10,
+        retryBaseMs: 100,
+        retryMaxMs: 400,
+        readyTimeoutMs: 300,
+      },
+    );
+  }
+
+  /** Runs the relay until the outbox is empty. */
+  async drainOutbox(publisher?: Publisher): Promise<void> {
+    const relay = this.relay(publisher);
+    const abort = new AbortController();
+    const draining = relay.drain({
+      budgetMs: this.settings.waitMs,
+      idleWaitMs: 25,
+      signal: abort.signal,
+    });
+    try {
+      await this.waitFor(async () => (await this.unpublished()) === 0, 'outbox drained');
+    } finally {
+      abort.abort();
+      await draining;
+    }
+  }
+
+  /** The publisher the relay uses: order events to the consumer's queue. */
+  publisher(): Publisher {
+    return this.backend.publisher('outbox');
+  }
+
+  /** Publishes envelopes as the relay does (confirmed); throws if one is not confirmed. */
+  async publish(...envelopes: Envelope[]): Promise<void> {
+    const outcomes = await this.publisher().publish(envelopes);
+    const failed = outcomes.find((o) => !o.ok);
+    if (failed && !failed.ok) throw new Error(`publish failed: ${failed.reason} ${failed.error}`);
+  }
+
+  /** Puts messages on the transport as they are (poison messages). */
+  publishRaw(messages: RawMessage[]): Promise<void> {
+    return publishRaw(this.backend, messages);
+  }
+
+  useCase(db: SqlDatabase = this.db): ReserveInventory {
+    return new ReserveInventory(
+      { db, journal: this.journal, logger: log() },
+      { budget: this.budget },
+    );
+  }
+
+  /**
+   * Consumer settings of this transport beyond the common ones, and what a failed invocation of
+   * its Lambda trigger means (the label of the `failed-invocation` mark).
+   */
+  protected abstract consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string };
+
+  /**
+   * Starts the configuration's consumer of the inventory queue around the use case: the worker,
+   * or the reserve function behind its Lambda trigger's emulation (a failed invocation is marked
+   * on the timeline).
+   */
+  async startConsumer(options: ConsumerOptions = {}): Promise<void> {
+    const useCase = this.useCase(options.db);
+    const { invocationFailed, ...specific } = this.consumerSettings();
+    const consumer = await startConsumer(this.backend, (m) => useCase.process(m), {
+      mode: this.configuration.consumer === 'worker' ? 'worker' : 'lambda',
+      journal: this.journal,
+      logger: log(),
+      ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+      batchSize: 10,
+      functionTimeoutMs: this.settings.functionTimeoutMs,
+      reconnectBaseMs: 100,
+      reconnectMaxMs: 1_000,
+      ...specific,
+      onInvocationError: (err) =>
+        this.mark(`${invocationFailed}: ${err.message}`, 'failed-invocation'),
+    });
+    this.closers.push(() => consumer.stop());
+  }
+
+  parkingLot(): ParkingLot {
+    return this.backend.parkingLot();
+  }
+
+  /** Removes the route to the consumer's queue (RabbitMQ: bindings; SQS: the queue itself). */
+  abstract breakRoute(): Promise<void>;
+  abstract restoreRoute(): Promise<void>;
+  /** Removes the parking lot's route (RabbitMQ: its binding; SQS: the parking queue). */
+  abstract breakParking(): Promise<void>;
+  abstract restoreParking(): Promise<void>;
+  /** A publisher reaching the broker through a proxy the scenario can cut. */
+  abstract proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }>;
+
+  /** Messages in the consumer's queue held for dead lettering (only RabbitMQ holds any). */
+  async heldForDeadLettering(): Promise<number> {
+    return (await this.backend.inspect()).heldForDeadLettering;
+  }
+
+  /** A pool on the run's database through a proxy the scenario can cut. */
+  async proxiedDb(options: { statementTimeoutMillis?: number } = {}) {
+    const p = await proxiedDatabase(this.scratch.database.url, options);
+    this.closers.push(() => p.close());
+    return p;
+  }
+
+  get name(): string {
+    return this.scratch.name;
+  }
+
+  async close(): Promise<void> {
+    this.faults.disarm();
+    for (const close of this.closers.reverse()) await close().catch(() => {});
+    await this.scratch.close().catch(() => {});
+  }
+}

@@ -1,0 +1,94 @@
+import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
+import type { ConsumerSettings } from '../../devkit/consumers.js';
+import type { ScratchEnvironment } from '../../devkit/scratch.js';
+import { TcpProxy } from '../../devkit/tcpProxy.js';
+import type { SqsBackend } from '../../shared/transport/sqs/index.js';
+import type { Publisher } from '../../shared/transport/types.js';
+import type { Configuration } from '../configurations.js';
+import type { LabServices, LabSettings } from '../settings.js';
+import { Rig, type RigOptions } from './rig.js';
+
+/** The SQS backend on the run's queue prefix, and its controls. */
+export class SqsRig extends Rig {
+  readonly backend: SqsBackend;
+
+  constructor(
+    configuration: Configuration,
+    settings: LabSettings,
+    services: LabServices,
+    scratch: ScratchEnvironment,
+    options: RigOptions,
+  ) {
+    super(configuration, settings, services, scratch, options);
+    this.backend = scratch.backend('sqs', this.backendBase, {
+      mode: configuration.sqsMode ?? 'visibility',
+      fifo: configuration.fifo ?? false,
+      visibilityTimeoutSeconds: settings.visibilityTimeoutSeconds,
+      requestTimeoutMs: 5_000,
+      maxAttempts: 1,
+    });
+  }
+
+  override async prepare(): Promise<void> {
+    await super.prepare();
+    // The embedded server outlives the run (and the test files share one): remove its queues.
+    this.closers.push(async () => {
+      const q = await this.backend.queues();
+      for (const url of [q.sourceUrl, q.parkingUrl, q.resultsUrl]) {
+        await this.backend.client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
+      }
+    });
+  }
+
+  /** No batching window: the SQS trigger's default (none), as the function is deployed. */
+  protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
+    return { invocationFailed: 'invocation failed, batch left in the queue' };
+  }
+
+  private async deleteQueue(which: 'sourceUrl' | 'parkingUrl'): Promise<void> {
+    const q = await this.backend.queues();
+    await this.backend.client.send(new DeleteQueueCommand({ QueueUrl: q[which] }));
+  }
+
+  async breakRoute(): Promise<void> {
+    await this.deleteQueue('sourceUrl');
+  }
+
+  /** Creates the queues again (same names, so the same URLs). */
+  async restoreRoute(): Promise<void> {
+    await this.backend.prepare();
+  }
+
+  async breakParking(): Promise<void> {
+    await this.deleteQueue('parkingUrl');
+  }
+
+  async restoreParking(): Promise<void> {
+    await this.backend.prepare();
+  }
+
+  /** SQS holds nothing for dead lettering (and its parking queue may be deleted right now). */
+  override async heldForDeadLettering(): Promise<number> {
+    return 0;
+  }
+
+  /** A second backend on the same queues whose client reaches the endpoint through a proxy. */
+  async proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }> {
+    const target = new URL(this.services.sqsEndpoint);
+    const proxy = await new TcpProxy(target.hostname, Number(target.port)).start();
+    const q = await this.backend.queues();
+    const proxied = this.scratch.backend('sqs', this.backendBase, {
+      mode: this.backend.config.mode,
+      fifo: this.backend.fifo,
+      endpoint: `http://127.0.0.1:${proxy.port}`,
+      requestTimeoutMs: 500,
+      maxAttempts: 1,
+      queueUrls: { source: q.sourceUrl, parking: q.parkingUrl, results: q.resultsUrl },
+    });
+    this.closers.push(async () => {
+      await proxied.close();
+      await proxy.close();
+    });
+    return { publisher: proxied.publisher('outbox'), proxy };
+  }
+}
