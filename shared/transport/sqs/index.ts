@@ -252,13 +252,18 @@ export class SqsBackend implements Backend {
           }),
         )
       ).Attributes ?? {};
-    const [source, parking] = await Promise.all([attrs(q.sourceUrl), attrs(q.parkingUrl)]);
+    // A queue that is gone (deleted by an operator, or a lab control) counts as empty.
+    const [source, parking] = await Promise.all(
+      [q.sourceUrl, q.parkingUrl].map((url) =>
+        attrs(url).catch((): Record<string, string> => ({})),
+      ),
+    );
     const n = (v: string | undefined) => Number(v ?? 0);
     return {
-      ready: n(source.ApproximateNumberOfMessages),
-      inFlight: n(source.ApproximateNumberOfMessagesNotVisible),
-      retrying: n(source.ApproximateNumberOfMessagesDelayed),
-      parked: n(parking.ApproximateNumberOfMessages),
+      ready: n(source?.ApproximateNumberOfMessages),
+      inFlight: n(source?.ApproximateNumberOfMessagesNotVisible),
+      retrying: n(source?.ApproximateNumberOfMessagesDelayed),
+      parked: n(parking?.ApproximateNumberOfMessages),
       heldForDeadLettering: 0,
     };
   }
