@@ -94,6 +94,10 @@ export class ConfirmedChannel {
     routingKey: string,
     content: Buffer,
     properties: PublishProperties,
+    options: {
+      /** Publish only on this channel: once it closed, fail at once rather than open another. */
+      on?: ConfirmChannel;
+    } = {},
   ): { confirmed: Promise<ConfirmResult>; written: Promise<void> } {
     const key = properties.messageId ?? '';
     let written!: () => void;
@@ -101,7 +105,9 @@ export class ConfirmedChannel {
       written = resolve;
     });
     const confirmed = this.serialize(key, () =>
-      this.publishNow(exchange, routingKey, content, properties, key, written),
+      options.on && options.on !== this.channel
+        ? Promise.resolve(this.channelFailure())
+        : this.publishNow(exchange, routingKey, content, properties, key, written),
     ).finally(() => written());
     return { confirmed, written: writtenPromise };
   }
@@ -173,7 +179,8 @@ export class ConfirmedChannel {
     }
   }
 
-  private channelFailure(detail?: string): ConfirmResult {
+  /** Why the last channel closed, as a publish failure (`unroutable` for a missing exchange). */
+  channelFailure(detail?: string): ConfirmResult {
     const why = this.closeReason ?? detail ?? 'channel closed before the broker confirmed';
     // A channel closed by the broker with 404 means the exchange does not exist: nothing can route.
     const reason: PublishFailureReason = /NOT_FOUND|404/.test(why) ? 'unroutable' : 'connection';

@@ -1,3 +1,4 @@
+import type { ConfirmChannel } from 'amqplib';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import type { Publisher, PublishOutcome } from '../types.js';
 import type { ConfirmedChannel, ConfirmResult } from './ConfirmedChannel.js';
@@ -45,14 +46,17 @@ export class RabbitPublisher implements Publisher {
 
   async publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]> {
     if (envelopes.length === 0) return [];
+    let ch: ConfirmChannel;
     try {
-      await this.deps.channel.ready(this.connectTimeoutMs);
+      ch = await this.deps.channel.ready(this.connectTimeoutMs);
     } catch (err) {
       const error = (err as Error).message;
       return envelopes.map((e) => ({ id: e.id, ok: false, reason: 'connection', error }));
     }
     const outcomes: (PublishOutcome | undefined)[] = new Array(envelopes.length);
     let timedOut = false;
+    // A batch lives on one channel: once it closed, the rest fails at once (`connection`).
+    let closed = false;
     let wake: (() => void) | undefined;
     const signal = () => {
       const w = wake;
@@ -60,6 +64,11 @@ export class RabbitPublisher implements Publisher {
       w?.();
     };
     const next = () => new Promise<void>((resolve) => (wake = resolve));
+    const onClose = () => {
+      closed = true;
+      signal();
+    };
+    ch.once('close', onClose);
     const deadline = setTimeout(() => {
       timedOut = true;
       void this.deps.channel.reset();
@@ -70,9 +79,13 @@ export class RabbitPublisher implements Publisher {
     let settled = 0;
     try {
       for (let index = 0; index < envelopes.length && !timedOut; index++) {
-        while (inFlight >= this.window && !timedOut) await next();
+        while (inFlight >= this.window && !timedOut && !closed) await next();
         if (timedOut) break;
         const envelope = envelopes[index] as Envelope;
+        if (closed) {
+          outcomes[index] = toOutcome(envelope.id, this.deps.channel.channelFailure());
+          continue;
+        }
         const { confirmed, written } = this.deps.channel.publish(
           this.options.exchange,
           this.routingKey(envelope),
@@ -87,6 +100,7 @@ export class RabbitPublisher implements Publisher {
             timestamp: Math.floor(Date.parse(envelope.occurred_at) / 1000),
             headers: { [SCHEMA_VERSION_HEADER]: envelope.schema_version },
           },
+          { on: ch },
         );
         inFlight++;
         sent++;
@@ -96,12 +110,13 @@ export class RabbitPublisher implements Publisher {
           if (!timedOut) outcomes[index] = toOutcome(envelope.id, result);
           signal();
         });
-        // Socket buffer full: wait for drain (or the deadline) before writing more.
+        // Socket buffer full: wait for drain (or the deadline, or the close) before writing more.
         await Promise.race([written, next()]);
       }
       while (!timedOut && settled < sent) await next();
     } finally {
       clearTimeout(deadline);
+      ch.removeListener('close', onClose);
     }
     return envelopes.map(
       (e, i) =>
