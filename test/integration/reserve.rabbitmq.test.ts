@@ -78,16 +78,6 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
     expect(b.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
   });
 
-  it('an unknown SKU is a business rejection too (unknown_sku), not a poison message', async () => {
-    const e = b.orderCreated('SKU-NOPE', 1);
-    await b.publish(e);
-    await b.waitForLine(e.id, 'acked');
-    expect(await b.reservation(e.aggregate.id)).toMatchObject({
-      status: 'rejected',
-      reason: 'unknown_sku',
-    });
-  });
-
   it('poison messages are parked at once with a diagnosis, zero retries', async () => {
     const before = await b.parkedCount();
     const unknownVersion = b.orderCreated('SKU-A', 1, { schema_version: '9.0' });
