@@ -4,6 +4,7 @@ import {
   type ScratchDatabase,
 } from '../../devkit/scratch.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { SqlDatabase } from '../../shared/db/types.js';
 import { DATABASE_URL, uniqueName } from './services.js';
 
 export { proxiedDatabase };
@@ -34,4 +35,26 @@ export async function inboxRows(db: PgDatabase, messageId: string): Promise<numb
     [messageId],
   );
   return rows[0]?.n ?? 0;
+}
+
+/** Holds a row lock on a stock row until released: statements that need it wait. */
+export async function holdStockLock(db: SqlDatabase, sku: string): Promise<() => Promise<void>> {
+  let release!: () => void;
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => {
+    locked = r;
+  });
+  const done = db.transaction(async (tx) => {
+    await tx.query('SELECT 1 FROM stock WHERE sku = $1 FOR UPDATE', [sku]);
+    locked();
+    await held;
+  });
+  await isLocked;
+  return async () => {
+    release();
+    await done;
+  };
 }

@@ -1,72 +1,53 @@
 import { randomUUID } from 'node:crypto';
-import amqp, { type ChannelModel } from 'amqplib';
+import { type ConsumerSettings, startConsumer } from '../../devkit/consumers.js';
 import { JournalRecorder } from '../../devkit/journalRecorder.js';
+import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
+import {
+  createScratch,
+  proxiedDatabase,
+  type ScratchDatabase,
+  type ScratchEnvironment,
+  type ScratchVhost,
+} from '../../devkit/scratch.js';
 import type { TcpProxy } from '../../devkit/tcpProxy.js';
-import { publishRawOrders, type RawMessage } from '../../lab/rig.js';
 import {
   DEFAULT_RETENTION,
   type RetryBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
-import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitSettler } from '../../shared/transport/rabbitmq/RabbitSettler.js';
-import {
-  RabbitWorker,
-  type RabbitWorkerOptions,
-} from '../../shared/transport/rabbitmq/RabbitWorker.js';
-import { prepareInventoryTopology, RETRY_NAMES } from '../../shared/transport/rabbitmq/topology.js';
-import {
-  createTestDatabase,
-  inboxRows,
-  proxiedDatabase,
-  stockOf,
-  type TestDatabase,
-} from './db.js';
-import { createTestVhost, type TestVhost } from './rabbit.js';
+import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import type { SqsBackend } from '../../shared/transport/sqs/index.js';
+import type { MessageHandler, ParkedEntry, RunningConsumer } from '../../shared/transport/types.js';
+import { inboxRows, stockOf } from './db.js';
+import { SERVICES } from './services.js';
+
+/** Who parks in the benches' diagnoses. */
+export const BENCH_CONSUMER = 'inventory@test';
 
 /**
- * A consumer-side test bench: its own database and vhost with the full topology and policies, a
- * journal recorder, and helpers to publish events as the relay would and to read the outcome.
+ * What both consumer-side benches share: a scratch environment of their own (database, and a
+ * vhost or a queue prefix), a backend prepared on it, a journal recorder, the inventory use case,
+ * and readers of the outcome (reservation, stock, inbox, parking lot).
  */
-export class InventoryBench extends JournalRecorder {
-  private readonly closers: (() => Promise<unknown>)[] = [];
-  assert!: ChannelModel;
-  connection!: RabbitConnection;
+export class ConsumerBench<B extends RabbitMqBackend | SqsBackend> extends JournalRecorder {
+  protected readonly closers: (() => Promise<unknown>)[] = [];
 
-  private constructor(
-    readonly t: TestDatabase,
-    readonly vhost: TestVhost,
+  protected constructor(
+    readonly scratch: ScratchEnvironment,
+    readonly backend: B,
     readonly budget: RetryBudget,
   ) {
     super();
   }
 
-  static async create(
-    label: string,
-    budget: RetryBudget = TEST_RETRY_BUDGET,
-  ): Promise<InventoryBench> {
-    const [t, vhost] = await Promise.all([createTestDatabase(label), createTestVhost(label)]);
-    const bench = new InventoryBench(t, vhost, budget);
-    bench.connection = new RabbitConnection({
-      url: vhost.amqpUrl,
-      initialReconnectDelayMs: 50,
-      maxReconnectDelayMs: 500,
-    });
-    await prepareInventoryTopology({
-      channel: (fn) => bench.connection.withChannel(fn),
-      management: vhost.management,
-      vhost: vhost.vhost,
-      budget,
-      retention: DEFAULT_RETENTION,
-    });
-    bench.assert = await amqp.connect(vhost.amqpUrl);
-    return bench;
+  /** The bench's own database (name, url, db). */
+  get t(): ScratchDatabase {
+    return this.scratch.database;
   }
 
   /** A database client through a TCP proxy the test can cut ("database down"). */
@@ -80,36 +61,20 @@ export class InventoryBench extends JournalRecorder {
     return new ReserveInventory({ db, journal: this.journal }, { budget });
   }
 
-  settler(connection = this.connection): RabbitSettler {
-    return new RabbitSettler({ connection }, { budget: this.budget, consumer: 'inventory@test' });
+  /** The use case as the consumer driver calls it. */
+  handler(db: SqlDatabase = this.t.db): MessageHandler {
+    const useCase = this.useCase(db);
+    return (messages) => useCase.process(messages);
   }
 
-  /** Starts a worker-mode consumer (stopped at close). */
-  async worker(
-    options: {
-      db?: SqlDatabase;
-      connection?: RabbitConnection;
-    } & Partial<RabbitWorkerOptions> = {},
-  ) {
-    const connection = options.connection ?? this.connection;
-    const useCase = this.useCase(options.db ?? this.t.db);
-    const worker = new RabbitWorker(
-      {
-        connection,
-        settler: this.settler(connection),
-        process: (m) => useCase.process(m),
-        journal: this.journal,
-      },
-      {
-        queue: RABBITMQ_NAMES.inventoryQueue,
-        reconnectBaseMs: 100,
-        reconnectMaxMs: 1_000,
-        ...options,
-      },
-    );
-    await worker.start();
-    this.closers.push(() => worker.stop());
-    return worker;
+  /** Starts a consumer of the backend (stopped at close). */
+  protected async consumer(db: SqlDatabase | undefined, settings: ConsumerSettings) {
+    const running = await startConsumer(this.backend, this.handler(db), {
+      journal: this.journal,
+      ...settings,
+    });
+    this.closers.push(() => running.stop());
+    return running;
   }
 
   stock(sku: string, available: number) {
@@ -140,38 +105,24 @@ export class InventoryBench extends JournalRecorder {
     });
   }
 
-  /** Publishes to the `orders` exchange exactly as the relay does (confirmed). */
+  /** Publishes exactly as the relay does (the backend's publisher of the `outbox` stream). */
   async publish(...envelopes: Envelope[]): Promise<void> {
-    await this.publishRaw(
-      envelopes.map((e) => ({
-        body: encodeEnvelope(e),
-        messageId: e.id,
-        type: e.type,
-        schemaVersion: e.schema_version,
-      })),
-    );
+    const outcomes = await this.backend.publisher('outbox').publish(envelopes);
+    const failed = outcomes.filter((o) => !o.ok);
+    if (failed.length > 0) throw new Error(`publish failed: ${JSON.stringify(failed)}`);
   }
 
-  async publishRaw(messages: RawMessage[]): Promise<void> {
-    const ch = await this.assert.createConfirmChannel();
-    try {
-      await publishRawOrders(ch, messages);
-    } finally {
-      await ch.close();
-    }
+  /** Publishes messages as they are (poison messages, missing ids). */
+  publishRaw(messages: RawMessage[]): Promise<void> {
+    return publishRaw(this.backend, messages);
   }
 
-  async depth(queue: string): Promise<number> {
-    const ch = await this.assert.createChannel();
-    try {
-      return (await ch.checkQueue(queue)).messageCount;
-    } finally {
-      await ch.close().catch(() => {});
-    }
+  async parkedCount(): Promise<number> {
+    return (await this.backend.inspect()).parked;
   }
 
-  parkedCount() {
-    return this.depth(RETRY_NAMES.parkingQueue);
+  parked(limit = 100): Promise<ParkedEntry[]> {
+    return this.backend.parkingLot().list(limit);
   }
 
   async reservation(orderId: string) {
@@ -193,8 +144,81 @@ export class InventoryBench extends JournalRecorder {
 
   async close(): Promise<void> {
     for (const c of this.closers.reverse()) await c().catch(() => {});
-    await this.connection?.close();
-    await this.assert?.close().catch(() => {});
-    await Promise.all([this.t.drop(), this.vhost.delete()]);
+    await this.scratch.close();
+  }
+}
+
+/** A RabbitMQ worker as the bench starts it: its stats, and its channel reconnects. */
+export type BenchWorker = RunningConsumer & { readonly reconnects: number };
+
+/**
+ * The RabbitMQ consumer-side test bench: its own database and vhost with the full topology and
+ * policies (`backend.prepare()`), a journal recorder, and helpers to publish events as the relay
+ * would and to read the outcome.
+ */
+export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
+  static async create(
+    label: string,
+    budget: RetryBudget = TEST_RETRY_BUDGET,
+  ): Promise<InventoryBench> {
+    const scratch = await createScratch(SERVICES, label);
+    try {
+      const backend = scratch.backend(
+        'rabbitmq',
+        { budget, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
+        { reconnect: { baseMs: 50, maxMs: 500 } },
+      );
+      await backend.prepare();
+      return new InventoryBench(scratch, backend, budget);
+    } catch (err) {
+      await scratch.close();
+      throw err;
+    }
+  }
+
+  get vhost(): ScratchVhost {
+    return this.scratch.vhost as ScratchVhost;
+  }
+
+  /** Starts a worker-mode consumer (stopped at close). */
+  async worker(
+    options: {
+      db?: SqlDatabase;
+      prefetch?: number;
+      maxBatch?: number;
+      reconnectBaseMs?: number;
+      reconnectMaxMs?: number;
+    } = {},
+  ): Promise<BenchWorker> {
+    const { db, ...settings } = options;
+    const worker = await this.consumer(db, {
+      mode: 'worker',
+      reconnectBaseMs: 100,
+      reconnectMaxMs: 1_000,
+      ...settings,
+    });
+    // The RabbitMQ backend's workers count their channel reconnects next to the stats.
+    if (typeof (worker as Partial<BenchWorker>).reconnects !== 'number') {
+      throw new Error('the RabbitMQ worker does not report its reconnects');
+    }
+    return worker as BenchWorker;
+  }
+
+  /** Starts the reserve function behind the Amazon MQ trigger emulation (stopped at close). */
+  trigger(
+    options: {
+      db?: SqlDatabase;
+      batchSize?: number;
+      batchWindowMs?: number;
+      functionTimeoutMs?: number;
+    } = {},
+  ): Promise<RunningConsumer> {
+    const { db, ...settings } = options;
+    return this.consumer(db, { mode: 'lambda', batchSize: 10, batchWindowMs: 300, ...settings });
+  }
+
+  /** Messages ready in a queue of the bench's vhost. */
+  depth(queue: string): Promise<number> {
+    return this.backend.withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount);
   }
 }

@@ -11,13 +11,11 @@ import {
   type RetryBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
-import { sqsQueueNames } from '../../shared/transport/sqs/constants.js';
 import {
-  defaultSqsQueueSettings,
-  ensureSqsQueues,
-  type SqsQueues,
-} from '../../shared/transport/sqs/queues.js';
+  type SqsBackend,
+  type SqsPipelineQueues,
+  sqsBackend,
+} from '../../shared/transport/sqs/index.js';
 import type { SqsServer } from '../globalSetup.js';
 import { uniqueName } from './services.js';
 
@@ -33,39 +31,57 @@ export const SQS_FEATURES = {
 } as const;
 
 export interface SqsFixture {
+  /** The SQS backend on these queues (prepared). */
+  backend: SqsBackend;
   client: SQSClient;
   prefix: string;
-  queues: SqsQueues;
+  queues: SqsPipelineQueues;
   endpoint: string;
   fifo: boolean;
+  close(): Promise<void>;
 }
 
-/** Queues of their own (by prefix) on a shared server. */
+/** Queues of their own (by prefix) on a shared server, created by the SQS backend's `prepare`. */
 export async function createSqsFixture(
   server: SqsServer,
   label: string,
   options: {
     fifo?: boolean;
     budget?: RetryBudget;
+    /** Reach the server here instead (e.g. through a proxy). */
     endpoint?: string;
     visibilityTimeoutSeconds?: number;
+    requestTimeoutMs?: number;
   } = {},
 ): Promise<SqsFixture> {
   const endpoint = options.endpoint ?? server.endpoint;
-  const client = createSqsClient({ endpoint, requestTimeoutMs: 2_000, maxAttempts: 1 });
   const prefix = `${uniqueName(label).replace(/_/g, '-')}-`;
-  const queues = await ensureSqsQueues(
-    client,
-    sqsQueueNames(prefix, options.fifo),
-    DEFAULT_RETENTION,
-    {
-      ...defaultSqsQueueSettings(options.budget ?? TEST_RETRY_BUDGET),
-      ...(options.visibilityTimeoutSeconds
-        ? { visibilityTimeoutSeconds: options.visibilityTimeoutSeconds }
-        : {}),
-    },
-  );
-  return { client, prefix, queues, endpoint, fifo: options.fifo ?? false };
+  const fifo = options.fifo ?? false;
+  const backend = sqsBackend({
+    endpoint,
+    region: 'us-east-1',
+    prefix,
+    fifo,
+    mode: 'visibility',
+    budget: options.budget ?? TEST_RETRY_BUDGET,
+    retention: DEFAULT_RETENTION,
+    consumer: 'fixture@test',
+    requestTimeoutMs: options.requestTimeoutMs ?? 2_000,
+    maxAttempts: 1,
+    ...(options.visibilityTimeoutSeconds
+      ? { visibilityTimeoutSeconds: options.visibilityTimeoutSeconds }
+      : {}),
+  });
+  await backend.prepare();
+  return {
+    backend,
+    client: backend.client,
+    prefix,
+    queues: await backend.queues(),
+    endpoint,
+    fifo,
+    close: () => backend.close(),
+  };
 }
 
 /** Receives (and deletes) until `done(all)` holds; returns every message received. */

@@ -1,16 +1,18 @@
+import { randomUUID } from 'node:crypto';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import { DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
-import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
+import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { newEnvelope } from '../../shared/envelope/envelope.js';
 import {
-  buildTopology,
+  declaredTopology,
+  parseBrokerSecret,
+  publishQueueMetrics,
+  RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/topology.js';
+} from '../../shared/transport/rabbitmq/index.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
@@ -59,6 +61,8 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
   });
 
   afterAll(async () => {
+    const { sharedRabbit } = await import('../../functions/commons/clients.js');
+    await sharedRabbit().close();
     process.env = saved;
     await v?.delete();
   });
@@ -70,7 +74,9 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
       ResourceProperties: { ServiceToken: 'x', version: 'test' },
     } as unknown as CloudFormationCustomResourceEvent;
     const created = await handler(event, localLambdaContext('broker-setup'));
-    const declared = buildTopology(DEFAULT_RETRY_BUDGET).queues.map((q) => q.name);
+    const declared = declaredTopology(DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION).topology.queues.map(
+      (q) => q.name,
+    );
     expect(created).toMatchObject({
       PhysicalResourceId: `broker-topology:${v.vhost}`,
       Data: { queues: declared.length, rabbitmqVersion: expect.stringMatching(/^\d+\.\d+/) },
@@ -99,16 +105,25 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
     expect(updated.PhysicalResourceId).toBe(created.PhysicalResourceId);
   });
 
-  it('the relay publishes queue depths read from the management API', async () => {
-    const { sharedManagement } = await import('../../functions/commons/clients.js');
-    const seen = await publishQueueMetrics(await sharedManagement(), v.vhost, [
-      RABBITMQ_NAMES.inventoryQueue,
-      RETRY_NAMES.parkingQueue,
-      'no-such-queue',
-    ]);
-    expect(Object.keys(seen).sort()).toEqual(
-      [RABBITMQ_NAMES.inventoryQueue, RETRY_NAMES.parkingQueue].sort(),
+  it("the relay publishes queue depths from the backend's inspection", async () => {
+    const { sharedRabbit } = await import('../../functions/commons/clients.js');
+    const backend = sharedRabbit();
+    const orders = Array.from({ length: 2 }, () =>
+      newEnvelope({
+        type: 'order.created',
+        aggregate: { type: 'order', id: randomUUID(), version: 1 },
+        data: {},
+        correlationId: 'queue-metrics',
+        producer: 'test',
+      }),
     );
+    const outcomes = await backend.publisher('outbox').publish(orders);
+    expect(outcomes.every((o) => o.ok)).toBe(true);
+    const seen = publishQueueMetrics(await backend.inspect());
+    expect(seen).toEqual({
+      [RABBITMQ_NAMES.inventoryQueue]: { depth: 2, ready: 2 },
+      [RETRY_NAMES.parkingQueue]: { depth: 0, ready: 0 },
+    });
   });
 });
 

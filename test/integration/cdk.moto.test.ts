@@ -12,7 +12,7 @@ import {
 import { GetQueueAttributesCommand, GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import { describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
+import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 
 const moto = SQS_SERVERS.find((s) => s.name === 'moto');

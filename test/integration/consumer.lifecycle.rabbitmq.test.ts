@@ -1,9 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startConsumer } from '../../devkit/consumers.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { RabbitWorker } from '../../shared/transport/rabbitmq/RabbitWorker.js';
-import { RETRY_NAMES, retryQueueName } from '../../shared/transport/rabbitmq/topology.js';
+import {
+  RABBITMQ_NAMES,
+  RETRY_NAMES,
+  retryQueueName,
+} from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('RabbitMQ consumer: topology, policies, lifecycle', () => {
@@ -52,14 +55,10 @@ describe('RabbitMQ consumer: topology, policies, lifecycle', () => {
     expect(bindings?.map((x) => x.destination)).toEqual([RABBITMQ_NAMES.inventoryQueue]);
   });
 
-  it('refuses prefetch 0 (unlimited)', () => {
-    expect(
-      () =>
-        new RabbitWorker(
-          { connection: b.connection, settler: b.settler(), process: async () => [] },
-          { queue: RABBITMQ_NAMES.inventoryQueue, prefetch: 0 },
-        ),
-    ).toThrow(/prefetch must be a whole number ≥ 1/);
+  it('refuses prefetch 0 (unlimited)', async () => {
+    await expect(
+      startConsumer(b.backend, async () => [], { mode: 'worker', prefetch: 0 }),
+    ).rejects.toThrow(/prefetch must be a whole number ≥ 1/);
   });
 
   it('graceful stop: stops consuming, finishes the batch in flight; nothing committed stays unacked', async () => {

@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import type { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { RabbitPublisher } from '../../shared/transport/rabbitmq/RabbitPublisher.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
@@ -36,13 +34,7 @@ describe('the pipeline through the RDS Data API adapter (local endpoint, real SD
     expect(again).toMatchObject({ created: false, eventId: placed[0]?.eventId });
 
     const relay = new OutboxRelay(
-      {
-        db,
-        publisher: new RabbitPublisher(
-          { connection: b.connection },
-          { exchange: RABBITMQ_NAMES.ordersExchange },
-        ),
-      },
+      { db, publisher: b.backend.publisher('outbox') },
       { table: 'outbox', batchSize: 100, maxAttempts: 5 },
     );
     expect(await relay.runOnce()).toMatchObject({ claimed: 3, published: 3 });

@@ -5,20 +5,19 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ScheduledEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
+import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
-import { createRabbitRelays } from '../../shared/outbox/rabbitRelays.js';
-import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
-import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
-import { queueDepth, testConnection } from '../helpers/amqp.js';
+import { createRelays } from '../../shared/outbox/relays.js';
+import { memoryBackend } from '../../shared/transport/memory/index.js';
+import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
-import { DATABASE_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
+import { DATABASE_URL, RABBITMQ_MANAGEMENT_URL, SERVICES } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 
 const scheduledEvent: ScheduledEvent = {
@@ -34,32 +33,34 @@ const scheduledEvent: ScheduledEvent = {
 };
 
 describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
-  let t: TestDatabase;
-  let vhost: TestVhost;
-  let connection: RabbitConnection;
+  let scratch: ScratchEnvironment;
+  let backend: RabbitMqBackend;
 
   beforeAll(async () => {
-    [t, vhost] = await Promise.all([
-      createTestDatabase('relay_handler'),
-      createTestVhost('relay_handler'),
-    ]);
-    connection = new RabbitConnection({ url: vhost.amqpUrl });
+    scratch = await createScratch(SERVICES, 'relay_handler');
+    backend = scratch.backend('rabbitmq', {
+      budget: TEST_RETRY_BUDGET,
+      retention: DEFAULT_RETENTION,
+      consumer: 'relay-handler-test',
+    });
   });
-  afterAll(async () => {
-    await connection?.close();
-    await Promise.all([t?.drop(), vhost?.delete()]);
-  });
+  afterAll(() => scratch?.close());
 
   it('declares the topology once, then drains both outboxes for its budget, bounded by the time left', async () => {
-    const orders = new OrderService({ db: t.db });
+    const db = scratch.database.db;
+    const orders = new OrderService({ db });
     for (let i = 0; i < 30; i++)
       await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c${i}` });
     const env = loadEnv({});
+    let prepared = 0;
     const handler = createOutboxRelayHandler(
       {
-        relays: createRabbitRelays({ db: t.db, connection }, env),
+        relays: createRelays({ db, backend }, env),
         logger: createLogger('outbox-relay-test'),
-        prepare: () => connection.withChannel((ch) => declareTopology(ch)),
+        prepare: async () => {
+          prepared++;
+          await backend.prepare('publish');
+        },
       },
       { drainBudgetMs: 60_000, idleWaitMs: 20, concurrency: 2, safetyMarginMs: 500 },
     );
@@ -71,12 +72,10 @@ describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
     expect(summary.outbox?.published).toBe(30);
     expect(summary.inventory_outbox?.published).toBe(0);
     expect(elapsed).toBeLessThan(5_000);
-    const conn = await testConnection(vhost.amqpUrl);
-    try {
-      expect(await queueDepth(conn, RABBITMQ_NAMES.inventoryQueue)).toBe(30);
-    } finally {
-      await conn.close();
-    }
+    expect((await backend.inspect()).ready).toBe(30); // inventory.orders
+    // a second invocation of the same container declares nothing again
+    await handler(scheduledEvent, localLambdaContext('outbox-relay', 1_500));
+    expect(prepared).toBe(1);
   });
 });
 
@@ -95,10 +94,8 @@ describe('relay metrics (CloudWatch EMF, for the alarms)', () => {
     await t.db.query(
       `UPDATE outbox SET needs_attention_at = now() WHERE id = (SELECT id FROM outbox ORDER BY occurred_at LIMIT 1)`,
     );
-    const relays = createRabbitRelays(
-      { db: t.db, connection: new RabbitConnection({ url: 'amqp://unused' }) },
-      loadEnv({}),
-    );
+    // the metrics read the outbox tables only: no broker is needed behind the relays
+    const relays = createRelays({ db: t.db, backend: memoryBackend() }, loadEnv({}));
     const lines: string[] = [];
     const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
       lines.push(String(chunk));

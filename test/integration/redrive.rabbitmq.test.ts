@@ -6,8 +6,8 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
+import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
 import { RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
 

@@ -45,7 +45,7 @@ describe.each(SQS_SERVERS)('redrive from the SQS parking lot ($name, CLI)', (ser
     });
     proxy.restore(); // the fix
 
-    const env = { SQS_ENDPOINT: b.f.endpoint, SQS_QUEUE_PREFIX: b.f.prefix };
+    const env = { SQS_ENDPOINT: b.endpoint, SQS_QUEUE_PREFIX: b.prefix };
     const listed = JSON.parse(
       (await cli(['parked', 'list', '--transport', 'sqs', '--json'], env)).stdout,
     ) as {

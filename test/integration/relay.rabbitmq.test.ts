@@ -2,22 +2,25 @@ import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { ChannelModel } from 'amqplib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
+import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import { RabbitConnection } from '../../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitPublisher } from '../../shared/transport/rabbitmq/RabbitPublisher.js';
-import { declareTopology } from '../../shared/transport/rabbitmq/topology.js';
+import {
+  RABBITMQ_NAMES,
+  type RabbitMqBackend,
+  SCHEMA_VERSION_HEADER,
+} from '../../shared/transport/rabbitmq/index.js';
 import type { Publisher } from '../../shared/transport/types.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { amqpUrlVia, createTestVhost, type TestVhost } from '../helpers/rabbit.js';
-import { AMQP_URL } from '../helpers/services.js';
+import type { TestDatabase } from '../helpers/db.js';
+import { amqpUrlVia } from '../helpers/rabbit.js';
+import { AMQP_URL, SERVICES } from '../helpers/services.js';
 
 const options = {
   table: 'outbox' as const,
@@ -28,47 +31,49 @@ const options = {
 };
 
 describe('outbox relay → RabbitMQ', () => {
+  let scratch: ScratchEnvironment;
   let t: TestDatabase;
-  let vhost: TestVhost;
   let assertConn: ChannelModel;
-  let connection: RabbitConnection;
+  let backend: RabbitMqBackend;
   let orders: OrderService;
 
+  /** A RabbitMQ backend on this file's vhost (through `url` when given, e.g. a proxy). */
+  const backendFor = (url?: string) =>
+    scratch.backend(
+      'rabbitmq',
+      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-test' },
+      {
+        ...(url ? { url } : {}),
+        reconnect: { baseMs: 50, maxMs: 500 },
+        publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
+      },
+    );
+  const vhost = () => scratch.vhost?.vhost as string;
+
   beforeAll(async () => {
-    [t, vhost] = await Promise.all([
-      createTestDatabase('relay_rabbitmq'),
-      createTestVhost('relay_rabbitmq'),
-    ]);
+    scratch = await createScratch(SERVICES, 'relay_rabbitmq');
+    t = scratch.database;
     orders = new OrderService({ db: t.db });
-    assertConn = await testConnection(vhost.amqpUrl);
+    assertConn = await testConnection(scratch.vhost?.amqpUrl as string);
   });
   afterAll(async () => {
     await assertConn?.close().catch(() => {});
-    await Promise.all([t?.drop(), vhost?.delete()]);
+    await scratch?.close();
   });
   beforeEach(async () => {
-    connection = new RabbitConnection({
-      url: vhost.amqpUrl,
-      initialReconnectDelayMs: 50,
-      maxReconnectDelayMs: 500,
-    });
-    await connection.withChannel(async (ch) => {
-      await declareTopology(ch);
+    backend = backendFor();
+    await backend.prepare('publish');
+    await backend.withChannel(async (ch) => {
       await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
       await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
     });
     await t.db.query('TRUNCATE orders, outbox');
   });
-  afterEach(() => connection.close());
+  afterEach(() => backend.close());
 
-  const publisherFor = (
-    conn: RabbitConnection,
-    exchange: string = RABBITMQ_NAMES.ordersExchange,
-  ): Publisher =>
-    new RabbitPublisher(
-      { connection: conn },
-      { exchange, confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
-    );
+  /** The relay's publisher of the `outbox` stream (or of another exchange by name). */
+  const publisherFor = (b: RabbitMqBackend, exchange?: string): Publisher =>
+    b.publisher('outbox', exchange ? { exchange } : {});
 
   const placeOrders = async (n: number) => {
     const ids: string[] = [];
@@ -92,7 +97,7 @@ describe('outbox relay → RabbitMQ', () => {
       quantity: 2,
       correlationId: 'corr-1',
     });
-    const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(connection) }, options);
+    const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(backend) }, options);
 
     const round = await relay.runOnce();
 
@@ -122,11 +127,7 @@ describe('outbox relay → RabbitMQ', () => {
 
   it('broker down while 200 orders are created: everything is published once the broker is back', async () => {
     const proxy = await new TcpProxy('127.0.0.1', Number(new URL(AMQP_URL).port || 5672)).start();
-    const viaProxy = new RabbitConnection({
-      url: amqpUrlVia(proxy.port, vhost.vhost),
-      initialReconnectDelayMs: 50,
-      maxReconnectDelayMs: 500,
-    });
+    const viaProxy = backendFor(amqpUrlVia(proxy.port, vhost()));
     const relay = new OutboxRelay(
       { db: t.db, publisher: publisherFor(viaProxy) },
       { ...options, readyTimeoutMs: 300 },
@@ -170,10 +171,7 @@ describe('outbox relay → RabbitMQ', () => {
 
   it('messages in flight when the connection dies count as failed, never as confirmed', async () => {
     const proxy = await new TcpProxy('127.0.0.1', Number(new URL(AMQP_URL).port || 5672)).start();
-    const viaProxy = new RabbitConnection({
-      url: amqpUrlVia(proxy.port, vhost.vhost),
-      maxReconnectDelayMs: 500,
-    });
+    const viaProxy = backendFor(amqpUrlVia(proxy.port, vhost()));
     try {
       const publisher = publisherFor(viaProxy);
       await publisher.ready();
@@ -221,7 +219,7 @@ describe('outbox relay → RabbitMQ', () => {
           ...process.env,
           FAULTS: 'relay.after-publish:exit',
           DATABASE_URL: t.url,
-          AMQP_URL: vhost.amqpUrl,
+          AMQP_URL: scratch.vhost?.amqpUrl as string,
         },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
@@ -240,7 +238,7 @@ describe('outbox relay → RabbitMQ', () => {
     await waitFor(async () => (await queueDepth(assertConn, RABBITMQ_NAMES.inventoryQueue)) === 1);
 
     // the restarted relay (no fault) publishes it again
-    const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(connection) }, options);
+    const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(backend) }, options);
     expect(await relay.runOnce()).toMatchObject({ published: 1 });
     expect(await unpublished()).toBe(0);
     const messages = await readMessages(
@@ -252,7 +250,7 @@ describe('outbox relay → RabbitMQ', () => {
   });
 
   it('unroutable publish (bindings removed): the row is not marked, attempts and last_error are set', async () => {
-    await connection.withChannel(async (ch) => {
+    await backend.withChannel(async (ch) => {
       await ch.unbindQueue(
         RABBITMQ_NAMES.inventoryQueue,
         RABBITMQ_NAMES.ordersExchange,
@@ -266,7 +264,7 @@ describe('outbox relay → RabbitMQ', () => {
         quantity: 1,
         correlationId: 'unroutable',
       });
-      const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(connection) }, options);
+      const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(backend) }, options);
 
       expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 0, failed: 1 });
 
@@ -294,14 +292,14 @@ describe('outbox relay → RabbitMQ', () => {
       await t.db.query('UPDATE outbox SET next_attempt_at = now()');
       expect(await relay.runOnce()).toMatchObject({ claimed: 0 });
     } finally {
-      await connection.withChannel((ch) => declareTopology(ch));
+      await backend.prepare('publish');
     }
   });
 
   it('a missing exchange fails the batch as unroutable without losing the connection for good', async () => {
     await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'no-exchange' });
     const relay = new OutboxRelay(
-      { db: t.db, publisher: publisherFor(connection, 'no-such-exchange') },
+      { db: t.db, publisher: publisherFor(backend, 'no-such-exchange') },
       options,
     );
     expect(await relay.runOnce()).toMatchObject({ published: 0, failed: 1 });
@@ -309,7 +307,7 @@ describe('outbox relay → RabbitMQ', () => {
     expect(rows[0]?.last_error).toMatch(/^unroutable: .*NOT_FOUND/);
     // the same connection still publishes to the right exchange
     await t.db.query('UPDATE outbox SET next_attempt_at = now()');
-    const good = new OutboxRelay({ db: t.db, publisher: publisherFor(connection) }, options);
+    const good = new OutboxRelay({ db: t.db, publisher: publisherFor(backend) }, options);
     expect(await good.runOnce()).toMatchObject({ published: 1 });
   });
 
@@ -324,7 +322,7 @@ describe('outbox relay → RabbitMQ', () => {
     });
     await t.db.transaction((tx) => store.append(tx, envelope));
     const relay = new OutboxRelay(
-      { db: t.db, publisher: publisherFor(connection, RABBITMQ_NAMES.inventoryExchange) },
+      { db: t.db, publisher: backend.publisher('inventory_outbox') },
       { ...options, table: 'inventory_outbox' },
     );
     expect(await relay.runOnce()).toMatchObject({ published: 1 });
@@ -348,7 +346,7 @@ describe('outbox relay → RabbitMQ', () => {
     const published = new Map<string, number>();
     const relays = Array.from({ length: 4 }, (_, i) => {
       const db = new PgDatabase({ connectionString: t.url, max: 2, applicationName: `relay-${i}` });
-      const inner = publisherFor(connection);
+      const inner = publisherFor(backend);
       const counting: Publisher = {
         ready: (ms) => inner.ready(ms),
         close: () => inner.close(),

@@ -6,11 +6,16 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
-import { SQS_ATTRIBUTES, SqsPublisher } from '../../shared/transport/sqs/SqsPublisher.js';
+import { SQS_ATTRIBUTES, sqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Publisher } from '../../shared/transport/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { createSqsFixture, receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
+import {
+  createSqsFixture,
+  receiveAll,
+  SQS_FEATURES,
+  SQS_SERVERS,
+  type SqsFixture,
+} from '../helpers/sqs.js';
 
 const options = {
   table: 'outbox' as const,
@@ -23,11 +28,24 @@ const options = {
 describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
   let t: TestDatabase;
   let orders: OrderService;
+  const fixtures: SqsFixture[] = [];
+  /** Queues of this test's own, through the SQS backend (closed with the file). */
+  const fixture = async (
+    label: string,
+    options?: Parameters<typeof createSqsFixture>[2],
+  ): Promise<SqsFixture> => {
+    const f = await createSqsFixture(server, label, options);
+    fixtures.push(f);
+    return f;
+  };
   beforeAll(async () => {
     t = await createTestDatabase(`relay_sqs_${server.name}`);
     orders = new OrderService({ db: t.db });
   });
-  afterAll(() => t?.drop());
+  afterAll(async () => {
+    for (const f of fixtures) await f.close();
+    await t?.drop();
+  });
   beforeEach(() => t.db.query('TRUNCATE orders, outbox'));
 
   const unpublished = async () =>
@@ -40,17 +58,11 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
     );
 
   it('publishes with SendMessageBatch; the envelope id, type, schema version and correlation id travel as attributes', async () => {
-    const f = await createSqsFixture(server, 'relay_sqs_basic');
+    const f = await fixture('relay_sqs_basic');
     const placed: { eventId: string }[] = [];
     for (let i = 0; i < 25; i++)
       placed.push(await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c-${i}` }));
-    const relay = new OutboxRelay(
-      {
-        db: t.db,
-        publisher: new SqsPublisher({ client: f.client }, { queueUrl: f.queues.sourceUrl }),
-      },
-      options,
-    );
+    const relay = new OutboxRelay({ db: t.db, publisher: f.backend.publisher('outbox') }, options);
 
     expect(await relay.runOnce()).toMatchObject({ claimed: 25, published: 25, failed: 0 });
     expect(await unpublished()).toBe(0);
@@ -73,10 +85,9 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
   it('endpoint down: rows stay unpublished (no attempt charged while unreachable); all published after it returns', async () => {
     const proxy = await new TcpProxy('127.0.0.1', Number(new URL(server.endpoint).port)).start();
     const via = `http://127.0.0.1:${proxy.port}`;
-    const f = await createSqsFixture(server, 'relay_sqs_down', { endpoint: via });
-    const client = createSqsClient({ endpoint: via, requestTimeoutMs: 500, maxAttempts: 1 });
+    const f = await fixture('relay_sqs_down', { endpoint: via, requestTimeoutMs: 500 });
     const relay = new OutboxRelay(
-      { db: t.db, publisher: new SqsPublisher({ client }, { queueUrl: f.queues.sourceUrl }) },
+      { db: t.db, publisher: f.backend.publisher('outbox') },
       { ...options, readyTimeoutMs: 300 },
     );
     const abort = new AbortController();
@@ -108,7 +119,6 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
       ).toEqual(new Set(ids));
     } finally {
       abort.abort();
-      client.destroy();
       await proxy.close();
     }
   });
@@ -116,9 +126,8 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
   it('endpoint lost in the middle of a round: those rows get an attempt and a backoff, then are published', async () => {
     const proxy = await new TcpProxy('127.0.0.1', Number(new URL(server.endpoint).port)).start();
     const via = `http://127.0.0.1:${proxy.port}`;
-    const f = await createSqsFixture(server, 'relay_sqs_mid', { endpoint: via });
-    const client = createSqsClient({ endpoint: via, requestTimeoutMs: 500, maxAttempts: 1 });
-    const inner = new SqsPublisher({ client }, { queueUrl: f.queues.sourceUrl });
+    const f = await fixture('relay_sqs_mid', { endpoint: via, requestTimeoutMs: 500 });
+    const inner = f.backend.publisher('outbox');
     // the connection drops after the relay checked it, before the batch is sent
     const dropping: Publisher = {
       ready: (ms) => inner.ready(ms),
@@ -145,7 +154,6 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
       expect(await healthy.runOnce()).toMatchObject({ published: 12 });
       expect(await unpublished()).toBe(0);
     } finally {
-      client.destroy();
       await proxy.close();
     }
   });
@@ -153,7 +161,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
   it.skipIf(!SQS_FEATURES[server.name].rejectsInvalidCharacters)(
     'a partial SendMessageBatch failure marks only the successful entries',
     async () => {
-      const f = await createSqsFixture(server, 'relay_sqs_partial');
+      const f = await fixture('relay_sqs_partial');
       const store = new OutboxStore('outbox');
       const envelopes = Array.from({ length: 12 }, (_, i) =>
         newEnvelope({
@@ -169,10 +177,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
         for (const e of envelopes) await store.append(tx, e);
       });
       const relay = new OutboxRelay(
-        {
-          db: t.db,
-          publisher: new SqsPublisher({ client: f.client }, { queueUrl: f.queues.sourceUrl }),
-        },
+        { db: t.db, publisher: f.backend.publisher('outbox') },
         options,
       );
       expect(await relay.runOnce()).toMatchObject({ claimed: 12, published: 10, failed: 2 });
@@ -185,18 +190,25 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
   );
 
   it('a missing queue fails the batch as unroutable', async () => {
-    const f = await createSqsFixture(server, 'relay_sqs_missing');
+    const f = await fixture('relay_sqs_missing');
     await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'missing' });
-    const publisher = new SqsPublisher(
-      { client: f.client },
-      { queueUrl: `${f.queues.sourceUrl}-nope` },
-    );
-    const outcomes = await publisher.publish((await store().claimAll()).map((r) => r.envelope));
-    expect(outcomes[0]).toMatchObject({ ok: false, reason: 'unroutable' });
+    // the backend as a deployed function configures it, with a source queue URL that does not exist
+    const missing = sqsBackend({
+      ...f.backend.config,
+      queueUrls: { source: `${f.queues.sourceUrl}-nope` },
+    });
+    try {
+      const outcomes = await missing
+        .publisher('outbox')
+        .publish((await store().claimAll()).map((r) => r.envelope));
+      expect(outcomes[0]).toMatchObject({ ok: false, reason: 'unroutable' });
+    } finally {
+      await missing.close();
+    }
   });
 
   it('FIFO: group id = aggregate id, deduplication id = event id', async () => {
-    const f = await createSqsFixture(server, 'relay_sqs_fifo', { fifo: true });
+    const f = await fixture('relay_sqs_fifo', { fifo: true });
     const { orderId, eventId } = await orders.place({
       sku: 'sku-1',
       quantity: 1,
@@ -206,10 +218,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
     const relay = new OutboxRelay(
       {
         db: t.db,
-        publisher: new SqsPublisher(
-          { client: f.client },
-          { queueUrl: f.queues.sourceUrl, fifo: true },
-        ),
+        publisher: f.backend.publisher('outbox'),
       },
       options,
     );

@@ -3,36 +3,46 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { AmazonMqTrigger } from '../../devkit/triggers/amazonMqTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../../shared/config/constants.js';
+import type { BatchReport } from '../../shared/consumer/driver.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { createLogger } from '../../shared/logger.js';
-import type { RabbitMQEvent } from '../../shared/transport/rabbitmq/amazonMqEvent.js';
-import { listParked } from '../../shared/transport/rabbitmq/parking.js';
+import {
+  RABBITMQ_NAMES,
+  type RabbitMQEvent,
+  SCHEMA_VERSION_HEADER,
+} from '../../shared/transport/rabbitmq/index.js';
+import type { RunningConsumer } from '../../shared/transport/types.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulation', () => {
   let b: InventoryBench;
-  let trigger: AmazonMqTrigger | undefined;
+  let trigger: RunningConsumer | undefined;
   afterEach(async () => {
     await trigger?.stop();
+    trigger = undefined;
     await b?.close();
   });
 
+  /**
+   * The reserve function's handler on the backend's Amazon MQ driver, behind the trigger
+   * emulation, as `startConsumer` composes it, keeping a copy of every event it is invoked with.
+   */
   const start = async (db: PgDatabase) => {
     const events: RabbitMQEvent[] = [];
-    const useCase = b.useCase(db);
+    const reports: BatchReport[] = [];
     const handler = createReserveInventoryRabbitHandler({
-      process: (m) => useCase.process(m),
-      settler: b.settler(),
+      driver: b.backend.amazonMqDriver(b.handler(db), { journal: b.journal }),
       logger: createLogger('reserve-inventory-rabbitmq-test'),
-      journal: b.journal,
     });
-    trigger = new AmazonMqTrigger(
+    const emulation = new AmazonMqTrigger(
       {
-        connection: b.connection,
+        broker: b.backend,
         handler: (event: RabbitMQEvent, context: Context) => {
           events.push(structuredClone(event));
-          return handler(event, context);
+          return handler(event, context).then((report) => {
+            reports.push(report);
+            return report;
+          });
         },
       },
       {
@@ -42,8 +52,9 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
         batchWindowMs: 300,
       },
     );
-    await trigger.start();
-    return events;
+    await emulation.start();
+    trigger = emulation;
+    return { events, reports };
   };
 
   it('a mixed batch (good, poison, transient) → each message settled on its own', async () => {
@@ -64,7 +75,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     });
     await isLocked;
     try {
-      const events = await start(db);
+      const { events, reports } = await start(db);
       const good = b.orderCreated('SKU-G', 1);
       const transient = b.orderCreated('SKU-T', 1);
       const poisonId = '5b0f6e1c-2a3d-4e5f-8a9b-0c1d2e3f4a5b';
@@ -95,10 +106,14 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
       });
       expect(Buffer.from(records?.[0]?.data ?? '', 'base64').toString()).toBe(JSON.stringify(good));
       expect(records?.[0]?.redelivered).toBe(false);
+      // the function returned the driver's report: all three settled inside the invocation
+      // (the poison one parked, the transient one retried through a confirmed copy)
+      await waitFor(() => reports.length >= 1);
+      expect(reports[0]).toEqual({ messages: 3, acked: 3, retried: 1, parked: 1, returned: 0 });
 
       expect(await b.reservation(good.aggregate.id)).toMatchObject({ status: 'reserved' });
       await waitFor(async () => (await b.parkedCount()) === 1);
-      expect((await listParked(b.connection))[0]?.diagnosis).toMatchObject({
+      expect((await b.parked())[0]?.diagnosis).toMatchObject({
         messageId: poisonId,
         reason: 'permanent',
       });
@@ -111,7 +126,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
       await holder;
       await b.waitForLine(transient.id, 'effect-committed', 1, 15_000);
       expect(await b.reservation(transient.aggregate.id)).toMatchObject({ status: 'reserved' });
-      expect(trigger?.failedInvocations).toBe(0);
+      expect(trigger?.stats.givenBack).toBe(0);
     } finally {
       release();
       await holder.catch(() => {});
@@ -123,12 +138,12 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     b = await InventoryBench.create('reserve_amazonmq_dbdown');
     await b.stock('SKU-A', 10);
     const { db, proxy } = await b.proxiedDb();
-    await start(db);
+    trigger = await b.trigger({ db });
     proxy.cut();
     const e1 = b.orderCreated('SKU-A', 1);
     const e2 = b.orderCreated('SKU-A', 2);
     await b.publish(e1, e2);
-    await waitFor(() => (trigger?.failedInvocations ?? 0) >= 2, { message: 'failed invocations' });
+    await waitFor(() => (trigger?.stats.givenBack ?? 0) >= 2, { message: 'failed invocations' });
     expect(b.linesFor(e1.id).some((l) => l.step === 'retry-scheduled')).toBe(false); // no per-message retry
     expect(await b.parkedCount()).toBe(0);
 

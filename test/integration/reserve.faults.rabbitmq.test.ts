@@ -1,8 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { listParked } from '../../shared/transport/rabbitmq/parking.js';
-import { RETRY_NAMES, retryQueueName } from '../../shared/transport/rabbitmq/topology.js';
+import {
+  RABBITMQ_NAMES,
+  RETRY_NAMES,
+  retryQueueName,
+} from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: database and broker faults', () => {
@@ -27,7 +29,7 @@ describe('reserve inventory on RabbitMQ: database and broker faults', () => {
       expect(gaps[i]).toBeGreaterThanOrEqual(delay - 50);
       expect(gaps[i]).toBeLessThan(delay + 1_500);
     });
-    const parked = (await listParked(b.connection)).find((p) => p.diagnosis.messageId === e.id);
+    const parked = (await b.parked()).find((p) => p.diagnosis.messageId === e.id);
     expect(parked?.diagnosis).toMatchObject({
       reason: 'exhausted',
       errorClass: 'transient',
@@ -67,7 +69,7 @@ describe('reserve inventory on RabbitMQ: database and broker faults', () => {
     b = await InventoryBench.create('reserve_retry_unbound');
     await b.stock('SKU-A', 10);
     const first = retryQueueName(b.budget.ladderMs[0] as number);
-    await b.connection.withChannel((ch) =>
+    await b.backend.withChannel((ch) =>
       ch.unbindQueue(first, RETRY_NAMES.retryExchange, String(b.budget.ladderMs[0])),
     );
     const { db, proxy } = await b.proxiedDb();
@@ -94,7 +96,7 @@ describe('reserve inventory on RabbitMQ: database and broker faults', () => {
     expect(receivedSoFar).toBeLessThanOrEqual(worker.reconnects + 1); // one delivery per reconnect
 
     // fix both causes: the message was never lost and is processed once
-    await b.connection.withChannel((ch) =>
+    await b.backend.withChannel((ch) =>
       ch.bindQueue(first, RETRY_NAMES.retryExchange, String(b.budget.ladderMs[0])),
     );
     proxy.restore();

@@ -1,13 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../../shared/config/constants.js';
-import { listParked } from '../../shared/transport/rabbitmq/parking.js';
-import {
-  applyPolicies,
-  buildPolicies,
-  RETRY_NAMES,
-} from '../../shared/transport/rabbitmq/topology.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
@@ -21,7 +14,7 @@ describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
       RETRY_NAMES.parkingExchange,
       RETRY_NAMES.parkingRoutingKey,
     ] as const;
-    await b.connection.withChannel((ch) => ch.unbindQueue(...parkingBinding));
+    await b.backend.withChannel((ch) => ch.unbindQueue(...parkingBinding));
     await b.worker();
     const id = 'a3c1e2d4-1111-4a2b-8c3d-9e8f7a6b5c4d';
     await b.publishRaw([{ body: '{not-json', messageId: id, type: 'order.created' }]);
@@ -50,16 +43,13 @@ describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
     // The route comes back. On its own, RabbitMQ 3.10 retries the dead letter only after
     // dead_letter_worker_publisher_confirm_timeout (180 s by default; measured here: 180.0 s).
     // Re-applying the queue's policy with a change restarts the dead-letter worker at once.
-    await b.connection.withChannel((ch) => ch.bindQueue(...parkingBinding));
-    const policies = buildPolicies(b.budget, DEFAULT_RETENTION, { deliveryLimit: 11 }).filter(
-      (p) => p.name === RABBITMQ_NAMES.inventoryQueue,
-    );
-    await applyPolicies(b.vhost.management, b.vhost.vhost, policies);
+    await b.backend.withChannel((ch) => ch.bindQueue(...parkingBinding));
+    await b.backend.applyPolicies({ deliveryLimit: 11, only: [RABBITMQ_NAMES.inventoryQueue] });
     await waitFor(async () => (await b.parkedCount()) === 1, {
       message: 'the message reaches parking',
     });
 
-    const [parked] = await listParked(b.connection);
+    const [parked] = await b.parked();
     expect(parked?.via).toBe('broker');
     expect(parked?.diagnosis).toMatchObject({ messageId: id, errorClass: 'broker:rejected' });
   });

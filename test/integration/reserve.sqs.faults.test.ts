@@ -28,7 +28,7 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
       proxy.cut();
       const e = created('SKU-D', 1);
       await b.send(e);
-      await b.trigger({ db, maxConcurrency: 1 });
+      await b.trigger({ db, concurrency: 1 });
       await b.waitForLine(e.id, 'parked', 1, 30_000);
       const received = b.linesFor(e.id).filter((l) => l.step === 'received');
       expect(received.map((l) => l.attempt)).toEqual([0, 1, 2, 3]);
@@ -37,7 +37,7 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
         expect(gaps[i]).toBeGreaterThanOrEqual(delay - 100);
         expect(gaps[i]).toBeLessThan(delay + 2_500);
       });
-      const parked = await receiveAll(b.f.client, b.f.queues.parkingUrl, (m) => m.length >= 1);
+      const parked = await receiveAll(b.client, b.queues.parkingUrl, (m) => m.length >= 1);
       expect(parked[0]?.MessageAttributes?.park_reason?.StringValue).toBe('exhausted');
       expect(parked[0]?.MessageAttributes?.error_class?.StringValue).toBe('transient');
       console.info(
@@ -55,7 +55,7 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
       proxy.cut();
       const e = created('SKU-B', 2);
       await b.send(e);
-      await b.trigger({ db, maxConcurrency: 1 });
+      await b.trigger({ db, concurrency: 1 });
       await b.waitForLine(e.id, 'retry-scheduled');
       proxy.restore();
       await b.waitForLine(e.id, 'effect-committed', 1, 20_000);

@@ -2,13 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { holdStockLock } from '../../lab/dbControls.js';
-import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { sqsQueueNames } from '../../shared/transport/sqs/names.js';
-import { defaultSqsQueueSettings, ensureSqsQueues } from '../../shared/transport/sqs/queues.js';
 import { runDev } from '../helpers/child.js';
+import { holdStockLock } from '../helpers/db.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
 
@@ -40,8 +37,8 @@ describe.each(SQS_SERVERS)(
       const child = await runDev(['--transport', 'sqs', '--role', 'consumer'], {
         FAULTS: 'reserve.after-commit:exit',
         DATABASE_URL: b.t.url,
-        SQS_ENDPOINT: b.f.endpoint,
-        SQS_QUEUE_PREFIX: b.f.prefix,
+        SQS_ENDPOINT: b.endpoint,
+        SQS_QUEUE_PREFIX: b.prefix,
         SQS_VISIBILITY_TIMEOUT_S: '6',
         FUNCTION_TIMEOUT_MS: '1000',
       });
@@ -66,7 +63,7 @@ describe.each(SQS_SERVERS)(
       try {
         const e = event('order.created', randomUUID(), 1, 'SKU-S');
         await b.send(e);
-        await b.trigger({ maxConcurrency: 2 });
+        await b.trigger({ concurrency: 2 });
         // the first delivery waits on the lock past the 6 s visibility timeout: SQS delivers it again
         await b.waitForLine(e.id, 'received', 2, 20_000);
         await release();
@@ -104,7 +101,7 @@ describe.each(SQS_SERVERS)(
           const a2 = event('order.cancelled', a, 2, 'SKU-F');
           const b1 = event('order.created', bOrder, 1, 'SKU-G');
           await b.send(a1, a2, b1);
-          await b.trigger({ db, fifo: true, maxConcurrency: 1 });
+          await b.trigger({ db, concurrency: 1 });
           await b.waitForLine(b1.id, 'acked'); // the other group goes on
           await b.waitForLine(a1.id, 'retry-scheduled');
           expect(b.linesFor(a2.id).filter((l) => l.step === 'effect-committed')).toHaveLength(0);
@@ -126,23 +123,20 @@ describe.each(SQS_SERVERS)(
 
     it('parking queue missing: the poison message is not lost; it comes back and is parked once the queue exists', async () => {
       b = await SqsInventoryBench.create(server, `sqs_noparking_${server.name}`);
-      await b.f.client.send(new DeleteQueueCommand({ QueueUrl: b.f.queues.parkingUrl }));
+      await b.client.send(new DeleteQueueCommand({ QueueUrl: b.queues.parkingUrl }));
       const id = randomUUID();
-      await b.sendRaw([{ body: '{not-json', eventId: id, type: 'order.created' }]);
+      await b.sendRaw([{ body: '{not-json', messageId: id, type: 'order.created' }]);
       await b.trigger();
       await b.waitForLine(id, 'parked');
       expect(b.linesFor(id).find((l) => l.step === 'parked')?.outcome).toBe('parking refused it');
       // reported failed: it stays in the source queue and is delivered again after its visibility timeout
       await b.waitForLine(id, 'received', 2, 20_000);
-      await ensureSqsQueues(b.f.client, sqsQueueNames(b.f.prefix), DEFAULT_RETENTION, {
-        ...defaultSqsQueueSettings(b.budget),
-        visibilityTimeoutSeconds: 6,
-      });
+      await b.backend.prepare(); // the parking queue exists again
       await waitFor(() => b.linesFor(id).some((l) => l.step === 'acked'), {
         timeoutMs: 20_000,
         message: 'parked at last',
       });
-      const parked = await receiveAll(b.f.client, b.f.queues.parkingUrl, (m) => m.length >= 1);
+      const parked = await receiveAll(b.client, b.queues.parkingUrl, (m) => m.length >= 1);
       expect(parked[0]?.MessageAttributes?.event_id?.StringValue).toBe(id);
     });
   },

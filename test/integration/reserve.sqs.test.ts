@@ -51,16 +51,16 @@ describe.each(SQS_SERVERS)(
       const notJson = randomUUID();
       const unknownVersion = { ...created('SKU-A', 1), schema_version: '7.0' };
       await b.sendRaw([
-        { body: '{not-json', eventId: notJson, type: 'order.created' },
+        { body: '{not-json', messageId: notJson, type: 'order.created' },
         { body: JSON.stringify(created('SKU-A', 1)), type: 'order.created' }, // no event id attribute
         {
           body: JSON.stringify(unknownVersion),
-          eventId: unknownVersion.id,
+          messageId: unknownVersion.id,
           type: 'order.created',
           schemaVersion: '7.0',
         },
       ]);
-      const parked = await receiveAll(b.f.client, b.f.queues.parkingUrl, (m) => m.length >= 3);
+      const parked = await receiveAll(b.client, b.queues.parkingUrl, (m) => m.length >= 3);
       const byId = (id: string | undefined) =>
         parked.find((m) => m.MessageAttributes?.event_id?.StringValue === id);
       expect(byId(notJson)?.MessageAttributes?.park_reason?.StringValue).toBe('permanent');
@@ -82,7 +82,7 @@ describe.each(SQS_SERVERS)(
       const good = Array.from({ length: 7 }, () => created('SKU-M', 1));
       const early = Array.from({ length: 3 }, () => created('SKU-M', 1, 2)); // v2 without v1: deferred
       await b.send(...good, ...early);
-      await b.trigger({ maxConcurrency: 1, batchWindowMs: 0 });
+      await b.trigger({ concurrency: 1, batchWindowMs: 0 });
       for (const e of early) await b.waitForLine(e.id, 'received', 2, 15_000);
       for (const e of good)
         expect(b.linesFor(e.id).filter((l) => l.step === 'received')).toHaveLength(1);
@@ -100,8 +100,8 @@ describe.each(SQS_SERVERS)(
       const batch = Array.from({ length: 10 }, () => created('SKU-T', 1));
       await b.send(...batch);
       setFaults('reserve.after-commit:throw'); // committed, then the invocation fails
-      const trigger = await b.trigger({ maxConcurrency: 1 });
-      await waitFor(() => trigger.failedInvocations >= 1);
+      const trigger = await b.trigger({ concurrency: 1 });
+      await waitFor(() => trigger.stats.givenBack >= 1);
       setFaults('');
       for (const e of batch) await b.waitForLine(e.id, 'duplicate', 1, 20_000);
       for (const e of batch) expect(await b.inboxRows(e.id)).toBe(1);

@@ -1,6 +1,11 @@
 import type { Message } from 'amqplib';
 import { describe, expect, it } from 'vitest';
-import { rawFromRmqMessage, toRmqMessage } from '../../shared/transport/rabbitmq/amazonMqEvent.js';
+import {
+  amazonMqDeliveries,
+  type RabbitMQEvent,
+  rmqQueueKey,
+  toRmqMessage,
+} from '../../shared/transport/rabbitmq/index.js';
 
 const amqpMessage = (): Message =>
   ({
@@ -37,7 +42,16 @@ describe('Amazon MQ (RabbitMQ) event records', () => {
   });
 
   it('decode back to what the handler needs', () => {
-    const raw = rawFromRmqMessage(toRmqMessage(amqpMessage(), false));
+    const event: RabbitMQEvent = {
+      eventSource: 'aws:rmq',
+      eventSourceArn: 'arn:aws:mq:us-east-1:000000000000:broker:b:b-1',
+      rmqMessagesByQueue: {
+        [rmqQueueKey('inventory.orders', '/')]: [toRmqMessage(amqpMessage(), false)],
+      },
+    };
+    const deliveries = amazonMqDeliveries(event);
+    expect(deliveries).toHaveLength(1);
+    const { raw, message } = deliveries[0] as (typeof deliveries)[number];
     expect(raw.content.toString()).toBe('{"hello":"world"}');
     expect(raw.properties).toMatchObject({
       messageId: 'f3c1a2b4-0000-4000-8000-000000000001',
@@ -46,6 +60,15 @@ describe('Amazon MQ (RabbitMQ) event records', () => {
       appId: 'order-service',
       timestamp: 2021,
       headers: { 'x-schema-version': '1.0', 'x-retry-attempt': 2, flag: true },
+    });
+    // and as the transport port's inbound message
+    expect(message).toMatchObject({
+      messageId: 'f3c1a2b4-0000-4000-8000-000000000001',
+      attempt: 2,
+      redelivered: false,
+      type: 'order.created',
+      schemaVersion: '1.0',
+      correlationId: 'corr-1',
     });
   });
 });
