@@ -4,7 +4,7 @@ import { registerOutboxCommands } from './commands/outbox.js';
 import { registerParkedCommands } from './commands/parked.js';
 import { registerStockCommands } from './commands/stock.js';
 
-/** `npm run cli -- …`: operator commands (DESIGN §10), one module per command group. */
+/** `npm run cli -- …`: operator commands, one module per command group. */
 const program = new Command('cli').description('operate the reliable messaging pipeline');
 registerOutboxCommands(program);
 registerStockCommands(program);

@@ -24,7 +24,7 @@ import { backendFromEnv } from '../shared/transport/index.js';
 
 /**
  * `npm run dev -- --transport rabbitmq|sqs [--role all|api|relay|consumer] [--consumer worker|lambda]`:
- * the local pipeline (DESIGN §10). Every role runs the same handlers and use cases as the Lambda
+ * the local pipeline (README, Commands). Every role runs the same handlers and use cases as the Lambda
  * functions; `--consumer lambda` runs reserve-inventory behind the Amazon MQ trigger emulation.
  */
 const program = new Command('dev')

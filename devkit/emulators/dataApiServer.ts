@@ -9,7 +9,7 @@ import { mapOutsideQuotes } from '../../shared/db/statements.js';
  * /BeginTransaction, /CommitTransaction, /RollbackTransaction) over a real PostgreSQL, so the real
  * `@aws-sdk/client-rds-data` can be tested here: no emulator runs SQL (moto returns canned results).
  *
- * What it reproduces of the service (AWS-FACTS §5): named parameters (`:name`) with `typeHint`
+ * What it reproduces of the service (docs/aws-facts.md, RDS Data API): named parameters (`:name`) with `typeHint`
  * (UUID, TIMESTAMP, JSON, DECIMAL, DATE, TIME), typed fields in `records` with `columnMetadata`,
  * `numberOfRecordsUpdated`, transactions by id, SQL errors as `DatabaseErrorException` with the
  * SQLSTATE in the message, `TransactionNotFoundException`, one statement per call. Not reproduced:

@@ -42,7 +42,7 @@ export class SqsTriggerConfigError extends Error {
  * Long polls wait up to 20 s: give the trigger a client whose request timeout is longer
  * (`createSqsClient({ requestTimeoutMs: 25_000 })`).
  *
- * Local emulation of Lambda's SQS event source mapping (AWS-FACTS §2): long-polls the queue,
+ * Local emulation of Lambda's SQS event source mapping (docs/aws-facts.md, "Lambda event source mapping for SQS"): long-polls the queue,
  * gathers up to `batchSize` records within the batching window, invokes the handler with the exact
  * event shape (string attributes, `messageAttributes`, `eventSourceARN`…), deletes the records not
  * reported in `batchItemFailures`, leaves the reported ones to their visibility timeout, keeps the

@@ -2,7 +2,7 @@ import type { Logger } from '../logger.js';
 import type { InboundMessage } from '../transport/types.js';
 
 /**
- * The journal of a delivery's transitions (issue #3 §10): one structured line per step with the
+ * The journal of a delivery's transitions (docs/consumer.md, "Journal"): one structured line per step with the
  * same fields, never the payload. Reading a message's lines in order shows what happened to it,
  * and proves that no ack came before its commit.
  */

@@ -1,5 +1,5 @@
 /**
- * The SQL port (DESIGN §3). Use cases see only these types, never a driver's.
+ * The SQL port (docs/design.md §12). Use cases see only these types, never a driver's.
  *
  * Parameters are positional (`$1`, `$2`, …) and limited to what both adapters can carry:
  * strings, finite numbers, booleans, null, Dates and plain JSON objects. Arrays are not portable

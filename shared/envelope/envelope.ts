@@ -9,7 +9,7 @@ const uuid = z.uuid({ message: 'must be a UUID' });
 const nonEmpty = z.string().min(1, 'must not be empty').max(256, 'must be at most 256 characters');
 
 /**
- * The envelope (DESIGN §9, pinned field names). Unknown fields are tolerated (kept, not validated)
+ * The envelope (docs/design.md §8, pinned field names). Unknown fields are tolerated (kept, not validated)
  * so a newer producer can add fields without breaking an older consumer.
  */
 export const envelopeSchema = z.looseObject({

@@ -9,7 +9,7 @@ import {
 } from '../../shared/envelope/envelope.js';
 
 /**
- * Property-based tests of the envelope parser (issue #7 §3): whatever bytes or JSON arrive, the
+ * Property-based tests of the envelope parser: whatever bytes or JSON arrive, the
  * parser either accepts them, and then the result satisfies the schema and round-trips, or throws
  * an `EnvelopeError` that names the offending field. Nothing else may escape.
  *
@@ -27,7 +27,7 @@ const MARKER = 'Zq9MARKERx7';
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 // ---------------------------------------------------------------------------------------------
-// An independent oracle: what the schema (DESIGN §9) promises, written without zod.
+// An independent oracle: what the schema (docs/design.md §8) promises, written without zod.
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 const TYPE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;

@@ -10,7 +10,7 @@ import type { OrderService, PlaceOrderCommand } from '../../shared/orders/OrderS
 /**
  * Property-based tests of `POST /orders` through the real place-order handler (middy stack:
  * header normalizer, correlation id, JSON errors, body limit, JSON body parser, router,
- * validation), with the order service replaced by a recorder (issue #7 §3). Every body is either
+ * validation), with the order service replaced by a recorder. Every body is either
  * accepted (201, and the service got exactly the fields sent) or refused with a 4xx whose JSON
  * names the field and the reason; never a 500, never a crash.
  */

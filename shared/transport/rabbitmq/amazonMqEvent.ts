@@ -2,7 +2,7 @@ import type { Message } from 'amqplib';
 import type { RawMessage } from './copies.js';
 
 /**
- * The event Lambda's Amazon MQ (RabbitMQ) event source mapping sends (AWS-FACTS §3; the example in
+ * The event Lambda's Amazon MQ (RabbitMQ) event source mapping sends (docs/aws-facts.md; the example in
  * the Amazon MQ developer guide): messages grouped under `"<queue>::<vhost>"`, the body base64 in
  * `data`, string header values as `{ "bytes": [...] }`, numbers as numbers, and the timestamp as a
  * formatted date string.
