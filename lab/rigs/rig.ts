@@ -1,4 +1,5 @@
 import { type ConsumerSettings, startConsumer } from '../../devkit/consumers.js';
+import { ReservationFailures } from '../../devkit/dbControls.js';
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
 import { type JournalLine, JournalRecorder } from '../../devkit/journalRecorder.js';
 import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
@@ -21,7 +22,6 @@ import type { BackendBase } from '../../shared/transport/index.js';
 import type { Backend, ParkingLot, Publisher } from '../../shared/transport/types.js';
 import { sleep } from '../../shared/util/async.js';
 import type { Configuration } from '../configurations.js';
-import { ReservationFailures } from '../dbControls.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import type { TimelineKind } from '../types.js';
 

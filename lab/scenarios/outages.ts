@@ -1,4 +1,4 @@
-import { holdStockLock } from '../dbControls.js';
+import { holdStockLock } from '../../devkit/dbControls.js';
 import { ladderTotalMs } from '../settings.js';
 import { check, type Scenario } from '../types.js';
 import { fifoOnlyForOrder, list, ms, noDoubleEffect, parkedLine, stockOf } from './common.js';

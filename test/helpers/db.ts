@@ -36,25 +36,3 @@ export async function inboxRows(db: PgDatabase, messageId: string): Promise<numb
   );
   return rows[0]?.n ?? 0;
 }
-
-/** Holds a row lock on a stock row until released: statements that need it wait. */
-export async function holdStockLock(db: SqlDatabase, sku: string): Promise<() => Promise<void>> {
-  let release!: () => void;
-  const held = new Promise<void>((r) => {
-    release = r;
-  });
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => {
-    locked = r;
-  });
-  const done = db.transaction(async (tx) => {
-    await tx.query('SELECT 1 FROM stock WHERE sku = $1 FOR UPDATE', [sku]);
-    locked();
-    await held;
-  });
-  await isLocked;
-  return async () => {
-    release();
-    await done;
-  };
-}

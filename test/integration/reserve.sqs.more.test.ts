@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { holdStockLock } from '../../devkit/dbControls.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { runDev } from '../helpers/child.js';
-import { holdStockLock } from '../helpers/db.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
 

@@ -1,10 +1,11 @@
 import type { SqlDatabase } from '../shared/db/types.js';
 
 /**
- * A switch in the run's own database that makes writing a reservation fail with a transient
- * error (SQLSTATE 40001, serialization failure) for chosen orders, all of them, or the next n
- * writes, until it is cleared: a database problem that affects some messages and not others, without cutting the
- * connection (so a trigger handler does not treat it as "database unreachable").
+ * Database controls for the lab and the tests. This one: a switch in the run's own database that
+ * makes writing a reservation fail with a transient error (SQLSTATE 40001, serialization failure)
+ * for chosen orders, all of them, or the next n writes, until it is cleared: a database problem
+ * that affects some messages and not others, without cutting the connection (so a trigger handler
+ * does not treat it as "database unreachable").
  */
 export class ReservationFailures {
   private installed = false;
