@@ -1,5 +1,5 @@
 import type { Message } from 'amqplib';
-import type { RawMessage } from './copies.js';
+import { type RawMessage, rawMessage } from './copies.js';
 
 /**
  * The event Lambda's Amazon MQ (RabbitMQ) event source mapping sends (docs/aws-facts.md; the example in
@@ -121,19 +121,10 @@ export const rmqQueueKey = (queue: string, vhost: string) => `${queue}::${vhost}
 export function rawFromRmqMessage(m: RmqMessage): RawMessage {
   const p = m.basicProperties;
   const timestamp = p.timestamp ? Date.parse(`${p.timestamp} UTC`) : Number.NaN;
-  return {
-    content: Buffer.from(m.data, 'base64'),
-    properties: {
-      messageId: p.messageId ?? undefined,
-      type: p.type ?? undefined,
-      correlationId: p.correlationId ?? undefined,
-      contentType: p.contentType ?? undefined,
-      contentEncoding: p.contentEncoding ?? undefined,
-      appId: p.appId ?? undefined,
-      timestamp: Number.isNaN(timestamp) ? undefined : Math.floor(timestamp / 1000),
-      headers: Object.fromEntries(
-        Object.entries(p.headers ?? {}).map(([k, v]) => [k, decodeHeader(v)]),
-      ),
-    },
-  };
+  return rawMessage(
+    Buffer.from(m.data, 'base64'),
+    p,
+    Number.isNaN(timestamp) ? undefined : Math.floor(timestamp / 1000),
+    Object.fromEntries(Object.entries(p.headers ?? {}).map(([k, v]) => [k, decodeHeader(v)])),
+  );
 }

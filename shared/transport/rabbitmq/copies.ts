@@ -28,10 +28,22 @@ export class SettlePublishError extends TransportError {
   }
 }
 
-export function rawFromAmqp(msg: Message): RawMessage {
-  const p = msg.properties;
+/** The properties a copy keeps, from AMQP properties (absent and null both become undefined). */
+export function rawMessage(
+  content: Buffer,
+  p: {
+    messageId?: string | null;
+    type?: string | null;
+    correlationId?: string | null;
+    contentType?: string | null;
+    contentEncoding?: string | null;
+    appId?: string | null;
+  },
+  timestamp: number | undefined,
+  headers: Record<string, unknown>,
+): RawMessage {
   return {
-    content: msg.content,
+    content,
     properties: {
       messageId: p.messageId ?? undefined,
       type: p.type ?? undefined,
@@ -39,10 +51,15 @@ export function rawFromAmqp(msg: Message): RawMessage {
       contentType: p.contentType ?? undefined,
       contentEncoding: p.contentEncoding ?? undefined,
       appId: p.appId ?? undefined,
-      timestamp: p.timestamp ?? undefined,
-      headers: { ...(p.headers ?? {}) },
+      timestamp,
+      headers,
     },
   };
+}
+
+export function rawFromAmqp(msg: Message): RawMessage {
+  const p = msg.properties;
+  return rawMessage(msg.content, p, p.timestamp ?? undefined, { ...(p.headers ?? {}) });
 }
 
 export function headerString(headers: Record<string, unknown>, name: string): string | undefined {
