@@ -1,51 +1,43 @@
-import pg from 'pg';
+import { createScratch, type ScratchEnvironment } from '../devkit/scratch.js';
+import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
 import type { Journal } from '../shared/consumer/journal.js';
-import { migrate } from '../shared/db/migrate.js';
-import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import {
-  amqpUrlForVhost,
-  RabbitManagement,
-} from '../shared/transport/rabbitmq/RabbitManagement.js';
+import type { BackendBase } from '../shared/transport/index.js';
 
-export interface BenchEnvironment {
-  name: string;
-  /** A migrated database of its own. */
-  dbUrl: string;
-  /** A virtual host of its own. */
-  amqpUrl: string;
-  management: RabbitManagement;
-}
+/** What every benchmark's backends are built with: the tests' short retry ladder. */
+export const BENCH_BACKEND: BackendBase = {
+  budget: TEST_RETRY_BUDGET,
+  retention: DEFAULT_RETENTION,
+  consumer: 'bench',
+};
 
-/** Runs one benchmark in its own database and virtual host, removed afterwards. */
+/**
+ * Runs one benchmark in a scratch environment of its own (a migrated database, a virtual host
+ * unless `vhost: false`, an SQS prefix on `sqsEndpoint`), removed afterwards.
+ */
 export async function withBenchEnvironment<T>(
   env: Env,
   label: string,
-  fn: (b: BenchEnvironment) => Promise<T>,
+  fn: (scratch: ScratchEnvironment) => Promise<T>,
+  options: { poolSize?: number; vhost?: boolean; sqsEndpoint?: string } = {},
 ): Promise<T> {
-  const name = `rm_bench_${label}_${process.pid}`;
-  const adminUrl = new URL(env.DATABASE_URL);
-  adminUrl.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: adminUrl.toString() });
-  await admin.connect();
-  const management = new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL);
+  const scratch = await createScratch(
+    {
+      databaseUrl: env.DATABASE_URL,
+      amqpUrl: env.AMQP_URL,
+      managementUrl: env.RABBITMQ_MANAGEMENT_URL,
+      sqsEndpoint: options.sqsEndpoint,
+    },
+    `bench_${label}`,
+    {
+      ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
+      ...(options.vhost !== undefined ? { vhost: options.vhost } : {}),
+    },
+  );
   try {
-    await admin.query(`CREATE DATABASE ${name}`);
-    const dbUrl = new URL(env.DATABASE_URL);
-    dbUrl.pathname = `/${name}`;
-    const db = new PgDatabase({ connectionString: dbUrl.toString(), max: 1 });
-    await migrate(db).finally(() => db.close());
-    await management.createVhost(name);
-    return await fn({
-      name,
-      dbUrl: dbUrl.toString(),
-      amqpUrl: amqpUrlForVhost(env.AMQP_URL, name),
-      management,
-    });
+    return await fn(scratch);
   } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-    await management.deleteVhost(name);
+    await scratch.close();
   }
 }
 

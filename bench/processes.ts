@@ -1,9 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir, open, readFile, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { build } from 'esbuild';
+import { type NodeProcess, startNode } from '../devkit/processes.js';
 import { MIGRATIONS_DIR } from '../shared/db/migrate.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -29,112 +27,44 @@ export async function buildDevBundle(): Promise<string> {
   return outfile;
 }
 
-/** A free TCP port on 127.0.0.1 (closed again; the child binds it right after). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
+/**
+ * Starts a role, `node <args>` in the repository root, and waits for a stdout line starting with
+ * `readyLine`. Stdout goes to a file, not a pipe: node writes to a pipe synchronously, so a busy
+ * reader (this process, driving the load) would stall the role on its own log lines. The file is
+ * removed when the role stops; stderr's last lines are kept for error messages.
+ */
+export async function startRole(
+  name: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  readyLine: string,
+  timeoutMs = 30_000,
+): Promise<NodeProcess> {
+  await mkdir(LOG_DIR, { recursive: true });
+  const role = startNode({
+    name,
+    args,
+    cwd: ROOT,
+    env: { MIGRATIONS_DIR, ...env },
+    output: {
+      file: join(LOG_DIR, `${name}-${process.pid}-${Date.now()}.log`),
+      stderr: 'capture',
+      removeOnStop: true,
+    },
   });
-}
-
-export interface Memory {
-  /** Peak resident set size since the process started (VmHWM), MB. */
-  peakMb: number;
-  /** Current resident set size (VmRSS), MB. */
-  rssMb: number;
-}
-
-export async function readMemory(pid: number): Promise<Memory | undefined> {
   try {
-    const status = await readFile(`/proc/${pid}/status`, 'utf8');
-    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1]);
-    return {
-      peakMb: Math.round(kb('VmHWM') / 102.4) / 10,
-      rssMb: Math.round(kb('VmRSS') / 102.4) / 10,
-    };
-  } catch {
-    return undefined; // gone, or not Linux
+    await role.waitFor(new RegExp(`^${escapeRegExp(readyLine)}`, 'm'), { timeoutMs, pollMs: 50 });
+  } catch (err) {
+    if (role.running) await role.stop(1_000);
+    throw err;
   }
+  return role;
 }
 
-/** A child node process that prints `readyLine` (a prefix) on stdout once it is ready. */
-export class Role {
-  private tail: string[] = [];
-  private exited: Promise<number | null>;
+/** The grace period of a role's SIGTERM (it finishes in-flight work) before SIGKILL. */
+export const ROLE_STOP_GRACE_MS = 15_000;
 
-  private constructor(
-    readonly name: string,
-    readonly child: ChildProcess,
-    /** Where its stdout (the structured logs) goes; removed when it stops. */
-    readonly logPath: string,
-  ) {
-    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (d: string) => {
-      this.tail.push(...d.split('\n').filter(Boolean));
-      this.tail = this.tail.slice(-20);
-    });
-  }
-
-  get pid(): number {
-    return this.child.pid as number;
-  }
-
-  /**
-   * Starts `node <args>` and waits for a stdout line starting with `readyLine`. Stdout goes to a
-   * file, not a pipe: node writes to a pipe synchronously, so a busy reader (this process, driving
-   * the load) would stall the role on its own log lines.
-   */
-  static async start(
-    name: string,
-    args: readonly string[],
-    env: NodeJS.ProcessEnv,
-    readyLine: string,
-    timeoutMs = 30_000,
-  ): Promise<Role> {
-    await mkdir(LOG_DIR, { recursive: true });
-    const logPath = join(LOG_DIR, `${name}-${process.pid}-${Date.now()}.log`);
-    const log = await open(logPath, 'w');
-    const child = spawn(process.execPath, args, {
-      cwd: ROOT,
-      env: { ...process.env, MIGRATIONS_DIR, ...env },
-      stdio: ['ignore', log.fd, 'pipe'],
-    });
-    await log.close();
-    const role = new Role(name, child, logPath);
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null)
-        throw new Error(`${name}: exited before ready\n${role.tail.join('\n')}`);
-      const text = await readFile(logPath, 'utf8');
-      if (text.split('\n').some((l) => l.startsWith(readyLine))) return role;
-      if (Date.now() > deadline) {
-        await role.stop(1_000);
-        throw new Error(`${name}: not ready within ${timeoutMs} ms\n${role.tail.join('\n')}`);
-      }
-      await sleep(50);
-    }
-  }
-
-  memory(): Promise<Memory | undefined> {
-    return readMemory(this.pid);
-  }
-
-  /** SIGTERM (the roles finish in-flight work), SIGKILL after `graceMs`. */
-  async stop(graceMs = 15_000): Promise<void> {
-    if (this.child.exitCode === null && this.child.signalCode === null) {
-      this.child.kill('SIGTERM');
-      const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
-      await this.exited;
-      clearTimeout(timer);
-    }
-    await rm(this.logPath, { force: true });
-  }
-}
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** The raw HTTP baseline: a trivial node:http server answering 201 with a small JSON body. */
 export const RAW_HTTP_SERVER = `

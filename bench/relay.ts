@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/config/constants.js';
+import type { ScratchEnvironment } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
-import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
-import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitPublisher } from '../shared/transport/rabbitmq/RabbitPublisher.js';
-import { declareTopology } from '../shared/transport/rabbitmq/topology.js';
-import { withBenchEnvironment } from './environment.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
+import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { type BenchFigure, median, progress } from './report.js';
 
 export interface RelayBenchOptions {
@@ -90,15 +88,15 @@ async function insertRows(db: PgDatabase, envelopes: Envelope[]): Promise<void> 
 
 async function relayDrain(
   db: PgDatabase,
-  amqpUrl: string,
+  scratch: ScratchEnvironment,
   o: RelayBenchOptions,
   expected: number,
 ): Promise<number> {
-  const connection = new RabbitConnection({ url: amqpUrl, connectionName: 'bench-relay' });
-  const publisher = new RabbitPublisher(
-    { connection },
-    { exchange: RABBITMQ_NAMES.ordersExchange, window: o.window },
-  );
+  const backend = scratch.backend('rabbitmq', BENCH_BACKEND, {
+    connectionName: 'bench-relay',
+    publish: { window: o.window },
+  });
+  const publisher = backend.publisher('outbox');
   const relay = new OutboxRelay(
     { db, publisher },
     { table: 'outbox', batchSize: o.batchSize, maxAttempts: 10 },
@@ -112,7 +110,7 @@ async function relayDrain(
     stopWhenIdle: true,
   });
   const seconds = (performance.now() - started) / 1000;
-  await connection.close();
+  await backend.close();
   if (result.published !== expected)
     throw new Error(`relay published ${result.published} of ${expected}`);
   return expected / seconds;
@@ -122,20 +120,19 @@ export async function benchRelayRabbit(
   env: Env,
   o: RelayBenchOptions,
 ): Promise<Record<string, BenchFigure>> {
-  return withBenchEnvironment(env, 'relay', async ({ dbUrl, amqpUrl }) => {
-    const db = new PgDatabase({
-      connectionString: dbUrl,
-      max: o.concurrency + 2,
-      applicationName: 'bench-relay',
-    });
-    try {
-      const conn = await amqp.connect(amqpUrl);
-      const ch = await conn.createChannel();
-      await declareTopology(ch);
-      const purge = async () => {
-        await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-        await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
-      };
+  return withBenchEnvironment(
+    env,
+    'relay',
+    async (scratch) => {
+      const db = scratch.database.db;
+      const amqpUrl = scratch.vhost?.amqpUrl as string;
+      const broker = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-setup' });
+      await broker.prepare('publish');
+      const purge = () =>
+        broker.withChannel(async (ch) => {
+          await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
+          await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
+        });
       const raw: number[] = [];
       const relay: number[] = [];
       for (let run = 1; run <= o.runs; run++) {
@@ -146,13 +143,12 @@ export async function benchRelayRabbit(
         await db.query('TRUNCATE outbox');
         await insertRows(db, envelopes);
         await db.query('VACUUM ANALYZE outbox');
-        relay.push(await relayDrain(db, amqpUrl, o, envelopes.length));
+        relay.push(await relayDrain(db, scratch, o, envelopes.length));
         progress(
           `  run ${run}/${o.runs}: raw publish ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relay.at(-1) as number)} events/s`,
         );
       }
       await purge();
-      await conn.close();
       const value = Math.round(median(relay));
       const baseline = Math.round(median(raw));
       return {
@@ -171,8 +167,7 @@ export async function benchRelayRabbit(
           samples: { relay: relay.map(Math.round), baseline: raw.map(Math.round) },
         },
       };
-    } finally {
-      await db.close();
-    }
-  });
+    },
+    { poolSize: o.concurrency + 2 },
+  );
 }

@@ -7,7 +7,7 @@ import { dirname } from 'node:path';
  */
 export type Goal = number | { on: 'value' | 'ratio'; max?: number; min?: number };
 
-/** One benchmark figure beside its raw baseline from the same run (DESIGN §10). */
+/** One benchmark figure beside its raw baseline from the same run (see docs/design.md). */
 export interface BenchFigure {
   value: number;
   unit: string;

@@ -1,18 +1,16 @@
 import { randomUUID } from 'node:crypto';
+import type { ScratchEnvironment } from '../devkit/scratch.js';
 import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
-import { RABBITMQ_NAMES } from '../shared/config/constants.js';
 import type { Env } from '../shared/config/env.js';
-import type { InboundMessage } from '../shared/consumer/types.js';
-import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
-import { RabbitConnection } from '../shared/transport/rabbitmq/RabbitConnection.js';
-import { RabbitPublisher } from '../shared/transport/rabbitmq/RabbitPublisher.js';
-import { declareTopology } from '../shared/transport/rabbitmq/topology.js';
-import { type BenchEnvironment, withBenchEnvironment } from './environment.js';
+import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/index.js';
+import type { InboundMessage } from '../shared/transport/types.js';
+import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';
 import { type BenchFigure, figure, median, progress } from './report.js';
 
@@ -82,33 +80,28 @@ interface Side {
   close: () => Promise<void>;
 }
 
-async function openSide(b: BenchEnvironment, batchSize: number): Promise<Side> {
-  const db = new PgDatabase({ connectionString: b.dbUrl, max: 2, applicationName: 'bench-scale' });
-  const connection = new RabbitConnection({ url: b.amqpUrl, connectionName: 'bench-scale' });
-  await connection.withChannel((ch) => declareTopology(ch), 10_000);
+async function openSide(scratch: ScratchEnvironment, batchSize: number): Promise<Side> {
+  const db = scratch.database.db;
+  const backend = scratch.backend('rabbitmq', BENCH_BACKEND, {
+    connectionName: 'bench-scale',
+    publish: { window: 1000 },
+  });
+  await backend.prepare('publish');
   for (let i = 0; i < SKUS; i++) await setStock(db, `SKU-${i}`, 1_000_000_000);
   return {
     db,
     relay: new OutboxRelay(
-      {
-        db,
-        publisher: new RabbitPublisher(
-          { connection },
-          { exchange: RABBITMQ_NAMES.ordersExchange, window: 1000 },
-        ),
-      },
+      { db, publisher: backend.publisher('outbox') },
       { table: 'outbox', batchSize, maxAttempts: 10 },
     ),
     useCase: new ReserveInventory({ db }, { budget: TEST_RETRY_BUDGET }),
     purge: () =>
-      connection.withChannel(async (ch) => {
+      backend.withChannel(async (ch) => {
         await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
         await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
       }),
-    close: async () => {
-      await connection.close();
-      await db.close();
-    },
+    // the pool and the backend are the scratch environment's: closed with it
+    close: () => backend.close(),
   };
 }
 
@@ -177,64 +170,81 @@ const stats = (times: number[]) => {
  * the same run: the empty one is the raw baseline of the full one.
  */
 export async function benchScale(env: Env, o: ScaleOptions): Promise<Record<string, BenchFigure>> {
-  return withBenchEnvironment(env, 'scale_empty', (emptyEnv) =>
-    withBenchEnvironment(env, 'scale_full', async (fullEnv) => {
-      const sides = {
-        empty: await openSide(emptyEnv, o.batchSize),
-        full: await openSide(fullEnv, o.batchSize),
-      };
-      try {
-        const full = sides.full.db;
-        progress(`  filling ${o.rows.toLocaleString('en')} rows (INSERT … SELECT generate_series)`);
-        await fill(full, 'outbox (published)', o.rows, FILL_OUTBOX);
-        await fill(full, 'processed_messages', o.rows, FILL_INBOX);
-        await fill(full, 'reservations', o.rows, FILL_RESERVATIONS);
-        await full.query('VACUUM ANALYZE outbox, processed_messages, reservations');
-        const calls = o.samples * 10;
-        progress(
-          `  ${o.samples} relay rounds of ${o.batchSize} and ${calls} reserve calls on each side, alternating`,
-        );
-        // warm-up on both sides (connections, plans, JIT), not measured
-        for (const side of Object.values(sides)) {
-          await addDueRows(side, 2 * o.batchSize);
-          for (let i = 0; i < 2; i++) await timedRound(side, o.batchSize);
-          for (let i = 0; i < 20; i++) await timedReserve(side, i);
-        }
-        for (const side of Object.values(sides)) await addDueRows(side, o.samples * o.batchSize);
-        const relay = await interleaved(o.samples, (side) => timedRound(sides[side], o.batchSize));
-        for (const side of Object.values(sides)) await side.purge();
-        const reserve = await interleaved(calls, (side, i) => timedReserve(sides[side], i));
-        const re = stats(relay.empty);
-        const rf = stats(relay.full);
-        const se = stats(reserve.empty);
-        const sf = stats(reserve.full);
-        progress(
-          `    relay round median: empty ${re.median} ms, full ${rf.median} ms; reserve call median: empty ${se.median} ms, full ${sf.median} ms`,
-        );
-        return {
-          'scale.relay': figure(rf.median, 'ms', re.median, {
-            better: 'lower',
-            goal: { on: 'ratio', max: 1.2 },
-            what: `relay round (claim ${o.batchSize}, publish to RabbitMQ, confirm, mark) with ${o.rows} published rows in outbox, median`,
-            baselineName: 'the same round on an empty outbox (another database, rounds alternated)',
-            rows: o.rows,
-            batchSize: o.batchSize,
-            full: rf,
-            empty: re,
-          }),
-          'scale.reserve': figure(sf.median, 'ms', se.median, {
-            better: 'lower',
-            goal: { on: 'ratio', max: 1.2 },
-            what: `one reserve call (one message, one transaction) with ${o.rows} inbox rows and as many reservations, median`,
-            baselineName: 'the same call on an empty inbox (another database, calls alternated)',
-            rows: o.rows,
-            full: sf,
-            empty: se,
-          }),
-        };
-      } finally {
-        for (const side of Object.values(sides)) await side.close();
-      }
-    }),
+  const pool = { poolSize: 2 };
+  return withBenchEnvironment(
+    env,
+    'scale_empty',
+    (emptyEnv) =>
+      withBenchEnvironment(
+        env,
+        'scale_full',
+        async (fullEnv) => {
+          const sides = {
+            empty: await openSide(emptyEnv, o.batchSize),
+            full: await openSide(fullEnv, o.batchSize),
+          };
+          try {
+            const full = sides.full.db;
+            progress(
+              `  filling ${o.rows.toLocaleString('en')} rows (INSERT … SELECT generate_series)`,
+            );
+            await fill(full, 'outbox (published)', o.rows, FILL_OUTBOX);
+            await fill(full, 'processed_messages', o.rows, FILL_INBOX);
+            await fill(full, 'reservations', o.rows, FILL_RESERVATIONS);
+            await full.query('VACUUM ANALYZE outbox, processed_messages, reservations');
+            const calls = o.samples * 10;
+            progress(
+              `  ${o.samples} relay rounds of ${o.batchSize} and ${calls} reserve calls on each side, alternating`,
+            );
+            // warm-up on both sides (connections, plans, JIT), not measured
+            for (const side of Object.values(sides)) {
+              await addDueRows(side, 2 * o.batchSize);
+              for (let i = 0; i < 2; i++) await timedRound(side, o.batchSize);
+              for (let i = 0; i < 20; i++) await timedReserve(side, i);
+            }
+            for (const side of Object.values(sides))
+              await addDueRows(side, o.samples * o.batchSize);
+            const relay = await interleaved(o.samples, (side) =>
+              timedRound(sides[side], o.batchSize),
+            );
+            for (const side of Object.values(sides)) await side.purge();
+            const reserve = await interleaved(calls, (side, i) => timedReserve(sides[side], i));
+            const re = stats(relay.empty);
+            const rf = stats(relay.full);
+            const se = stats(reserve.empty);
+            const sf = stats(reserve.full);
+            progress(
+              `    relay round median: empty ${re.median} ms, full ${rf.median} ms; reserve call median: empty ${se.median} ms, full ${sf.median} ms`,
+            );
+            return {
+              'scale.relay': figure(rf.median, 'ms', re.median, {
+                better: 'lower',
+                goal: { on: 'ratio', max: 1.2 },
+                what: `relay round (claim ${o.batchSize}, publish to RabbitMQ, confirm, mark) with ${o.rows} published rows in outbox, median`,
+                baselineName:
+                  'the same round on an empty outbox (another database, rounds alternated)',
+                rows: o.rows,
+                batchSize: o.batchSize,
+                full: rf,
+                empty: re,
+              }),
+              'scale.reserve': figure(sf.median, 'ms', se.median, {
+                better: 'lower',
+                goal: { on: 'ratio', max: 1.2 },
+                what: `one reserve call (one message, one transaction) with ${o.rows} inbox rows and as many reservations, median`,
+                baselineName:
+                  'the same call on an empty inbox (another database, calls alternated)',
+                rows: o.rows,
+                full: sf,
+                empty: se,
+              }),
+            };
+          } finally {
+            for (const side of Object.values(sides)) await side.close();
+          }
+        },
+        pool,
+      ),
+    pool,
   );
 }

@@ -5,10 +5,9 @@ import {
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { startConsumer } from '../devkit/consumers.js';
 import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
-import { SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
-import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
 import { Journal } from '../shared/consumer/journal.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
@@ -18,12 +17,8 @@ import { setStock } from '../shared/inventory/stock.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
-import { createSqsClient } from '../shared/transport/sqs/client.js';
-import { sqsQueueNames } from '../shared/transport/sqs/names.js';
-import { defaultSqsQueueSettings, ensureSqsQueues } from '../shared/transport/sqs/queues.js';
-import { envelopeAttributes, SqsPublisher } from '../shared/transport/sqs/SqsPublisher.js';
-import { SqsSettler } from '../shared/transport/sqs/SqsSettler.js';
-import { untilAcked, withBenchEnvironment } from './environment.js';
+import { createSqsClient, envelopeAttributes } from '../shared/transport/sqs/index.js';
+import { BENCH_BACKEND, untilAcked, withBenchEnvironment } from './environment.js';
 import { type BenchFigure, median, progress } from './report.js';
 import { rawTransactions } from './reserve.js';
 
@@ -128,150 +123,138 @@ export async function benchSqs(
     ? env.SQS_ENDPOINT
     : `embedded fauxqs (${local.embedded ? 'in this process' : 'joined'})`;
   try {
-    return await withBenchEnvironment(env, 'sqs', async ({ name, dbUrl }) => {
-      // Fresh queues for every measurement: a stopped trigger's abandoned long poll may still take
-      // messages (they stay invisible for the visibility timeout), and PurgeQueue is rate-limited.
-      let round = 0;
-      const freshQueues = () =>
-        ensureSqsQueues(
-          client,
-          sqsQueueNames(`${name.replace(/_/g, '-')}-${++round}-`),
-          DEFAULT_RETENTION,
-          {
-            ...defaultSqsQueueSettings(TEST_RETRY_BUDGET),
+    return await withBenchEnvironment(
+      env,
+      'sqs',
+      async (scratch) => {
+        const dbUrl = scratch.database.url;
+        // Fresh queues for every measurement: a stopped trigger's abandoned long poll may still take
+        // messages (they stay invisible for the visibility timeout), and PurgeQueue is rate-limited.
+        let round = 0;
+        const freshQueues = async () => {
+          const backend = scratch.backend('sqs', BENCH_BACKEND, {
+            client,
+            region: env.AWS_REGION,
+            prefix: `${scratch.sqsPrefix}${++round}-`,
             visibilityTimeoutSeconds: 60,
-          },
-        );
-      const db = new PgDatabase({ connectionString: dbUrl, max: o.concurrency + 2 });
-      const figures: Record<string, BenchFigure> = {};
-      try {
-        for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000);
-        if (suites.includes('relay')) {
-          const raw: number[] = [];
-          const relayed: number[] = [];
-          for (let run = 1; run <= o.runs; run++) {
-            const envelopes = orderEvents(o.messages, o.skus);
-            raw.push(await rawSend(client, (await freshQueues()).sourceUrl, envelopes));
-            const queues = await freshQueues();
-            await db.query('TRUNCATE outbox');
-            const store = new OutboxStore('outbox');
-            for (let i = 0; i < envelopes.length; i += 1000) {
-              await db.transaction((tx) => store.appendMany(tx, envelopes.slice(i, i + 1000)));
+          });
+          await backend.prepare();
+          return { backend, ...(await backend.queues()) };
+        };
+        const db = new PgDatabase({ connectionString: dbUrl, max: o.concurrency + 2 });
+        const figures: Record<string, BenchFigure> = {};
+        try {
+          for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000);
+          if (suites.includes('relay')) {
+            const raw: number[] = [];
+            const relayed: number[] = [];
+            for (let run = 1; run <= o.runs; run++) {
+              const envelopes = orderEvents(o.messages, o.skus);
+              raw.push(await rawSend(client, (await freshQueues()).sourceUrl, envelopes));
+              const queues = await freshQueues();
+              await db.query('TRUNCATE outbox');
+              const store = new OutboxStore('outbox');
+              for (let i = 0; i < envelopes.length; i += 1000) {
+                await db.transaction((tx) => store.appendMany(tx, envelopes.slice(i, i + 1000)));
+              }
+              const relay = new OutboxRelay(
+                { db, publisher: queues.backend.publisher('outbox') },
+                { table: 'outbox', batchSize: o.batchSize, maxAttempts: 10 },
+              );
+              const started = performance.now();
+              const r = await relay.drain({
+                budgetMs: 600_000,
+                idleWaitMs: 1,
+                concurrency: o.concurrency,
+                stopWhenIdle: true,
+              });
+              if (r.published !== envelopes.length)
+                throw new Error(`relay published ${r.published} of ${envelopes.length}`);
+              relayed.push(envelopes.length / ((performance.now() - started) / 1000));
+              progress(
+                `  relay → SQS run ${run}/${o.runs}: raw SendMessageBatch ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relayed.at(-1) as number)} events/s`,
+              );
             }
-            const relay = new OutboxRelay(
-              { db, publisher: new SqsPublisher({ client }, { queueUrl: queues.sourceUrl }) },
-              { table: 'outbox', batchSize: o.batchSize, maxAttempts: 10 },
-            );
-            const started = performance.now();
-            const r = await relay.drain({
-              budgetMs: 600_000,
-              idleWaitMs: 1,
-              concurrency: o.concurrency,
-              stopWhenIdle: true,
-            });
-            if (r.published !== envelopes.length)
-              throw new Error(`relay published ${r.published} of ${envelopes.length}`);
-            relayed.push(envelopes.length / ((performance.now() - started) / 1000));
-            progress(
-              `  relay → SQS run ${run}/${o.runs}: raw SendMessageBatch ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relayed.at(-1) as number)} events/s`,
-            );
+            const value = Math.round(median(relayed));
+            const baseline = Math.round(median(raw));
+            figures['relay.sqs'] = {
+              value,
+              unit: 'events/s',
+              baseline,
+              baselineName: 'raw SendMessageBatch of the same messages, 8 calls in flight',
+              ratio: Math.round((value / baseline) * 100) / 100,
+              goal: 0.7,
+              server,
+              messages: o.messages,
+              runs: o.runs,
+              samples: { relay: relayed.map(Math.round), baseline: raw.map(Math.round) },
+            };
           }
-          const value = Math.round(median(relayed));
-          const baseline = Math.round(median(raw));
-          figures['relay.sqs'] = {
-            value,
-            unit: 'events/s',
-            baseline,
-            baselineName: 'raw SendMessageBatch of the same messages, 8 calls in flight',
-            ratio: Math.round((value / baseline) * 100) / 100,
-            goal: 0.7,
-            server,
-            messages: o.messages,
-            runs: o.runs,
-            samples: { relay: relayed.map(Math.round), baseline: raw.map(Math.round) },
-          };
-        }
-        if (suites.includes('reserve')) {
-          const raw: number[] = [];
-          const rawPg: number[] = [];
-          const reserved: number[] = [];
-          for (let run = 1; run <= o.runs; run++) {
-            rawPg.push(await rawTransactions(dbUrl, o.messages, o.concurrency));
-            const rawQueues = await freshQueues();
-            await rawSend(client, rawQueues.sourceUrl, orderEvents(o.messages, o.skus));
-            raw.push(await rawReceive(client, rawQueues.sourceUrl, o.messages, o.concurrency));
-            await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
-            await db.query('UPDATE stock SET reserved = 0');
-            const queues = await freshQueues();
-            await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
-            const journal = new Journal();
-            const finished = untilAcked(journal, o.messages);
-            const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
-            const handler = createReserveInventorySqsHandler({
-              process: (m) => useCase.process(m),
-              settler: new SqsSettler(
-                { client },
-                {
-                  sourceUrl: queues.sourceUrl,
-                  parkingUrl: queues.parkingUrl,
-                  mode: 'visibility',
-                  budget: TEST_RETRY_BUDGET,
-                  consumer: 'bench',
-                },
-              ),
-              logger: createLogger('bench'),
-              journal,
-            });
-            const trigger = new SqsTrigger(
-              { client, handler },
-              {
-                queueUrl: queues.sourceUrl,
-                queueArn: queues.sourceArn,
+          if (suites.includes('reserve')) {
+            const raw: number[] = [];
+            const rawPg: number[] = [];
+            const reserved: number[] = [];
+            for (let run = 1; run <= o.runs; run++) {
+              rawPg.push(await rawTransactions(dbUrl, o.messages, o.concurrency));
+              const rawQueues = await freshQueues();
+              await rawSend(client, rawQueues.sourceUrl, orderEvents(o.messages, o.skus));
+              raw.push(await rawReceive(client, rawQueues.sourceUrl, o.messages, o.concurrency));
+              await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
+              await db.query('UPDATE stock SET reserved = 0');
+              const queues = await freshQueues();
+              await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
+              const journal = new Journal();
+              const finished = untilAcked(journal, o.messages);
+              const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
+              const started = performance.now();
+              const consumer = await startConsumer(queues.backend, (m) => useCase.process(m), {
+                mode: 'lambda',
+                journal,
+                logger: createLogger('bench'),
                 batchSize: 10,
-                maxConcurrency: o.concurrency,
+                concurrency: o.concurrency,
                 functionTimeoutMs: 10_000,
+              });
+              await finished;
+              reserved.push(o.messages / ((performance.now() - started) / 1000));
+              await consumer.stop();
+              progress(
+                `  reserve on SQS run ${run}/${o.runs}: raw single-row transactions ${Math.round(rawPg.at(-1) as number)}/s, raw receive+delete ${Math.round(raw.at(-1) as number)} msg/s, reserved ${Math.round(reserved.at(-1) as number)} msg/s`,
+              );
+            }
+            const value = Math.round(median(reserved));
+            // the baseline: raw single-row PostgreSQL transactions at the same concurrency;
+            // the transport's own limit (receive + delete, no work) is reported beside it
+            const baseline = Math.round(median(rawPg));
+            const transportBaseline = Math.round(median(raw));
+            figures['reserve.sqs'] = {
+              value,
+              unit: 'messages/s',
+              baseline,
+              baselineName: `raw BEGIN/INSERT one row/COMMIT, ${o.concurrency} connection(s)`,
+              ratio: Math.round((value / baseline) * 100) / 100,
+              goal: 1.0,
+              transportBaseline,
+              transportBaselineName: `raw ReceiveMessage(10) + DeleteMessageBatch, ${o.concurrency} loops`,
+              transportRatio: Math.round((value / transportBaseline) * 100) / 100,
+              server,
+              messages: o.messages,
+              runs: o.runs,
+              concurrency: o.concurrency,
+              samples: {
+                consumer: reserved.map(Math.round),
+                baseline: rawPg.map(Math.round),
+                transportBaseline: raw.map(Math.round),
               },
-            );
-            const started = performance.now();
-            await trigger.start();
-            await finished;
-            reserved.push(o.messages / ((performance.now() - started) / 1000));
-            await trigger.stop();
-            progress(
-              `  reserve on SQS run ${run}/${o.runs}: raw single-row transactions ${Math.round(rawPg.at(-1) as number)}/s, raw receive+delete ${Math.round(raw.at(-1) as number)} msg/s, reserved ${Math.round(reserved.at(-1) as number)} msg/s`,
-            );
+            };
           }
-          const value = Math.round(median(reserved));
-          // the issue's baseline: raw single-row PostgreSQL transactions at the same concurrency;
-          // the transport's own limit (receive + delete, no work) is reported beside it
-          const baseline = Math.round(median(rawPg));
-          const transportBaseline = Math.round(median(raw));
-          figures['reserve.sqs'] = {
-            value,
-            unit: 'messages/s',
-            baseline,
-            baselineName: `raw BEGIN/INSERT one row/COMMIT, ${o.concurrency} connection(s)`,
-            ratio: Math.round((value / baseline) * 100) / 100,
-            goal: 1.0,
-            transportBaseline,
-            transportBaselineName: `raw ReceiveMessage(10) + DeleteMessageBatch, ${o.concurrency} loops`,
-            transportRatio: Math.round((value / transportBaseline) * 100) / 100,
-            server,
-            messages: o.messages,
-            runs: o.runs,
-            concurrency: o.concurrency,
-            samples: {
-              consumer: reserved.map(Math.round),
-              baseline: rawPg.map(Math.round),
-              transportBaseline: raw.map(Math.round),
-            },
-          };
+        } finally {
+          await db.close();
         }
-      } finally {
-        await db.close();
-      }
-      return figures;
-    });
+        return figures;
+      },
+      { vhost: false, sqsEndpoint: local.endpoint },
+    );
   } finally {
     client.destroy();
     await local.stop();

@@ -7,7 +7,7 @@ import { type BrokerFault, runSoak, type SoakReport, type Transport } from './so
 import { summary } from './summary.js';
 
 /**
- * `npm run soak`: the chaos soak (issue #7 §2). Per transport: orders placed through the HTTP API
+ * `npm run soak`: the chaos soak. Per transport: orders placed through the HTTP API
  * while a controller SIGKILLs and restarts the relay, the consumer and the API, takes the broker
  * down and terminates the database connections; then faults stop, the pipeline drains, and the
  * end state is checked (see soak/verify.ts). Prints the counts, writes reports/soak.json, exits 1

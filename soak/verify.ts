@@ -1,5 +1,6 @@
-import type { Diagnosis } from '../shared/consumer/types.js';
+import { parseJournal } from '../devkit/processes.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { Diagnosis } from '../shared/transport/types.js';
 import type { Plan } from './plan.js';
 
 /** What the consumer processes' journal lines say, over every incarnation. */
@@ -14,16 +15,7 @@ export interface Journals {
 /** Reads the journal lines (Powertools JSON, `message: "journal"`) out of consumer logs. */
 export function readJournals(logs: string): Journals {
   const out: Journals = { effects: new Map(), duplicates: 0, received: 0 };
-  for (const line of logs.split('\n')) {
-    if (!line.startsWith('{') || !line.includes('"journal"')) continue;
-    let entry: { message?: string; journal?: { step?: string; messageId?: string | null } };
-    try {
-      entry = JSON.parse(line);
-    } catch {
-      continue; // a line cut short by SIGKILL
-    }
-    if (entry.message !== 'journal' || !entry.journal) continue;
-    const { step, messageId } = entry.journal;
+  for (const { step, messageId } of parseJournal(logs)) {
     if (step === 'received') out.received++;
     if (step === 'duplicate') out.duplicates++;
     if (step === 'effect-committed' && messageId) {

@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { type AddressInfo, createServer } from 'node:net';
 import type { TestProject } from 'vitest/node';
+import { freePort } from '../devkit/freePort.js';
 import {
   checkPostgres,
   checkRabbitManagement,
@@ -153,17 +153,6 @@ async function startMoto(): Promise<SqsServer | undefined> {
   process.stdout.write('moto_server did not start within 20 s: the SQS tests run on fauxqs only\n');
   child.kill('SIGKILL');
   return undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 export async function teardown(): Promise<void> {

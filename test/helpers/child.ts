@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { startNode } from '../../devkit/processes.js';
 import type { JournalEntry } from '../../shared/consumer/journal.js';
 import { RABBITMQ_MANAGEMENT_URL } from './services.js';
 
@@ -26,9 +26,10 @@ export function startDev(
   env: Record<string, string>,
   timeoutMs = 30_000,
 ): RunningChild {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/dev.ts', ...args], {
+  const child = startNode({
+    name: `dev ${args.join(' ')}`,
+    args: ['--import', 'tsx', 'bin/dev.ts', ...args],
     env: {
-      ...process.env,
       RABBITMQ_MANAGEMENT_URL,
       POWERTOOLS_LOG_LEVEL: 'INFO',
       RETRY_LADDER_MS: '1000,2000,3000',
@@ -37,60 +38,29 @@ export function startDev(
       RETRY_JITTER: '0',
       ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => {
-    stdout += d;
-  });
-  child.stderr.on('data', (d) => {
-    stderr += d;
   });
   const done = new Promise<ChildResult>((resolve, reject) => {
     const timer = setTimeout(() => {
-      child.kill('SIGKILL');
+      child.kill();
       reject(
         new Error(
-          `child did not exit within ${timeoutMs} ms\nstdout: ${stdout}\nstderr: ${stderr}`,
+          `child did not exit within ${timeoutMs} ms\nstdout: ${child.text()}\nstderr: ${child.errors()}`,
         ),
       );
     }, timeoutMs);
-    child.on('exit', (code, signal) => {
+    void child.exited.then(({ code, signal }) => {
       clearTimeout(timer);
-      const journal: JournalEntry[] = [];
-      for (const line of stdout.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        try {
-          const parsed = JSON.parse(line) as { message?: string; journal?: JournalEntry };
-          if (parsed.message === 'journal' && parsed.journal) journal.push(parsed.journal);
-        } catch {
-          // not a log line
-        }
-      }
-      resolve({ code, signal, stdout, stderr, journal });
+      resolve({
+        code,
+        signal,
+        stdout: child.text(),
+        stderr: child.errors(),
+        journal: child.journal(),
+      });
     });
   });
   const output = (pattern: RegExp, waitMs = 20_000) =>
-    new Promise<void>((resolve, reject) => {
-      if (pattern.test(stdout)) return resolve();
-      const timer = setTimeout(
-        () => reject(new Error(`no ${pattern} in the child's output:\n${stdout}\n${stderr}`)),
-        waitMs,
-      );
-      const check = () => {
-        if (pattern.test(stdout)) {
-          clearTimeout(timer);
-          child.stdout.off('data', check);
-          resolve();
-        }
-      };
-      child.stdout.on('data', check);
-      void done.then(
-        () => check(),
-        () => {},
-      );
-    });
+    child.waitFor(pattern, { timeoutMs: waitMs });
   return { done, output };
 }
 

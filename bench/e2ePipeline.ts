@@ -1,0 +1,71 @@
+import { freePort } from '../devkit/freePort.js';
+import type { NodeProcess } from '../devkit/processes.js';
+import { FAUXQS_SERVER, startRole } from './processes.js';
+
+/**
+ * The processes of an end-to-end run: an SQS server of its own (SQS only) and the pipeline's
+ * roles, each a process of its own (`npm run dev` roles, bundled). Every process started is added
+ * to `started`, which the run stops, last first, whatever happens.
+ */
+
+/** Starts fauxqs in a process of its own, so its CPU is not the bench's; returns its endpoint. */
+export async function startSqsServer(started: NodeProcess[]): Promise<string> {
+  const port = await freePort();
+  started.push(
+    await startRole(
+      'fauxqs',
+      ['--input-type=module', '-e', FAUXQS_SERVER],
+      { PORT: String(port) },
+      'listening',
+    ),
+  );
+  return `http://127.0.0.1:${port}`;
+}
+
+export interface Pipeline {
+  api: NodeProcess;
+  relay: NodeProcess;
+  consumer: NodeProcess;
+  /** Where orders are placed. */
+  apiUrl: string;
+}
+
+/** A role's environment: the pipeline's, with its NODE_OPTIONS (and a CPU profile if asked). */
+export function roleEnvironment(
+  childEnv: NodeJS.ProcessEnv,
+  transport: string,
+  o: { nodeOptions?: string | undefined; profileDir?: string | undefined },
+): (role: string) => NodeJS.ProcessEnv {
+  return (role) => ({
+    ...childEnv,
+    NODE_OPTIONS: [
+      o.nodeOptions ?? '',
+      o.profileDir ? `--cpu-prof --cpu-prof-dir=${o.profileDir}/${transport}/${role}` : '',
+    ]
+      .join(' ')
+      .trim(),
+  });
+}
+
+/** The API, the relay and the consumer, started one after the other, each awaited ready. */
+export async function startPipeline(c: {
+  bundle: string;
+  transport: string;
+  roleEnv: (role: string) => NodeJS.ProcessEnv;
+  started: NodeProcess[];
+}): Promise<Pipeline> {
+  const apiPort = await freePort();
+  const dev = (role: string) => [c.bundle, '--transport', c.transport, '--role', role];
+  const api = await startRole(
+    'api',
+    [...dev('api'), '--port', String(apiPort)],
+    c.roleEnv('api'),
+    'api:',
+  );
+  c.started.push(api);
+  const relay = await startRole('relay', dev('relay'), c.roleEnv('relay'), 'relay:');
+  c.started.push(relay);
+  const consumer = await startRole('consumer', dev('consumer'), c.roleEnv('consumer'), 'consumer:');
+  c.started.push(consumer);
+  return { api, relay, consumer, apiUrl: `http://127.0.0.1:${apiPort}/orders` };
+}

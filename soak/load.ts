@@ -1,0 +1,139 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { newEnvelope } from '../shared/envelope/envelope.js';
+import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { type Plan, type PlannedOrder, poisonPayload, type Random } from './plan.js';
+
+/** How placing the orders went. */
+export interface Placement {
+  requests: number;
+  retries: number;
+  /** 200 answers: an earlier attempt had placed the order, its answer was lost. */
+  idempotentRepeats: number;
+  refused: { orderId: string; status: number; body: string }[];
+}
+
+/** The plan's stock, before any order. */
+export async function seedStock(db: PgDatabase, plan: Plan): Promise<void> {
+  await db.query(
+    `INSERT INTO stock (sku, available)
+     SELECT key, value::int FROM jsonb_each_text($1::jsonb)`,
+    [JSON.stringify(Object.fromEntries(plan.stock))],
+  );
+}
+
+/**
+ * Places every planned order through the HTTP API at a steady pace (so faults hit a flowing
+ * pipeline), retrying with the same orderId after a 5xx or a lost connection, as a client must.
+ * Poison events are written straight to the database (the API only accepts good orders).
+ */
+export async function placeOrders(
+  o: { durationMs: number; clients: number },
+  plan: Plan,
+  db: PgDatabase,
+  apiUrl: string,
+  r: Random,
+): Promise<Placement> {
+  const result: Placement = { requests: 0, retries: 0, idempotentRepeats: 0, refused: [] };
+  const start = Date.now();
+  const spacing = (o.durationMs * 0.8) / Math.max(1, plan.orders.length);
+  const deadline = start + o.durationMs + 600_000;
+  let next = 0;
+  const poisonStore = new OutboxStore('outbox');
+  const placeOne = async (order: PlannedOrder) => {
+    if (order.poison) {
+      await placePoison(db, poisonStore, order, r, deadline);
+      return;
+    }
+    const body = JSON.stringify({
+      sku: order.sku,
+      quantity: order.quantity,
+      orderId: order.orderId,
+    });
+    for (let attempt = 1; ; attempt++) {
+      result.requests++;
+      try {
+        const res = await fetch(`${apiUrl}/orders`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-correlation-id': `soak-${order.index}`,
+          },
+          body,
+          signal: AbortSignal.timeout(15_000),
+        });
+        const text = await res.text();
+        if (res.status === 201) return;
+        if (res.status === 200) {
+          result.idempotentRepeats++;
+          return;
+        }
+        if (res.status < 500) {
+          result.refused.push({
+            orderId: order.orderId,
+            status: res.status,
+            body: text.slice(0, 300),
+          });
+          return;
+        }
+      } catch {
+        // connection refused or reset (the API restarting), or a timeout: same order again
+      }
+      if (Date.now() > deadline) {
+        result.refused.push({
+          orderId: order.orderId,
+          status: 0,
+          body: 'gave up: API unreachable',
+        });
+        return;
+      }
+      result.retries++;
+      await sleep(Math.min(2_000, 100 * attempt));
+    }
+  };
+  const worker = async () => {
+    for (;;) {
+      const i = next++;
+      const order = plan.orders[i];
+      if (!order) return;
+      const wait = start + i * spacing - Date.now();
+      if (wait > 0) await sleep(wait);
+      await placeOne(order);
+    }
+  };
+  await Promise.all(Array.from({ length: o.clients }, worker));
+  return result;
+}
+
+/** An order row and an `order.created` event whose data the consumer must refuse. */
+async function placePoison(
+  db: PgDatabase,
+  store: OutboxStore,
+  order: PlannedOrder,
+  r: Random,
+  deadline: number,
+): Promise<void> {
+  const envelope = newEnvelope({
+    type: 'order.created',
+    aggregate: { type: 'order', id: order.orderId, version: 1 },
+    data: poisonPayload(order, r),
+    correlationId: `soak-poison-${order.index}`,
+    producer: 'soak',
+  });
+  for (;;) {
+    try {
+      await db.transaction(async (tx) => {
+        await tx.query(
+          `INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
+          [order.orderId, order.sku, order.quantity, envelope.id, envelope.correlation_id],
+        );
+        await store.append(tx, envelope);
+      });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(200);
+    }
+  }
+}
