@@ -98,8 +98,7 @@ export async function rabbitmqTransport(
     outageSetting: brokerFault,
     brokerOutage,
     queueDepth: async () => {
-      // `inspect` reads an unreachable queue as empty: make sure the broker answers first
-      await backend.ready(10_000);
+      // rejects while the broker does not answer: the drain asks again
       const i = await backend.inspect();
       return i.ready + i.retrying;
     },

@@ -281,10 +281,17 @@ export class RabbitMqBackend implements Backend {
    * Counts over AMQP (`queue.declare` passive: exact and immediate) for ready, retrying and
    * parked; the management API (refreshed every few seconds) for unacknowledged and held for
    * dead lettering, when it answers. RabbitMQ does not expose the age of a quorum queue's head.
+   * Rejects with `TransportUnavailableError` when the broker does not answer.
    */
   async inspect(): Promise<Inspection> {
+    // A queue that does not exist counts as empty; a broker that does not answer is an error.
     const ready = (queue: string) =>
-      this.withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount).catch(() => 0);
+      this.withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount).catch(
+        (err: unknown) => {
+          if (/NOT_FOUND|404/.test((err as Error).message)) return 0;
+          throw err;
+        },
+      );
     const retryQueues = rabbitRetryDelays(this.config.budget).map(retryQueueName);
     const [inventory, parked, ...retrying] = await Promise.all([
       ready(RABBITMQ_NAMES.inventoryQueue),

@@ -268,7 +268,12 @@ export class SqsBackend implements Backend {
     };
   }
 
+  private closed = false;
+
+  /** Idempotent; a client given in the configuration is left to its owner. */
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     if (this.ownsClient) this.client.destroy();
   }
 }
