@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { requireServices } from '../devkit/preflight.js';
 import { loadEnv } from '../shared/config/env.js';
+import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 import { benchBundles } from './bundle.js';
 import { benchE2e, type Transport } from './e2e.js';
 import { benchRelayRabbit } from './relay.js';
@@ -30,7 +31,11 @@ const program = new Command('bench')
   .option('--concurrency <n>', 'relay loops in the process', '2')
   .option('--window <n>', 'confirms outstanding per channel', '1000')
   .option('--consumers <n>', 'reserve: consumers (and raw connections)', '2')
-  .option('--prefetch <n>', 'reserve: prefetch per consumer', '16')
+  .option(
+    '--prefetch <n>',
+    'reserve: prefetch per consumer (default: the consumer default, CONSUMER_PREFETCH)',
+    String(RABBITMQ_DEFAULTS.prefetch),
+  )
   .option('--skus <n>', 'reserve: distinct SKUs (fewer = hotter rows)', '1000')
   .option('--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs')
   .option('--suite <suites>', 'suites to run, comma-separated (same as the arguments)')

@@ -4,7 +4,6 @@ import {
   type ScratchDatabase,
 } from '../../devkit/scratch.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { SqlDatabase } from '../../shared/db/types.js';
 import { DATABASE_URL, uniqueName } from './services.js';
 
 export { proxiedDatabase };
