@@ -69,24 +69,28 @@ function brokerCredentials(): Promise<BrokerCredentials> {
   return brokerSecret;
 }
 
-/** Who this function is, in diagnoses of the messages it parks. */
-const consumer = (name: string) => `${name}@${CODE_VERSION}`;
+/** What every backend of a function needs beyond the environment (`BackendBase`). */
+function backendBase(logger: Logger | undefined) {
+  const retention = loadRetention();
+  return {
+    budget: loadBudget(process.env, undefined, retention),
+    retention,
+    // who parks, in the diagnoses of parked messages
+    consumer: `inventory@${CODE_VERSION}`,
+    ...(logger ? { logger } : {}),
+  };
+}
 
 /**
  * The RabbitMQ backend: the Amazon MQ broker with credentials from Secrets Manager when
  * BROKER_SECRET_ARN is set (deployed), else AMQP_URL. Nothing connects until first use.
  */
 export function sharedRabbit(logger?: Logger): RabbitMqBackend {
-  const env = loadEnv();
-  const retention = loadRetention();
   rabbit ??= rabbitmqBackend(
-    rabbitmqConfigFromEnv(env, {
-      budget: loadBudget(process.env, undefined, retention),
-      retention,
-      consumer: consumer('inventory'),
+    rabbitmqConfigFromEnv(loadEnv(), {
+      ...backendBase(logger),
       connectionName: 'lambda',
       credentials: brokerCredentials,
-      ...(logger ? { logger } : {}),
     }),
   );
   return rabbit;
@@ -94,15 +98,6 @@ export function sharedRabbit(logger?: Logger): RabbitMqBackend {
 
 /** The SQS backend: the deployed pipeline's queue URLs from the environment. */
 export function sharedSqs(logger?: Logger): SqsBackend {
-  const env = loadEnv();
-  const retention = loadRetention();
-  sqs ??= sqsBackend(
-    sqsConfigFromEnv(env, {
-      budget: loadBudget(process.env, undefined, retention),
-      retention,
-      consumer: consumer('inventory'),
-      ...(logger ? { logger } : {}),
-    }),
-  );
+  sqs ??= sqsBackend(sqsConfigFromEnv(loadEnv(), backendBase(logger)));
   return sqs;
 }
