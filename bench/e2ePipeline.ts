@@ -63,7 +63,12 @@ export async function startPipeline(c: {
     'api:',
   );
   c.started.push(api);
-  const relay = await startRole('relay', dev('relay'), c.roleEnv('relay'), 'relay:');
+  const relay = await startRole(
+    'relay',
+    [...dev('relay'), '--relay-loop'],
+    c.roleEnv('relay'),
+    'relay:',
+  );
   c.started.push(relay);
   const consumer = await startRole('consumer', dev('consumer'), c.roleEnv('consumer'), 'consumer:');
   c.started.push(consumer);

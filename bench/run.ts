@@ -6,6 +6,7 @@ import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 import { benchBundles } from './bundle.js';
 import { benchE2e, type Transport } from './e2e.js';
 import { benchRelayRabbit } from './relay.js';
+import { benchRelayDeployed } from './relayDeployed.js';
 import {
   type BenchFigure,
   DEFAULT_REPORT,
@@ -20,7 +21,7 @@ import { benchSqs } from './sqs.js';
 
 /**
  * `npm run bench [-- <suite…>] [--suite a,b]`: benchmarks, each beside its raw baseline measured in
- * the same run. Suites: relay, reserve, e2e, memory, scale, bundle (default: all). Results are
+ * the same run. Suites: relay, reserve, e2e, memory, scale, bundle (default: these), relay-deployed (named only: an hour at rest). Results are
  * merged into reports/bench.json; reports/bench.md and the printed table summarize them.
  */
 const program = new Command('bench')
@@ -54,10 +55,24 @@ const program = new Command('bench')
   .option('--node-options <opts>', 'e2e/memory: NODE_OPTIONS of the roles')
   .option('--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000')
   .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
+  .option(
+    '--idle-minutes <n>',
+    'relay-deployed: minutes at rest measured for the kick design (61 includes its hourly sweep)',
+    '61',
+  )
+  .option(
+    '--baseline-idle-minutes <n>',
+    'relay-deployed: minutes at rest measured for the schedule-drain baseline (it repeats each minute)',
+    '3',
+  )
+  .option('--burst-seconds <s>', 'relay-deployed: seconds of the burst at --rate', '60')
+  .option('--sparse-orders <n>', 'relay-deployed: orders one minute apart', '4')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
-const SUITES = ['relay', 'reserve', 'e2e', 'memory', 'scale', 'bundle'] as const;
+const SUITES = ['relay', 'reserve', 'e2e', 'memory', 'scale', 'bundle', 'relay-deployed'] as const;
+/** Run only when named: relay-deployed measures an hour at rest. */
+const DEFAULT_SUITES = SUITES.filter((s) => s !== 'relay-deployed');
 const opts = program.opts<{
   messages: string;
   runs: string;
@@ -75,6 +90,10 @@ const opts = program.opts<{
   rawDuration: string;
   maxDuration: string;
   search: string;
+  idleMinutes: string;
+  baselineIdleMinutes: string;
+  burstSeconds: string;
+  sparseOrders: string;
   logLevel: string;
   profile?: string;
   nodeOptions?: string;
@@ -85,7 +104,7 @@ const opts = program.opts<{
 const named = [...program.args, ...(opts.suite ?? '').split(',')]
   .map((s) => s.trim())
   .filter(Boolean);
-const chosen = named.length ? named : [...SUITES];
+const chosen = named.length ? named : [...DEFAULT_SUITES];
 for (const s of chosen) {
   if (!(SUITES as readonly string[]).includes(s))
     program.error(`unknown suite "${s}" (known: ${SUITES.join(', ')})`);
@@ -184,6 +203,27 @@ if (chosen.includes('scale')) {
       batchSize: Number(opts.batchSize),
     }),
   );
+}
+if (chosen.includes('relay-deployed')) {
+  for (const transport of transports.filter(
+    (t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq',
+  )) {
+    progress(
+      `relay as deployed on ${transport}: the bundles, kicked + ticked vs the 1-minute schedule draining 50 s`,
+    );
+    const { figures: f } = await benchRelayDeployed(env, {
+      transport,
+      rate: Number(opts.rate),
+      burstSeconds: Number(opts.burstSeconds),
+      sparseOrders: Number(opts.sparseOrders),
+      sparseGapMs: 60_000,
+      idleMinutes: {
+        kick: Number(opts.idleMinutes),
+        'schedule-drain': Number(opts.baselineIdleMinutes),
+      },
+    });
+    Object.assign(figures, f);
+  }
 }
 if (chosen.includes('bundle')) {
   progress('Lambda bundle sizes (esbuild, the settings of infra/constructs/NodeFunction.ts)');

@@ -1,8 +1,16 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
-import { requireServices } from '../devkit/preflight.js';
+import { startMotoServer } from '../devkit/emulators/motoServer.js';
+import { ensureServices } from '../devkit/preflight.js';
+import {
+  bundleSettings,
+  LabAssemblies,
+  notApplicableWithBundles,
+  pipelineOverrides,
+} from '../lab/bundles.js';
 import { CONFIGURATION_IDS, parseConfigurations } from '../lab/configurations.js';
+import { brokerOf } from '../lab/report/cells.js';
 import { renderHtml } from '../lab/report/html.js';
 import { renderMarkdown } from '../lab/report/markdown.js';
 import { renderTable } from '../lab/report/table.js';
@@ -26,6 +34,10 @@ const program = new Command('lab')
   .option('--real-time', 'use the production retry budget and timeouts (takes far longer)')
   .option('--out <dir>', 'where the reports go', 'reports')
   .option('--concurrency <n>', 'runs at once', (v) => Number.parseInt(v, 10))
+  .option(
+    '--bundles',
+    'run the consumers and the relay from the deployed bundles (cdk synth, Lambda-shaped processes)',
+  )
   .parse();
 
 const opts = program.opts<{
@@ -34,25 +46,79 @@ const opts = program.opts<{
   realTime?: boolean;
   out: string;
   concurrency?: number;
+  bundles?: boolean;
 }>();
 
 const scenarios = parseScenarios(opts.scenario);
 const configurations = parseConfigurations(opts.config);
-const settings = opts.realTime ? REAL_TIME_SETTINGS : SCALED_SETTINGS;
+const baseSettings = opts.realTime ? REAL_TIME_SETTINGS : SCALED_SETTINGS;
+const settings = opts.bundles ? bundleSettings(baseSettings) : baseSettings;
 const env = loadEnv();
-await requireServices({
-  postgres: env.DATABASE_URL,
-  rabbitmq: env.AMQP_URL,
-  rabbitManagement: env.RABBITMQ_MANAGEMENT_URL,
+// A local broker's management plugin that is off is turned on; PostgreSQL or RabbitMQ that does
+// not answer is started in a container where an engine can (the same fallback as `npm test`).
+const ensured = await ensureServices({
+  databaseUrl: env.DATABASE_URL,
+  amqpUrl: env.AMQP_URL,
+  managementUrl: env.RABBITMQ_MANAGEMENT_URL,
 });
+if (ensured.problems.length > 0) {
+  for (const line of ensured.problems) console.error(line);
+  await ensured.stop();
+  process.exit(2);
+}
+// Containers started here are stopped on Ctrl-C too (without a reaper nothing else would).
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    void ensured.stop().finally(() => process.exit(130));
+  });
+}
+env.DATABASE_URL = ensured.databaseUrl;
+env.AMQP_URL = ensured.amqpUrl;
+env.RABBITMQ_MANAGEMENT_URL = ensured.managementUrl;
 
-const services = await startLabServices(env);
+const services = await startLabServices(env).catch(async (err) => {
+  await ensured.stop();
+  throw err;
+});
+if (opts.bundles) {
+  // the bundles read their secrets from Secrets Manager: moto's, shared by every run
+  const moto = await startMotoServer().catch(async (err: unknown) => {
+    await services.stop();
+    await ensured.stop();
+    console.error(`--bundles needs moto_server for Secrets Manager: ${(err as Error).message}`);
+    process.exit(2);
+  });
+  const stopServices = services.stop;
+  services.stop = async () => {
+    await moto.stop();
+    await stopServices();
+  };
+  services.secretsEndpoint = moto.endpoint;
+  services.assemblies = new LabAssemblies((line) => console.log(`  ${line}`));
+  // every variant the runs need, synthesized (or found cached) before any run starts
+  const started = Date.now();
+  for (const c of configurations) {
+    for (const s of scenarios) {
+      if (s.notApplicable?.(c) || notApplicableWithBundles(s, c)) continue;
+      const options = typeof s.rig === 'function' ? s.rig(c) : s.rig;
+      const budget = { ...settings.budget, ...options?.budget };
+      await services.assemblies.get(c.transport, pipelineOverrides(settings, c, budget));
+    }
+  }
+  const made = services.assemblies.synthesized;
+  console.log(
+    `bundles: ${made.length ? `${made.length} assemblies synthesized in ${((Date.now() - started) / 1000).toFixed(0)} s` : 'every assembly cached'}`,
+  );
+}
 const total = scenarios.length * configurations.length;
 const tty = process.stdout.isTTY;
 console.log(
   `comparison lab: ${scenarios.length} scenarios × ${configurations.length} configurations (${total} runs)`,
 );
 console.log(`  ${describeSettings(settings)}`);
+console.log(
+  `  RabbitMQ ${services.versions.rabbitmq} at ${new URL(services.amqpUrl).host}, PostgreSQL ${services.versions.postgresql}`,
+);
 console.log(`  SQS: ${services.sqsName} at ${services.sqsEndpoint}\n`);
 let report: Awaited<ReturnType<typeof runAll>>;
 try {
@@ -71,8 +137,15 @@ try {
   });
 } finally {
   await services.stop();
+  await ensured.stop();
 }
 report.versions = services.versions;
+for (const s of report.scenarios) {
+  for (const r of s.results) {
+    const broker = brokerOf(r.configuration, services.versions);
+    if (broker) r.broker = broker;
+  }
+}
 
 console.log(`\n${renderTable(report)}\n`);
 const out = resolve(opts.out);

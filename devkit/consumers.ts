@@ -1,3 +1,4 @@
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
 import { createReserveInventoryRabbitHandler } from '../functions/reserve-inventory-rabbitmq/handler.js';
 import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
@@ -25,6 +26,12 @@ export type ConsumerMode = 'worker' | 'lambda';
 
 export interface ConsumerSettings {
   mode?: ConsumerMode;
+  /**
+   * Which queue: `inventory` (default: `inventory.orders`, inventory's reserve function) or
+   * `results` (`orders.inventory-results` / `orders-inventory-results`, the order side's results
+   * function).
+   */
+  queue?: 'inventory' | 'results';
   journal?: Journal | undefined;
   logger?: Logger | undefined;
   /** Worker channels (RabbitMQ worker), or invocations at once (SQS trigger's maximum concurrency). */
@@ -39,11 +46,13 @@ export interface ConsumerSettings {
   batchSize?: number;
   batchWindowMs?: number;
   functionTimeoutMs?: number;
+  /** SQS trigger: the mapping's `ReportBatchItemFailures` (default on). */
+  reportBatchItemFailures?: boolean;
   /** Called when an emulated invocation fails (the batch goes back), before the trigger reacts. */
   onInvocationError?: (err: Error) => void;
 }
 
-/** Starts a consumer of the backend's inventory queue around `handler`. */
+/** Starts a consumer of the backend's inventory queue (or results queue) around `handler`. */
 export async function startConsumer(
   backend: Backend,
   handler: MessageHandler,
@@ -52,11 +61,13 @@ export async function startConsumer(
   const mode = settings.mode ?? (backend instanceof SqsBackend ? 'lambda' : 'worker');
   if (backend instanceof MemoryBackend) {
     if (mode !== 'worker') throw new Error('the in-memory backend has no Lambda trigger');
+    if (settings.queue === 'results') throw new Error('the in-memory backend has no results queue');
     return backend.startWorker(handler, { journal: settings.journal });
   }
   if (backend instanceof RabbitMqBackend) {
     if (mode === 'worker') {
       return backend.startWorker(handler, {
+        ...(settings.queue === 'results' ? { queue: RABBITMQ_NAMES.inventoryResultsQueue } : {}),
         journal: settings.journal,
         concurrency: settings.concurrency,
         prefetch: settings.prefetch,
@@ -98,7 +109,11 @@ async function startAmazonMqTrigger(
   handler: MessageHandler,
   settings: ConsumerSettings,
 ): Promise<RunningConsumer> {
-  const logger = settings.logger ?? createLogger('reserve-inventory-rabbitmq');
+  const results = settings.queue === 'results';
+  const logger =
+    settings.logger ??
+    createLogger(results ? 'order-results-rabbitmq' : 'reserve-inventory-rabbitmq');
+  // The order-results function composes the same handler (functions/order-results-rabbitmq).
   const fn = createReserveInventoryRabbitHandler({
     driver: backend.amazonMqDriver(handler, { journal: settings.journal }),
     logger,
@@ -106,11 +121,12 @@ async function startAmazonMqTrigger(
   const trigger = new AmazonMqTrigger(
     { broker: backend, handler: watched(fn, settings.onInvocationError), logger },
     {
-      queue: RABBITMQ_NAMES.inventoryQueue,
+      queue: results ? RABBITMQ_NAMES.inventoryResultsQueue : RABBITMQ_NAMES.inventoryQueue,
       vhost: backend.config.vhost,
       batchSize: settings.batchSize ?? AMAZON_MQ_TRIGGER.batchSize,
       batchWindowMs: settings.batchWindowMs ?? AMAZON_MQ_TRIGGER.batchWindowMs,
       ...(settings.functionTimeoutMs ? { functionTimeoutMs: settings.functionTimeoutMs } : {}),
+      functionName: results ? 'order-results-rabbitmq' : 'reserve-inventory-rabbitmq',
     },
   );
   await trigger.start();
@@ -123,12 +139,24 @@ async function startSqsTrigger(
   handler: MessageHandler,
   settings: ConsumerSettings,
 ): Promise<RunningConsumer> {
-  const logger = settings.logger ?? createLogger('reserve-inventory-sqs');
+  const results = settings.queue === 'results';
+  const logger =
+    settings.logger ?? createLogger(results ? 'order-results-sqs' : 'reserve-inventory-sqs');
   const { driver, mode, fifo } = await backend.lambdaDriver(handler, {
     journal: settings.journal,
+    queue: results ? 'results' : 'inventory',
   });
+  // The order-results function composes the same handler (functions/order-results-sqs).
   const fn = createReserveInventorySqsHandler({ driver, mode, fifo, logger });
   const queues = await backend.queues();
+  const queueUrl = results ? queues.resultsUrl : queues.sourceUrl;
+  const queueArn = results
+    ? ((
+        await backend.client.send(
+          new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['QueueArn'] }),
+        )
+      ).Attributes?.QueueArn ?? '')
+    : queues.sourceArn;
   // Long polls wait up to 20 s: a client whose request timeout is longer.
   const pollClient = createSqsClient({
     endpoint: backend.config.endpoint,
@@ -139,13 +167,17 @@ async function startSqsTrigger(
   const trigger = new SqsTrigger(
     { client: pollClient, handler: watched(fn, settings.onInvocationError), logger },
     {
-      queueUrl: queues.sourceUrl,
-      queueArn: queues.sourceArn,
+      queueUrl,
+      queueArn,
       region: backend.config.region,
       ...(settings.batchSize ? { batchSize: settings.batchSize } : {}),
       ...(settings.batchWindowMs !== undefined ? { batchWindowMs: settings.batchWindowMs } : {}),
       ...(settings.concurrency ? { maxConcurrency: settings.concurrency } : {}),
       ...(settings.functionTimeoutMs ? { functionTimeoutMs: settings.functionTimeoutMs } : {}),
+      ...(settings.reportBatchItemFailures !== undefined
+        ? { reportBatchItemFailures: settings.reportBatchItemFailures }
+        : {}),
+      functionName: results ? 'order-results-sqs' : 'reserve-inventory-sqs',
     },
   );
   try {

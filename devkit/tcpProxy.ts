@@ -4,7 +4,9 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 /**
  * A TCP proxy in front of a service that a test or a lab scenario can cut and restore: "the broker is down" for one
  * client without stopping the broker every other test file shares. While cut, existing connections
- * are destroyed and new ones are refused.
+ * are destroyed and new ones are refused. While flapping (`flap`), every connection is accepted
+ * and passed through, then closed after a while: a broker behind a load balancer that drops it,
+ * or a broker that accepts the handshake and then closes the connection.
  */
 export class TcpProxy {
   private server: Server | undefined;
@@ -13,6 +15,9 @@ export class TcpProxy {
   port = 0;
   /** Connection attempts refused while cut (proof that a client tried to reconnect). */
   refused = 0;
+  /** When each connection attempt arrived (ms since the epoch), cut or not. */
+  readonly attempts: number[] = [];
+  private flapAfterMs: number | undefined;
 
   constructor(
     private readonly targetHost: string,
@@ -21,6 +26,7 @@ export class TcpProxy {
 
   async start(): Promise<this> {
     const server = createServer((client) => {
+      this.attempts.push(Date.now());
       if (this.cutNow) {
         this.refused++;
         client.destroy();
@@ -39,6 +45,7 @@ export class TcpProxy {
       upstream.on('error', end);
       client.on('close', end);
       upstream.on('close', end);
+      if (this.flapAfterMs !== undefined) setTimeout(end, this.flapAfterMs).unref();
     });
     this.server = server;
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -57,8 +64,18 @@ export class TcpProxy {
     for (const s of this.sockets) s.destroy();
   }
 
+  /**
+   * From now on, closes every connection `afterMs` after it was accepted (0: at once), the ones
+   * open now included; `restore` ends it.
+   */
+  flap(afterMs: number): void {
+    this.flapAfterMs = afterMs;
+    for (const s of this.sockets) setTimeout(() => s.destroy(), afterMs).unref();
+  }
+
   restore(): void {
     this.cutNow = false;
+    this.flapAfterMs = undefined;
   }
 
   get connections(): number {

@@ -1,65 +1,9 @@
-import { App, Validations } from 'aws-cdk-lib';
-import { AwsSolutionsChecks } from 'cdk-nag';
-import { type BrokerSettings, DEFAULT_BROKER, pipelineConfig } from './config.js';
-import { DataStack } from './stacks/DataStack.js';
-import { RabbitPipelineStack } from './stacks/RabbitPipelineStack.js';
-import { dataApiAccess, SqsPipelineStack } from './stacks/SqsPipelineStack.js';
+import { App } from 'aws-cdk-lib';
+import { addPipeline } from './pipelineApp.js';
 
 /**
- * The CDK app: `npx cdk synth|deploy -c transport=sqs|rabbitmq`. The data stack holds Aurora
- * Serverless v2 with the Data API; the pipeline stack the broker or queues and the functions.
- * Settings come from infra/config.ts, derived from the runtime's own config module.
+ * The CDK app: `npx cdk synth|deploy -c transport=sqs|rabbitmq` (stacks: infra/pipelineApp.ts).
  */
 const app = new App();
-const transport = app.node.tryGetContext('transport') ?? 'sqs';
-if (transport !== 'sqs' && transport !== 'rabbitmq') {
-  throw new Error(`-c transport=${transport}: expected "sqs" or "rabbitmq"`);
-}
-if (app.node.tryGetContext('emulator') === 'moto') {
-  // moto runs CloudFormation for queues, functions, event source mappings and rules, but has no
-  // Aurora, CloudWatch alarms or API Gateway v2: deploy the SQS pipeline alone with stand-in ARNs.
-  new SqsPipelineStack(app, 'ReliableMessagingSqs', {
-    config: pipelineConfig(),
-    database: {
-      clusterArn: 'arn:aws:rds:us-east-1:123456789012:cluster:emulated',
-      secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated',
-      databaseName: 'reliable_messaging',
-      grant: () => {},
-    },
-    alarms: false,
-    httpApi: false,
-  });
-  app.synth();
-  process.exit(0);
-}
-const minCapacity = Number(app.node.tryGetContext('minCapacity') ?? 0);
-const data = new DataStack(app, 'ReliableMessagingData', {
-  minCapacity,
-  deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
-});
-const database = dataApiAccess(data.cluster, data.databaseName);
-if (transport === 'sqs') {
-  new SqsPipelineStack(app, 'ReliableMessagingSqs', { config: pipelineConfig(), database });
-} else {
-  new RabbitPipelineStack(app, 'ReliableMessagingRabbitMq', {
-    config: pipelineConfig(),
-    database,
-    broker: brokerSettings(),
-  });
-}
-if (app.node.tryGetContext('nag') !== 'off')
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
+addPipeline(app);
 app.synth();
-
-/** `-c brokerEngine=3.13 -c brokerInstance=mq.m7g.large -c brokerDeployment=cluster`. */
-function brokerSettings(): BrokerSettings {
-  const deployment = app.node.tryGetContext('brokerDeployment') ?? DEFAULT_BROKER.deployment;
-  if (deployment !== 'single' && deployment !== 'cluster') {
-    throw new Error(`-c brokerDeployment=${deployment}: expected "single" or "cluster"`);
-  }
-  return {
-    engineVersion: app.node.tryGetContext('brokerEngine') ?? DEFAULT_BROKER.engineVersion,
-    instanceType: app.node.tryGetContext('brokerInstance') ?? DEFAULT_BROKER.instanceType,
-    deployment,
-  };
-}

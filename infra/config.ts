@@ -7,6 +7,7 @@ import {
 } from '../shared/config/budget.js';
 import { ConfigError } from '../shared/config/errors.js';
 import { visibilityTimeoutRule } from '../shared/config/rules.js';
+import { DEFAULT_DEADLINE_MARGIN_MS } from '../shared/middleware/transactionDeadline.js';
 import {
   AMAZON_MQ_TRIGGER,
   RABBITMQ_NAMES,
@@ -34,8 +35,27 @@ export interface PipelineConfig {
     batchSize: number;
     maxBatchingWindowSeconds: number;
     maxConcurrency: number;
+    /** How reserve-inventory-sqs retries later (`SQS_RETRY_MODE`). */
+    retryMode: 'visibility' | 'resend';
   };
-  relay: { drainBudgetMs: number; idleWaitMs: number };
+  /**
+   * The relay (docs/outbox-relay.md): kicked by the producers after COMMIT, each invocation drains
+   * until no row came for `lingerMs` (at most `drainBudgetMs`); the 1-minute schedule ticks, and
+   * sweeps the outboxes only after `sweepQuietMs` without traffic and `sweepIntervalMs` after the
+   * last look (at once while rows are left). At most `reservedConcurrency` invocations at once
+   * (0: unreserved, for an account that cannot reserve any).
+   */
+  relay: {
+    drainBudgetMs: number;
+    idleWaitMs: number;
+    lingerMs: number;
+    kickIntervalMs: number;
+    sweepQuietMs: number;
+    sweepIntervalMs: number;
+    reservedConcurrency: number;
+    /** Whether the producers kick the relay (false: the schedule alone, for comparisons). */
+    kick: boolean;
+  };
   rabbitmq: {
     /** The queue the Amazon MQ event source reads, and where parked messages wait. */
     queue: string;
@@ -62,43 +82,130 @@ export const DEFAULT_BROKER: BrokerSettings = {
   deployment: 'single',
 };
 
+/** Any setting of the pipeline but its pinned names, each one optional (nested objects too). */
+export type PipelineOverrides = {
+  [K in Exclude<keyof PipelineConfig, 'names'>]?: Partial<PipelineConfig[K]>;
+};
+
 /**
  * The pipeline's settings for a budget and retention, checked by the runtime's own rules before
  * anything is synthesized: a budget or retention the functions would refuse at cold start, or a
  * visibility timeout below 6 × the reserve function's timeout, fails `cdk synth` (`ConfigError`).
+ * `overrides` replace single settings (`cdk synth -c pipeline='{"sqs":{"batchSize":3}}'`, the
+ * local runner's tests and the lab's `--bundles`); what is derived from another setting (the
+ * visibility timeout from the reserve timeout, `maxReceiveCount` from the budget) follows the
+ * overridden one unless it is overridden itself.
  */
 export function pipelineConfig(
   budget: RetryBudget = DEFAULT_RETRY_BUDGET,
   retention: Retention = DEFAULT_RETENTION,
+  overrides: PipelineOverrides = {},
 ): PipelineConfig {
-  const reserveTimeout = 30;
+  const b = { ...budget, ...overrides.budget };
+  const timeouts = {
+    placeOrder: 10,
+    relay: 60,
+    reserve: 30,
+    maintenance: 300,
+    ...overrides.timeoutsSeconds,
+  };
   return validatePipelineConfig({
     names: SQS_NAMES,
-    budget,
-    retention,
-    timeoutsSeconds: { placeOrder: 10, relay: 60, reserve: reserveTimeout, maintenance: 300 },
+    budget: b,
+    retention: { ...retention, ...overrides.retention },
+    timeoutsSeconds: timeouts,
     sqs: {
-      visibilityTimeoutSeconds: 6 * reserveTimeout,
+      visibilityTimeoutSeconds: 6 * timeouts.reserve,
       sourceRetentionSeconds: 4 * 24 * 3600,
-      maxReceiveCount: budget.maxAttempts + 3,
+      maxReceiveCount: b.maxAttempts + 3,
       batchSize: 10,
       maxBatchingWindowSeconds: 0,
       maxConcurrency: 5,
+      retryMode: 'visibility',
+      ...overrides.sqs,
     },
-    // the relay drains for 50 s of each 60 s invocation (schedule: once a minute)
-    relay: { drainBudgetMs: 50_000, idleWaitMs: 100 },
+    relay: {
+      // an invocation drains for at most 50 s of its 60 s timeout, and stops 3 s after the last row
+      drainBudgetMs: 50_000,
+      idleWaitMs: 100,
+      // longer than the kick interval plus an invocation's start (a skipped kick is covered)
+      lingerMs: 3_000,
+      kickIntervalMs: 1_000,
+      // no sweep while orders flow (kicked runs publish) nor within 10 min of the last: Aurora's
+      // 300 s auto-pause window passes; then at most hourly
+      sweepQuietMs: 600_000,
+      sweepIntervalMs: 3_600_000,
+      // 2 invocations × RELAY_CONCURRENCY loops × 2 outboxes: at most 8 transactions
+      reservedConcurrency: 2,
+      kick: true,
+      ...overrides.relay,
+    },
     rabbitmq: {
       queue: RABBITMQ_NAMES.inventoryQueue,
       parkingQueue: RETRY_NAMES.parkingQueue,
       vhost: '/',
       batchSize: AMAZON_MQ_TRIGGER.batchSize,
       maxBatchingWindowSeconds: mqBatchingWindowSeconds(AMAZON_MQ_TRIGGER.batchWindowMs),
+      ...overrides.rabbitmq,
     },
   });
 }
 
+const OVERRIDABLE: Record<keyof PipelineOverrides, true> = {
+  budget: true,
+  retention: true,
+  timeoutsSeconds: true,
+  sqs: true,
+  relay: true,
+  rabbitmq: true,
+};
+
+/**
+ * The pipeline from the `pipeline` context value (a JSON object of {@link PipelineOverrides}, or
+ * unset for the defaults). An unknown section or setting, or a value of another type than the
+ * default's, fails the synth naming it.
+ */
+export function pipelineConfigFromContext(value: unknown): PipelineConfig {
+  if (value === undefined || value === null || value === '') return pipelineConfig();
+  let overrides: unknown = value;
+  if (typeof value === 'string') {
+    try {
+      overrides = JSON.parse(value);
+    } catch {
+      throw new ConfigError(`-c pipeline: not JSON (${value})`);
+    }
+  }
+  if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides)) {
+    throw new ConfigError('-c pipeline: expected a JSON object');
+  }
+  const defaults = pipelineConfig() as unknown as Record<string, Record<string, unknown>>;
+  for (const [section, fields] of Object.entries(overrides)) {
+    if (!(section in OVERRIDABLE)) throw new ConfigError(`-c pipeline: unknown section ${section}`);
+    for (const [key, v] of Object.entries(fields as Record<string, unknown>)) {
+      const current = defaults[section]?.[key];
+      const optional = section === 'rabbitmq' && key === 'maxBatchingWindowSeconds';
+      const same =
+        Array.isArray(current) === Array.isArray(v) &&
+        (typeof current === typeof v || (optional && typeof v === 'number'));
+      if (!(section === 'retention' || key in (defaults[section] ?? {})) || !same) {
+        throw new ConfigError(`-c pipeline: ${section}.${key}: unknown or of the wrong type`);
+      }
+    }
+  }
+  return pipelineConfig(undefined, undefined, overrides as PipelineOverrides);
+}
+
 /** The cross-field rules of the runtime configuration, on the pipeline's fields. */
 export function validatePipelineConfig(config: PipelineConfig): PipelineConfig {
+  // transactionDeadline rolls every open transaction back this long before the function's
+  // timeout: a function needs time beyond it, or no transaction of its can ever commit
+  for (const [name, seconds] of Object.entries(config.timeoutsSeconds)) {
+    if (seconds * 1000 < DEFAULT_DEADLINE_MARGIN_MS + 1_000) {
+      throw new ConfigError(
+        `invalid pipeline configuration: timeoutsSeconds.${name}: ${seconds} s leaves no time for a transaction (they are rolled back ${DEFAULT_DEADLINE_MARGIN_MS} ms before the timeout): at least ${(DEFAULT_DEADLINE_MARGIN_MS + 1_000) / 1000} s`,
+      );
+    }
+  }
   const visibility = visibilityTimeoutRule(
     config.sqs.visibilityTimeoutSeconds,
     config.timeoutsSeconds.reserve * 1000,

@@ -98,7 +98,8 @@ export async function measure(rig: Rig): Promise<Measurements> {
     `SELECT (SELECT json_object_agg(status, n) FROM
               (SELECT status, count(*)::int AS n FROM reservations GROUP BY status) s) AS statuses,
             (SELECT count(*)::int FROM processed_messages) AS inbox,
-            (SELECT count(*)::int FROM inventory_outbox) AS rejections,
+            (SELECT count(*)::int FROM inventory_outbox
+              WHERE event_type = 'inventory.reservation_rejected') AS rejections,
             (SELECT count(*)::int FROM outbox WHERE published_at IS NULL) AS unpublished,
             (SELECT count(*)::int FROM outbox WHERE attempts > 0) AS retried`,
   );

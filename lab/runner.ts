@@ -1,4 +1,5 @@
 import { cpus } from 'node:os';
+import { notApplicableWithBundles } from './bundles.js';
 import type { Configuration } from './configurations.js';
 import { measure, timeline } from './measure.js';
 import { createRig, type Rig } from './rigs/index.js';
@@ -34,7 +35,9 @@ export async function runScenario(
   services: LabServices,
 ): Promise<RunResult> {
   const started = Date.now();
-  const na = scenario.notApplicable?.(configuration);
+  const na =
+    scenario.notApplicable?.(configuration) ??
+    (settings.code === 'bundles' ? notApplicableWithBundles(scenario, configuration) : undefined);
   if (na) {
     return {
       configuration: configuration.id,
@@ -152,6 +155,7 @@ export async function runAll(options: RunAllOptions): Promise<LabReport> {
     startedAt: new Date(started).toISOString(),
     durationMs: Date.now() - started,
     settings: describeSettings(options.settings),
+    code: options.settings.code ?? 'sources',
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`,
     versions: {},
     allHeld: scenarios.every((s) => s.results.every((r) => r.invariantHeld)),
@@ -160,7 +164,11 @@ export async function runAll(options: RunAllOptions): Promise<LabReport> {
 }
 
 export function describeSettings(s: LabSettings): string {
-  return `${s.name}: retry ladder ${s.budget.ladderMs.join('/')} ms, ${s.budget.maxAttempts} retries, max age ${s.budget.maxAgeMs / 1000} s; SQS visibility timeout ${s.visibilityTimeoutSeconds} s; RabbitMQ delivery limit ${s.deliveryLimit}`;
+  const code =
+    s.code === 'bundles'
+      ? `consumers and relay: the deployed bundles (cdk synth with these settings, Lambda-shaped Node 24 processes; function timeout ${s.functionTimeoutMs / 1000} s)`
+      : "consumers and relay: the sources, in the lab's process";
+  return `${s.name}: retry ladder ${s.budget.ladderMs.join('/')} ms, ${s.budget.maxAttempts} retries, max age ${s.budget.maxAgeMs / 1000} s; SQS visibility timeout ${s.visibilityTimeoutSeconds} s; RabbitMQ delivery limit ${s.deliveryLimit}; ${code}`;
 }
 
 /** A run that could not be set up or measured: its invariant counts as failed. */

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { startLoopbackFauxqs } from '../devkit/emulators/sqsServer.js';
 import { withDatabase } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import { RabbitManagement } from '../shared/transport/rabbitmq/index.js';
@@ -10,7 +11,7 @@ import type { LabServices } from './settings.js';
 export interface RunningLabServices extends LabServices {
   sqsName: string;
   versions: Record<string, string>;
-  stop(): Promise<void>;
+  stop: () => Promise<void>;
 }
 
 async function fauxqsVersion(): Promise<string> {
@@ -42,8 +43,7 @@ export async function startLabServices(env: Env): Promise<RunningLabServices> {
   let stop = async () => {};
   const versions: Record<string, string> = { node: process.version };
   if (!sqsEndpoint) {
-    const { startFauxqs } = await import('fauxqs');
-    const server = await startFauxqs({ port: 0, logger: false });
+    const server = await startLoopbackFauxqs({ port: 0, logger: false });
     sqsEndpoint = `http://127.0.0.1:${server.port}`;
     versions.fauxqs = await fauxqsVersion();
     sqsName = `fauxqs ${versions.fauxqs} (embedded)`;

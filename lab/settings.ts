@@ -1,8 +1,7 @@
-import {
-  DEFAULT_RETRY_BUDGET,
-  type RetryBudget,
-  TEST_RETRY_BUDGET,
-} from '../shared/config/budget.js';
+import { type PipelineConfig, pipelineConfig } from '../infra/config.js';
+import { type RetryBudget, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
+import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/index.js';
+import type { LabAssemblies } from './bundles.js';
 
 /** Where the lab finds its services. */
 export interface LabServices {
@@ -10,6 +9,10 @@ export interface LabServices {
   amqpUrl: string;
   managementUrl: string;
   sqsEndpoint: string;
+  /** Secrets Manager (moto_server), for runs from the deployed bundles. */
+  secretsEndpoint?: string;
+  /** The synthesized assemblies of a run from the deployed bundles (lab/bundles.ts). */
+  assemblies?: LabAssemblies;
 }
 
 /**
@@ -18,6 +21,11 @@ export interface LabServices {
  */
 export interface LabSettings {
   name: 'scaled' | 'real-time';
+  /**
+   * What runs the consumers and the relay: the sources in the lab's process (default), or the
+   * deployed bundles (`--bundles`, lab/bundles.ts).
+   */
+  code?: 'sources' | 'bundles';
   budget: RetryBudget;
   /** SQS source queue visibility timeout (s). */
   visibilityTimeoutSeconds: number;
@@ -41,15 +49,38 @@ export const SCALED_SETTINGS: LabSettings = {
   waitMs: 40_000,
 };
 
-export const REAL_TIME_SETTINGS: LabSettings = {
-  name: 'real-time',
-  budget: DEFAULT_RETRY_BUDGET,
-  visibilityTimeoutSeconds: 30,
-  functionTimeoutMs: 5_000,
-  deliveryLimit: 10,
-  mqBatchWindowMs: 500,
-  waitMs: 20 * 60_000,
-};
+/**
+ * What the stacks deploy (infra/config.ts `pipelineConfig()`, the RabbitMQ backend's delivery
+ * limit and the Amazon MQ trigger's window): `--real-time` runs the catalogue at the deployed
+ * timings, so every recovery time it measures is one a deployment shows. A test proves they are
+ * equal to the synthesized templates' values (test/infra/lab.deployedNumbers.test.ts).
+ */
+export function realTimeSettings(config: PipelineConfig = pipelineConfig()): LabSettings {
+  const functionTimeoutMs = config.timeoutsSeconds.reserve * 1000;
+  return {
+    name: 'real-time',
+    budget: config.budget,
+    visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds,
+    functionTimeoutMs,
+    deliveryLimit: RABBITMQ_DEFAULTS.deliveryLimit,
+    mqBatchWindowMs:
+      config.rabbitmq.maxBatchingWindowSeconds === undefined
+        ? AMAZON_MQ_DEFAULT_WINDOW_MS
+        : config.rabbitmq.maxBatchingWindowSeconds * 1000,
+    // the longest wait: the whole ladder, then a visibility timeout or two and a function timeout
+    waitMs: Math.max(
+      20 * 60_000,
+      ladderTotalMs(config.budget) +
+        3 * config.sqs.visibilityTimeoutSeconds * 1000 +
+        2 * functionTimeoutMs,
+    ),
+  };
+}
+
+/** Lambda's batching window for an Amazon MQ event source that sets none (ms). */
+const AMAZON_MQ_DEFAULT_WINDOW_MS = 500;
+
+export const REAL_TIME_SETTINGS: LabSettings = realTimeSettings();
 
 /** How long a message takes to spend the whole retry ladder (first delivery to parking). */
 export function ladderTotalMs(budget: RetryBudget): number {

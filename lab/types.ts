@@ -94,6 +94,8 @@ export interface RunResult {
   timeline: TimelineEvent[];
   /** Wall time of the whole run, setup and clean-up included. */
   wallMs: number;
+  /** The broker this run used, with its version (`RabbitMQ 4.0.5`); set by `npm start`. */
+  broker?: string;
 }
 
 export interface ScenarioReport {
@@ -108,6 +110,8 @@ export interface LabReport {
   startedAt: string;
   durationMs: number;
   settings: string;
+  /** What ran the consumers and the relay: the sources, or the deployed bundles (`--bundles`). */
+  code: 'sources' | 'bundles';
   machine: string;
   versions: Record<string, string>;
   allHeld: boolean;

@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Supervised } from '../devkit/processes.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { between, pick, type Random, rng } from './plan.js';
+import { newEnvelope } from '../shared/envelope/envelope.js';
+import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { between, pick, type Random, rng, uuidFrom } from './plan.js';
 import type { SoakTransport } from './transports.js';
 
 /** The pipeline's roles, each a supervised process. */
@@ -20,6 +22,14 @@ export interface ChaosOptions {
   /** The fault phase; broker outages are spread evenly over it. */
   durationMs: number;
   brokerOutages: number;
+  /** Outbox rows the relay cannot publish, written among the orders (evenly spread). */
+  badRows: number;
+  /**
+   * Terminations of the consumer's own database sessions, evenly spread over the fault phase,
+   * each aimed at a transaction in progress when there is one (the Amazon MQ trigger mode: the
+   * batch's transaction dies under the invocation). Default 0.
+   */
+  consumerDbTerminations?: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
   progress: (line: string) => void;
@@ -41,8 +51,27 @@ const FAULT_POINTS: Record<string, string[]> = {
 };
 
 /**
- * Starts the fault schedule: broker outages at evenly spread moments of the fault phase, and
- * beside them, every few seconds, a SIGKILL of a role (sometimes arming a fault point in its next
+ * Outbox rows the relay can never publish, as a mixed deploy or a hand edit writes them: each is
+ * written valid and then broken, a minute older than the orders flowing around it (so it is at
+ * the head of the relay's claim). The relay must set it aside with `reason` and keep publishing.
+ */
+export const BAD_ROW_KINDS = [
+  { kind: 'newer-major', edit: `schema_version = '2.0'`, reason: 'schema_version: major 2' },
+  { kind: 'payload-not-object', edit: `payload = '[]'::jsonb`, reason: 'data:' },
+  { kind: 'bad-type', edit: `event_type = 'Order Created'`, reason: 'type:' },
+] as const;
+
+/** A bad row the chaos wrote: verify expects it set aside, never published, never consumed. */
+export interface BadRow {
+  id: string;
+  kind: (typeof BAD_ROW_KINDS)[number]['kind'];
+  /** Part of the reason the relay must record. */
+  reason: string;
+}
+
+/**
+ * Starts the fault schedule: broker outages and bad outbox rows at evenly spread moments of the
+ * fault phase, and beside them, every few seconds, a SIGKILL of a role (sometimes arming a fault point in its next
  * incarnation) or the termination of the pipeline's database connections. `stop` ends both
  * loops and resolves once the fault in progress is over.
  */
@@ -55,10 +84,11 @@ export function startChaos(c: {
   database: string;
   r: Random;
   count: Count;
-}): { startedAt: number; stop(): Promise<void> } {
+}): { startedAt: number; badRows: BadRow[]; stop(): Promise<void> } {
   const { o, roles, r, count } = c;
   const startedAt = Date.now();
   let stopFaults = false;
+  let stoppedAt = Number.POSITIVE_INFINITY;
   const outages = (async () => {
     const ro = rng(o.seed ^ 0xb10c);
     for (let k = 1; k <= o.brokerOutages; k++) {
@@ -72,6 +102,41 @@ export function startChaos(c: {
       await c.transport.brokerOutage(downMs).catch((err) => {
         o.progress(`[${o.transport}] broker outage failed: ${(err as Error).message}`);
       });
+    }
+  })();
+  const badRows: BadRow[] = [];
+  const bad = (async () => {
+    const rb = rng(o.seed ^ 0xbad);
+    for (let k = 1; k <= o.badRows; k++) {
+      const at = startedAt + (o.durationMs * (k - 0.5)) / o.badRows;
+      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
+      if (stopFaults) return;
+      const spec = BAD_ROW_KINDS[(k - 1) % BAD_ROW_KINDS.length] as (typeof BAD_ROW_KINDS)[number];
+      const id = await writeBadRow(c.db, spec.edit, uuidFrom(rb));
+      badRows.push({ id, kind: spec.kind, reason: spec.reason });
+      count('bad-outbox-row');
+      o.progress(`[${o.transport}] fault: bad outbox row (${spec.kind}) ${id}`);
+    }
+  })();
+  const consumerSessions = (async () => {
+    const n = o.consumerDbTerminations ?? 0;
+    for (let k = 1; k <= n; k++) {
+      // offset from the broker outages' moments, so the two are apart
+      const at = startedAt + (o.durationMs * (k - 0.5)) / n;
+      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
+      if (stopFaults) return;
+      // look for a batch in its transaction until the next one's moment; the last one also
+      // while the queues drain after the other faults stopped (under kills and outages little
+      // is consumed before), for at most LAST_TERMINATION_GRACE_MS more
+      const until = k < n ? startedAt + (o.durationMs * (k + 0.5)) / n : Number.POSITIVE_INFINITY;
+      const hit = await terminateConsumerSessions(
+        c.db,
+        c.database,
+        () => Date.now() >= Math.min(until, stoppedAt + LAST_TERMINATION_GRACE_MS),
+      );
+      count('db-terminate-consumer');
+      count('db-connections-terminated', hit.terminated);
+      if (hit.midTransaction) count('db-terminate-consumer:mid-transaction');
     }
   })();
   const others = (async () => {
@@ -95,12 +160,40 @@ export function startChaos(c: {
   })();
   return {
     startedAt,
+    badRows,
     async stop() {
       stopFaults = true;
+      stoppedAt = Date.now();
       await others;
       await outages;
+      await bad;
+      await consumerSessions;
     },
   };
+}
+
+/** Writes one valid `order.created` row of no order, then breaks it with `edit` (one transaction). */
+async function writeBadRow(db: PgDatabase, edit: string, aggregateId: string): Promise<string> {
+  const envelope = newEnvelope({
+    type: 'order.created',
+    aggregate: { type: 'order', id: aggregateId, version: 1 },
+    data: { orderId: aggregateId, sku: 'SOAK-BAD', quantity: 1 },
+    correlationId: 'soak-bad-row',
+    producer: 'soak',
+    occurredAt: new Date(Date.now() - 60_000),
+  });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await db.transaction(async (tx) => {
+        await new OutboxStore('outbox').append(tx, envelope);
+        await tx.query(`UPDATE outbox SET ${edit} WHERE id = $1::uuid`, [envelope.id]);
+      });
+      return envelope.id;
+    } catch (err) {
+      if (attempt >= 20) throw err;
+      await sleep(200);
+    }
+  }
 }
 
 /** Calm: no armed fault point left (an armed incarnation is restarted clean), everything up. */
@@ -120,6 +213,44 @@ function weighted(x: number, kinds: { kind: string; weight: number }[]): string 
     if (rest < 0) return k.kind;
   }
   return kinds[0]?.kind ?? '';
+}
+
+/** How long the last consumer-session termination may wait for a batch after the faults stop. */
+const LAST_TERMINATION_GRACE_MS = 20_000;
+
+/**
+ * Terminates the consumer role's database sessions (`dev-consumer`) while one of them is inside a
+ * batch's transaction. To catch one there (batches take milliseconds), it holds every `stock`
+ * row locked meanwhile: the next reserve batch waits on that lock inside its transaction (its
+ * `lock_timeout` bounds the wait), and the look and the termination are one statement. It looks
+ * every 5 ms until `giveUp()` (no batch came: the consumer was down), then terminates whatever
+ * sessions there are.
+ */
+async function terminateConsumerSessions(
+  db: PgDatabase,
+  database: string,
+  giveUp: () => boolean,
+): Promise<{ terminated: number; midTransaction: boolean }> {
+  const terminate = async (inBatchOnly: boolean) => {
+    const { rows } = await db.query<{ n: number }>(
+      `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
+         FROM pg_stat_activity
+        WHERE datname = $1 AND application_name = 'dev-consumer' AND pid <> pg_backend_pid()
+          AND (NOT $2::boolean OR (xact_start IS NOT NULL AND state <> 'idle'
+               AND query ~ '(processed_messages|stock|reservations)'))`,
+      [database, inBatchOnly],
+    );
+    return rows[0]?.n ?? 0;
+  };
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT 1 FROM stock FOR UPDATE');
+    while (!giveUp()) {
+      const hit = await terminate(true);
+      if (hit > 0) return { terminated: hit + (await terminate(false)), midTransaction: true };
+      await sleep(5);
+    }
+    return { terminated: await terminate(false), midTransaction: false };
+  });
 }
 
 /** Terminates the pipeline processes' database connections (their pools reconnect). */

@@ -3,7 +3,8 @@ import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import type { Plan } from './plan.js';
 
 /**
- * Waits until the pipeline has drained: both outboxes published, nothing left in the consumer's
+ * Waits until the pipeline has drained: both outboxes published (but for rows needing attention:
+ * the bad rows the relay set aside; verify says whether those are the expected ones), nothing left in the consumer's
  * queues, and every valid order decided and every poison event parked; or until nothing has moved
  * for a while (stuck: verification says what is missing); or the timeout.
  */
@@ -22,8 +23,9 @@ export async function drain(
     let state: { unpublished: number; decided: number; depth: number };
     try {
       const { rows } = await db.query<{ unpublished: number; decided: number }>(
-        `SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL)::int
-              + (SELECT count(*) FROM inventory_outbox WHERE published_at IS NULL)::int AS unpublished,
+        `SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL AND needs_attention_at IS NULL)::int
+              + (SELECT count(*) FROM inventory_outbox
+                  WHERE published_at IS NULL AND needs_attention_at IS NULL)::int AS unpublished,
                 (SELECT count(*) FROM reservations)::int AS decided`,
       );
       state = {

@@ -3,7 +3,13 @@ import { dirname } from 'node:path';
 import { Command, Option } from 'commander';
 import { requireServices } from '../devkit/preflight.js';
 import { loadEnv } from '../shared/config/env.js';
-import { type BrokerFault, runSoak, type SoakReport, type Transport } from './soak.js';
+import {
+  type BrokerFault,
+  type RabbitConsumer,
+  runSoak,
+  type SoakReport,
+  type Transport,
+} from './soak.js';
 import { summary } from './summary.js';
 
 /**
@@ -14,7 +20,11 @@ import { summary } from './summary.js';
  * on any violation. Not part of `npm test` (test/integration/soak.smoke.test.ts runs a tiny one).
  */
 const program = new Command('soak')
-  .option('--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs')
+  .option(
+    '--transport <transports>',
+    'rabbitmq (worker), rabbitmq-amazonmq (the reserve function behind the Amazon MQ trigger emulation, its database sessions terminated mid-batch), sqs; comma-separated',
+    'rabbitmq,rabbitmq-amazonmq,sqs',
+  )
   .option('--orders <n>', 'orders per transport', '10000')
   .option('--poison <n>', 'poison events among them (default: 0.2 % of the orders, at least 2)')
   .option(
@@ -36,6 +46,7 @@ const program = new Command('soak')
     'broker outages per transport, evenly spread over the fault phase',
     '3',
   )
+  .option('--bad-rows <n>', 'outbox rows the relay cannot publish, among the orders', '3')
   .option('--fault-gap <ms>', 'pause between two faults, min-max', '1500-4000')
   .option(
     '--drain-timeout <seconds>',
@@ -56,6 +67,7 @@ const opts = program.opts<{
   seed?: string;
   brokerFault: BrokerFault;
   brokerOutages: string;
+  badRows: string;
   faultGap: string;
   drainTimeout: string;
   clients: string;
@@ -64,10 +76,16 @@ const opts = program.opts<{
   keep?: boolean;
 }>();
 
-const transports = opts.transport.split(',').map((t) => t.trim()) as Transport[];
-for (const t of transports) {
-  if (t !== 'rabbitmq' && t !== 'sqs') program.error(`unknown transport "${t}"`);
-}
+const RUNS: Record<string, { transport: Transport; consumer?: RabbitConsumer }> = {
+  rabbitmq: { transport: 'rabbitmq' },
+  'rabbitmq-amazonmq': { transport: 'rabbitmq', consumer: 'amazonmq' },
+  sqs: { transport: 'sqs' },
+};
+const runs = opts.transport.split(',').map((t) => {
+  const run = RUNS[t.trim()];
+  return run ?? program.error(`unknown transport "${t}"`);
+});
+const transports = runs.map((r) => r.transport);
 const orders = Number(opts.orders);
 const [gapMin, gapMax] = opts.faultGap.split('-').map(Number);
 if (!gapMin || !gapMax || gapMin > gapMax) program.error('--fault-gap must look like 1500-4000');
@@ -84,15 +102,17 @@ const progress = (line: string) =>
   process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);
 progress(`soak: seed ${seed} (repeat with --seed ${seed})`);
 const reports: SoakReport[] = [];
-for (const transport of transports) {
+for (const { transport, consumer } of runs) {
   const report = await runSoak({
     transport,
+    ...(consumer ? { consumer } : {}),
     orders,
     poison: opts.poison !== undefined ? Number(opts.poison) : Math.max(2, Math.round(orders / 500)),
     durationMs: Number(opts.duration) * 1000,
     seed,
     brokerFault: opts.brokerFault,
     brokerOutages: Number(opts.brokerOutages),
+    badRows: Number(opts.badRows),
     faultGapMs: [gapMin as number, gapMax as number],
     drainTimeoutMs: Number(opts.drainTimeout) * 1000,
     clients: Number(opts.clients),

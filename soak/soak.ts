@@ -10,6 +10,7 @@ import { type Placement, placeOrders, seedStock } from './load.js';
 import { makePlan, rng } from './plan.js';
 import {
   type BrokerFault,
+  type RabbitConsumer,
   RETRY_ENV,
   rabbitmqTransport,
   type SoakTransport,
@@ -17,7 +18,7 @@ import {
 } from './transports.js';
 import { readJournals, type SoakVerdict, verify } from './verify.js';
 
-export type { BrokerFault } from './transports.js';
+export type { BrokerFault, RabbitConsumer } from './transports.js';
 
 export type Transport = 'rabbitmq' | 'sqs';
 
@@ -33,6 +34,15 @@ export interface SoakOptions {
   brokerFault: BrokerFault;
   /** Broker outages per run, evenly spread over the fault phase. */
   brokerOutages: number;
+  /** Outbox rows the relay cannot publish, written among the orders (default 3). */
+  badRows?: number;
+  /** RabbitMQ only: the worker (default) or the reserve function behind the Amazon MQ trigger. */
+  consumer?: RabbitConsumer;
+  /**
+   * Terminations of the consumer's own database sessions, evenly spread over the fault phase
+   * (default: 3 behind the Amazon MQ trigger, else 0).
+   */
+  consumerDbTerminations?: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
   drainTimeoutMs: number;
@@ -89,7 +99,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     },
     'soak',
     {
-      name: `rm_soak_${o.transport}_${process.pid}_${(o.seed >>> 0).toString(36)}`,
+      name: `rm_soak_${o.transport}${o.consumer === 'amazonmq' ? '_amq' : ''}_${process.pid}_${(o.seed >>> 0).toString(36)}`,
       vhost: o.transport === 'rabbitmq',
       poolSize: 4,
       keep: o.keep,
@@ -102,7 +112,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     await seedStock(db, plan);
     transport =
       o.transport === 'rabbitmq'
-        ? await rabbitmqTransport(scratch, o.brokerFault)
+        ? await rabbitmqTransport(scratch, o.brokerFault, o.consumer)
         : await sqsTransport(scratch, logDir);
 
     // --- the pipeline's roles, each in its own supervised process
@@ -118,7 +128,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         ...RETRY_ENV,
         ...transport.childEnv,
       },
-      { logDir, apiPort },
+      { logDir, apiPort, consumerArgs: transport.consumerArgs },
     );
     children.push(roles.api, roles.relay, roles.consumer);
     for (const c of children) c.start();
@@ -130,7 +140,17 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
 
     // --- load and chaos, side by side
     const load = placeOrders(o, plan, db, `http://127.0.0.1:${apiPort}`, r);
-    const chaos = startChaos({ o, transport, roles, db, database: scratch.name, r, count });
+    const consumerDbTerminations =
+      o.consumerDbTerminations ?? (o.transport === 'rabbitmq' && o.consumer === 'amazonmq' ? 3 : 0);
+    const chaos = startChaos({
+      o: { ...o, badRows: o.badRows ?? 3, consumerDbTerminations },
+      transport,
+      roles,
+      db,
+      database: scratch.name,
+      r,
+      count,
+    });
     const placement = await load;
     const placementMs = Date.now() - chaos.startedAt;
     o.progress(
@@ -159,7 +179,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     }
     const parkedNow = await transport.parked();
     const journals = readJournals(roles.consumer.readAllLogs());
-    const verdict = await verify({ db, plan, parked: parkedNow, journals });
+    const verdict = await verify({
+      db,
+      plan,
+      parked: parkedNow,
+      journals,
+      badRows: chaos.badRows,
+    });
     if (placement.refused.length > 0) {
       verdict.violations.push(
         `${placement.refused.length} orders refused by the API (first: ${JSON.stringify(placement.refused[0])})`,
@@ -187,6 +213,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         poison: o.poison,
         durationMs: o.durationMs,
         brokerFault: transport.outageSetting,
+        badRows: o.badRows ?? 3,
+        consumer: transport.consumerMode,
+        consumerDbTerminations,
         faultGapMs: o.faultGapMs,
         retry: RETRY_ENV,
       },
@@ -216,7 +245,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
 function startRoles(
   o: Pick<SoakOptions, 'transport'>,
   childEnv: Record<string, string>,
-  where: { logDir: string; apiPort: number },
+  where: { logDir: string; apiPort: number; consumerArgs: string[] },
 ): Roles {
   const role = (name: string, extra: string[], env: Record<string, string>, ready: RegExp) =>
     new Supervised(
@@ -230,11 +259,11 @@ function startRoles(
     );
   return {
     api: role('api', ['--role', 'api', '--port', String(where.apiPort)], {}, /api: listening/),
-    relay: role('relay', ['--role', 'relay'], {}, /relay: draining/),
+    relay: role('relay', ['--role', 'relay', '--relay-loop'], {}, /relay: draining/),
     // INFO: the consumer's journal lines are how we count effects per message id
     consumer: role(
       'consumer',
-      ['--role', 'consumer'],
+      ['--role', 'consumer', ...where.consumerArgs],
       { POWERTOOLS_LOG_LEVEL: 'INFO' },
       /consumer: /,
     ),

@@ -4,21 +4,22 @@ import type { SoakReport } from './soak.js';
 export function summary(r: SoakReport): string {
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
   const faults = Object.entries(r.faults)
-    .filter(([k]) => k !== 'db-connections-terminated')
+    .filter(([k]) => k !== 'db-connections-terminated' && !k.endsWith(':mid-transaction'))
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
   const totalFaults = Object.entries(r.faults)
-    .filter(([k]) => k !== 'db-connections-terminated')
+    .filter(([k]) => k !== 'db-connections-terminated' && !k.endsWith(':mid-transaction'))
     .reduce((a, [, v]) => a + v, 0);
   const lines = [
     '',
-    `== soak on ${r.transport}: ${r.ok ? 'PASSED' : 'FAILED'} (seed ${r.seed}) ==`,
+    `== soak on ${r.transport}${r.settings.consumer ? ` (${r.settings.consumer})` : ''}: ${r.ok ? 'PASSED' : 'FAILED'} (seed ${r.seed}) ==`,
     `orders       ${r.orders.planned} planned (${r.orders.valid} valid, ${r.orders.poison} poison), ${r.orders.inDatabase} in the database`,
     `outcomes     reserved ${r.outcomes.reserved}, rejected ${r.outcomes.rejected.out_of_stock + r.outcomes.rejected.unknown_sku} (out_of_stock ${r.outcomes.rejected.out_of_stock}, unknown_sku ${r.outcomes.rejected.unknown_sku}), parked ${r.outcomes.parked.poison + r.outcomes.parked.valid} (poison ${r.outcomes.parked.poison}, valid ${r.outcomes.parked.valid}), undecided ${r.outcomes.undecided}`,
     `parking      ${r.parking.messages} messages, ${r.parking.distinctIds} distinct ids: ${JSON.stringify(r.parking.byReason)}`,
     `duplicates   ${r.duplicates.absorbedByInbox} redeliveries absorbed by the inbox; effects twice ${r.duplicates.doubleEffects}, reservations twice ${r.duplicates.doubleReservations}`,
     `stock        ${r.stock.skus} SKUs: initial ${r.stock.initialUnits} − reserved ${r.stock.reservedUnits} = free ${r.stock.freeUnits}; mismatches ${r.stock.mismatches.length}`,
     `outbox       ${r.outbox.rows} rows, unpublished ${r.outbox.unpublished}, need attention ${r.outbox.needsAttention}; inventory_outbox ${r.outbox.inventoryRows} rows, unpublished ${r.outbox.inventoryUnpublished}`,
+    `bad rows     ${r.outbox.badRows} written, ${r.outbox.setAside} set aside by the relay${r.outbox.setAsideReasons.length ? `: ${r.outbox.setAsideReasons.join('; ')}` : ''}`,
     `faults       ${totalFaults}: ${faults}; ${r.faults['db-connections-terminated'] ?? 0} database connections terminated`,
     `placement    ${r.placement.requests} HTTP requests, ${r.placement.retries} retries, ${r.placement.idempotentRepeats} idempotent repeats (200), ${r.placement.refused.length} refused`,
     `self-exits   ${r.selfExits.length}${r.selfExits.length ? ` (${selfExitCounts(r.selfExits)})` : ''}`,

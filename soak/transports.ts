@@ -16,6 +16,12 @@ const run = promisify(execFile);
 /** How the broker goes down: the real broker restarted, or a TCP proxy in front of it cut. */
 export type BrokerFault = 'restart' | 'proxy';
 
+/**
+ * How the RabbitMQ pipeline consumes: the worker, or the reserve function behind the Amazon MQ
+ * trigger emulation (`bin/dev.ts --consumer lambda`).
+ */
+export type RabbitConsumer = 'worker' | 'amazonmq';
+
 /** The retry budget of the pipeline's processes (and of the controller's view of the queues). */
 export const RETRY_ENV = {
   RETRY_LADDER_MS: '1000,2000,3000',
@@ -28,6 +34,9 @@ export const RETRY_ENV = {
 export interface SoakTransport {
   /** What the pipeline's processes need to reach the broker. */
   childEnv: Record<string, string>;
+  /** Extra arguments of the consumer role (`bin/dev.ts`), and how it consumes (for the report). */
+  consumerArgs: string[];
+  consumerMode: string;
   /** The outage's name in the fault counts (`broker-outage:<label>`). */
   outageLabel: string;
   /** The outage as the report's settings describe it. */
@@ -60,6 +69,7 @@ const PARKED_LIMIT = 100_000;
 export async function rabbitmqTransport(
   scratch: ScratchEnvironment,
   brokerFault: BrokerFault,
+  consumer: RabbitConsumer = 'worker',
 ): Promise<SoakTransport> {
   const vhost = scratch.vhost;
   if (!vhost) throw new Error('the RabbitMQ soak needs a virtual host');
@@ -93,7 +103,13 @@ export async function rabbitmqTransport(
     };
   }
   return {
-    childEnv: { AMQP_URL: amqpUrl },
+    childEnv: {
+      AMQP_URL: amqpUrl,
+      // the trigger emulation: small batches, so that many invocations run under the faults
+      ...(consumer === 'amazonmq' ? { MQ_BATCH_SIZE: '20', MQ_BATCH_WINDOW_MS: '200' } : {}),
+    },
+    consumerArgs: consumer === 'amazonmq' ? ['--consumer', 'lambda'] : [],
+    consumerMode: consumer === 'amazonmq' ? 'Amazon MQ trigger emulation' : 'worker',
     outageLabel: `rabbitmq-${brokerFault}`,
     outageSetting: brokerFault,
     brokerOutage,
@@ -159,6 +175,8 @@ export async function sqsTransport(
       SQS_VISIBILITY_TIMEOUT_S: '10',
       FUNCTION_TIMEOUT_MS: '1500',
     },
+    consumerArgs: [],
+    consumerMode: 'SQS trigger emulation',
     outageLabel: 'sqs-server-restart',
     outageSetting: 'restart (fauxqs with SQLite persistence)',
     brokerOutage: async (downMs) => {

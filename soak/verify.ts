@@ -1,6 +1,10 @@
 import { parseJournal } from '../devkit/processes.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { INVENTORY_CONSUMER } from '../shared/inventory/ReserveInventory.js';
+import { ORDER_RESULTS_CONSUMER } from '../shared/orders/OrderResults.js';
+import { SET_ASIDE_PREFIX } from '../shared/outbox/OutboxStore.js';
 import type { Diagnosis } from '../shared/transport/types.js';
+import type { BadRow } from './chaos.js';
 import type { Plan } from './plan.js';
 
 /** What the consumer processes' journal lines say, over every incarnation. */
@@ -65,6 +69,11 @@ export interface SoakVerdict {
     inventoryRows: number;
     inventoryUnpublished: number;
     inventoryNeedsAttention: number;
+    /** Bad rows the chaos wrote, and how many of them the relay set aside with the right reason. */
+    badRows: number;
+    setAside: number;
+    /** The reasons the relay recorded (`last_error` of the set-aside rows), a few. */
+    setAsideReasons: string[];
   };
 }
 
@@ -77,15 +86,20 @@ export interface SoakVerdict {
  *   `effect-committed` journal lines, one rejection event per rejected order;
  * - stock arithmetic exact per SKU: units on hand unchanged, reserved = Σ reserved quantities,
  *   and an `out_of_stock` rejection only where the free units at the end are below the quantity;
- * - both outboxes fully published, nothing needing attention.
+ * - both outboxes fully published, nothing needing attention, but for the bad rows the chaos
+ *   wrote: each set aside by the relay with its reason, never published, never consumed.
  */
 export async function verify(input: {
   db: PgDatabase;
   plan: Plan;
   parked: Diagnosis[];
   journals: Journals;
+  /** Bad outbox rows written during the run (soak/chaos.ts). */
+  badRows?: readonly BadRow[];
 }): Promise<SoakVerdict> {
   const { db, plan, parked, journals } = input;
+  const badRows = input.badRows ?? [];
+  const badIds = new Set(badRows.map((b) => b.id));
   const violations: string[] = [];
   const warnings: string[] = [];
   const fail = (what: string, items: unknown[], limit = 5) => {
@@ -117,9 +131,10 @@ export async function verify(input: {
     event_type: string;
     unpublished: boolean;
     needs_attention: boolean;
+    last_error: string | null;
   }>(
     `SELECT id, aggregate_id, event_type, published_at IS NULL AS unpublished,
-            needs_attention_at IS NOT NULL AS needs_attention FROM outbox`,
+            needs_attention_at IS NOT NULL AS needs_attention, last_error FROM outbox`,
   );
   const { rows: inventoryRows } = await db.query<{
     id: string;
@@ -131,8 +146,16 @@ export async function verify(input: {
     `SELECT id, payload ->> 'orderId' AS order_id, event_type, published_at IS NULL AS unpublished,
             needs_attention_at IS NOT NULL AS needs_attention FROM inventory_outbox`,
   );
+  // Inventory's claims; the order side's results consumer (`order-results`, run by the soak's
+  // consumer processes too) claims inventory's result events in the same table.
   const { rows: claims } = await db.query<{ message_id: string; n: number }>(
-    'SELECT message_id, count(*)::int AS n FROM processed_messages GROUP BY message_id',
+    `SELECT message_id, count(*)::int AS n FROM processed_messages
+      WHERE consumer_name = $1 GROUP BY message_id`,
+    [INVENTORY_CONSUMER],
+  );
+  const { rows: resultClaims } = await db.query<{ message_id: string }>(
+    'SELECT message_id FROM processed_messages WHERE consumer_name = $1',
+    [ORDER_RESULTS_CONSUMER],
   );
 
   // --- orders: none lost, none extra, one created event each
@@ -251,6 +274,11 @@ export async function verify(input: {
     'inbox claims without a reservation',
     claims.filter((c) => !effectIds.has(c.message_id)).map((c) => c.message_id),
   );
+  const resultIds = new Set(inventoryRows.map((e) => e.id));
+  fail(
+    'order-side claims of no inventory result',
+    resultClaims.filter((c) => !resultIds.has(c.message_id)).map((c) => c.message_id),
+  );
   const rejectedOrders = new Set(
     reservations.filter((r) => r.status === 'rejected').map((r) => r.order_id),
   );
@@ -311,18 +339,46 @@ export async function verify(input: {
   const initialUnits = [...plan.stock.values()].reduce((a, b) => a + b, 0);
   const reservedUnits = stock.reduce((a, s) => a + s.reserved, 0);
 
-  // --- outboxes
+  // --- outboxes: the bad rows set aside with their reason, never published nor consumed
+  const outboxById = new Map(outboxRows.map((e) => [e.id, e]));
+  const setAsideWrong: unknown[] = [];
+  const setAsideReasons: string[] = [];
+  let setAside = 0;
+  for (const b of badRows) {
+    const row = outboxById.get(b.id);
+    const error = row?.last_error ?? '';
+    if (
+      row?.unpublished &&
+      row.needs_attention &&
+      error.startsWith(SET_ASIDE_PREFIX) &&
+      error.includes(b.reason)
+    ) {
+      setAside++;
+      setAsideReasons.push(`${b.kind}: ${error.slice(SET_ASIDE_PREFIX.length, 160)}`);
+    } else {
+      setAsideWrong.push({ ...b, row: row ?? 'missing' });
+    }
+  }
+  fail('bad outbox rows not set aside with their reason', setAsideWrong, 3);
+  fail(
+    'bad outbox rows that reached the consumer',
+    badRows.filter((b) => claimed.has(b.id) || parkedById.has(b.id)).map((b) => b.id),
+  );
+  const goodOutboxRows = outboxRows.filter((e) => !badIds.has(e.id));
   const outbox = {
     rows: outboxRows.length,
-    unpublished: outboxRows.filter((e) => e.unpublished).length,
-    needsAttention: outboxRows.filter((e) => e.needs_attention).length,
+    unpublished: goodOutboxRows.filter((e) => e.unpublished).length,
+    needsAttention: goodOutboxRows.filter((e) => e.needs_attention).length,
     inventoryRows: inventoryRows.length,
     inventoryUnpublished: inventoryRows.filter((e) => e.unpublished).length,
     inventoryNeedsAttention: inventoryRows.filter((e) => e.needs_attention).length,
+    badRows: badRows.length,
+    setAside,
+    setAsideReasons: setAsideReasons.slice(0, 5),
   };
   if (outbox.unpublished + outbox.inventoryUnpublished > 0) {
     violations.push(
-      `outbox not fully published: ${outbox.unpublished} in outbox, ${outbox.inventoryUnpublished} in inventory_outbox (${outbox.needsAttention + outbox.inventoryNeedsAttention} need attention)`,
+      `outbox not fully published: ${outbox.unpublished} in outbox, ${outbox.inventoryUnpublished} in inventory_outbox (${outbox.needsAttention + outbox.inventoryNeedsAttention} need attention; the ${badRows.length} bad rows not counted)`,
     );
   }
 

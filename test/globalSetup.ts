@@ -1,13 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { TestProject } from 'vitest/node';
+import { containerEngine, firstLine, onLoopback } from '../devkit/containers.js';
+import { startLoopbackFauxqs } from '../devkit/emulators/sqsServer.js';
 import { freePort } from '../devkit/freePort.js';
-import {
-  checkPostgres,
-  checkRabbitManagement,
-  checkRabbitMq,
-  describeProblem,
-  type ServiceProblem,
-} from '../devkit/preflight.js';
+import { ensureServices } from '../devkit/preflight.js';
 
 export interface SqsServer {
   /** `fauxqs` (embedded, always) or `moto` (when moto_server is on PATH). */
@@ -32,58 +28,28 @@ declare module 'vitest' {
 const stops: (() => Promise<unknown>)[] = [];
 
 /**
- * Makes sure PostgreSQL and RabbitMQ (with its management API) answer before any test runs.
- * Where one does not but a Docker engine does, it is started with testcontainers; with neither,
- * the run stops with one line saying what to start.
+ * Makes sure PostgreSQL and RabbitMQ (with its management API) answer before any test runs: a
+ * local broker's management plugin that is off is turned on; a service that does not answer is
+ * started in a container where an engine can (`ensureServices`, devkit/preflight.ts); with
+ * neither, the run stops with one line per service saying what to start.
  */
 export async function setup(project: TestProject): Promise<void> {
-  const services: TestServices = {
+  const ensured = await ensureServices({
     databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     amqpUrl: process.env.AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
     managementUrl: process.env.RABBITMQ_MANAGEMENT_URL ?? 'http://guest:guest@127.0.0.1:15672',
+  });
+  stops.push(ensured.stop);
+  if (ensured.problems.length > 0) {
+    await ensured.stop();
+    throw new Error(ensured.problems.join('\n'));
+  }
+  const services: TestServices = {
+    databaseUrl: ensured.databaseUrl,
+    amqpUrl: ensured.amqpUrl,
+    managementUrl: ensured.managementUrl,
     sqs: await startSqsServers(),
   };
-  const pgProblem = await checkPostgres(services.databaseUrl);
-  let rabbitProblem: ServiceProblem | undefined = await checkRabbitMq(services.amqpUrl);
-  const managementProblem = rabbitProblem
-    ? undefined
-    : await checkRabbitManagement(services.managementUrl);
-  if (managementProblem) throw new Error(describeProblem(managementProblem));
-
-  if (pgProblem || rabbitProblem) {
-    const missing = [pgProblem, rabbitProblem].filter(Boolean) as ServiceProblem[];
-    let dockerError: string | undefined;
-    try {
-      if (pgProblem) {
-        const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-        const c = await new PostgreSqlContainer('postgres:15-alpine')
-          .withUsername('postgres')
-          .withPassword('postgres')
-          .withDatabase('test')
-          .start();
-        stops.push(() => c.stop());
-        services.databaseUrl = c.getConnectionUri();
-      }
-      if (rabbitProblem) {
-        const { RabbitMQContainer } = await import('@testcontainers/rabbitmq');
-        const c = await new RabbitMQContainer('rabbitmq:3.13-management').start();
-        stops.push(() => c.stop());
-        services.amqpUrl = c.getAmqpUrl();
-        services.managementUrl = `http://guest:guest@${c.getHost()}:${c.getMappedPort(15672)}`;
-        rabbitProblem = undefined;
-      }
-    } catch (err) {
-      dockerError = (err as Error).message.split('\n')[0];
-    }
-    if (dockerError) {
-      throw new Error(
-        `${missing.map(describeProblem).join('; ')}; and no Docker engine for testcontainers (${dockerError})`,
-      );
-    }
-    process.stdout.write(
-      `started with testcontainers: ${missing.map((m) => m.service).join(', ')}\n`,
-    );
-  }
   process.env.DATABASE_URL = services.databaseUrl;
   process.env.AMQP_URL = services.amqpUrl;
   process.env.RABBITMQ_MANAGEMENT_URL = services.managementUrl;
@@ -97,8 +63,7 @@ export async function setup(project: TestProject): Promise<void> {
  */
 async function startSqsServers(): Promise<SqsServer[]> {
   if (process.env.SQS_ENDPOINT) return [{ name: 'external', endpoint: process.env.SQS_ENDPOINT }];
-  const { startFauxqs } = await import('fauxqs');
-  const fauxqs = await startFauxqs({ port: 0, logger: false });
+  const fauxqs = await startLoopbackFauxqs({ port: 0, logger: false });
   stops.push(() => fauxqs.stop());
   const servers: SqsServer[] = [{ name: 'fauxqs', endpoint: `http://127.0.0.1:${fauxqs.port}` }];
   const moto = await startMoto();
@@ -108,21 +73,28 @@ async function startSqsServers(): Promise<SqsServer[]> {
   return servers;
 }
 
-/** LocalStack through testcontainers, when a Docker engine answers; otherwise one line why not. */
+/**
+ * LocalStack through testcontainers, when an engine answers and has (or can pull) its image;
+ * otherwise one line why not. It adds a third SQS implementation to the SQS tests (the one many
+ * teams test against); fauxqs and moto run them without it.
+ */
 async function startLocalStack(): Promise<SqsServer | undefined> {
-  try {
-    const { getContainerRuntimeClient } = await import('testcontainers');
-    await getContainerRuntimeClient();
-  } catch (err) {
-    process.stdout.write(
-      `no Docker engine (${(err as Error).message.split('\n')[0]}): the LocalStack SQS path is skipped\n`,
-    );
+  const skip = (why: string) => {
+    process.stdout.write(`LocalStack SQS path skipped: ${why}\n`);
     return undefined;
+  };
+  const engine = await containerEngine();
+  if ('reason' in engine) return skip(engine.reason);
+  const choice = await engine.choose('localstack');
+  if ('reason' in choice) return skip(choice.reason);
+  try {
+    const { LocalstackContainer } = await import('@testcontainers/localstack');
+    const c = await onLoopback(new LocalstackContainer(choice.image)).start();
+    stops.push(() => c.stop());
+    return { name: 'localstack', endpoint: c.getConnectionUri() };
+  } catch (err) {
+    return skip(`${choice.image} did not start (${firstLine(err)})`);
   }
-  const { LocalstackContainer } = await import('@testcontainers/localstack');
-  const c = await new LocalstackContainer('localstack/localstack:4').start();
-  stops.push(() => c.stop());
-  return { name: 'localstack', endpoint: c.getConnectionUri() };
 }
 
 async function startMoto(): Promise<SqsServer | undefined> {

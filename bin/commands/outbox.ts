@@ -7,11 +7,25 @@ export function registerOutboxCommands(program: Command): void {
   const outbox = program.command('outbox').description('inspect and operate the outboxes');
   outbox
     .command('status')
-    .description('backlog, oldest unpublished age and rows needing attention, per outbox')
+    .description(
+      'backlog, oldest unpublished age and rows needing attention (with their reason), per outbox',
+    )
     .option('--json', 'print JSON')
-    .action(async (opts: { json?: boolean }) => {
+    .option('--limit <n>', 'rows needing attention listed per outbox', '50')
+    .action(async (opts: { json?: boolean; limit: string }) => {
+      const limit = Number.parseInt(opts.limit, 10);
+      if (!Number.isInteger(limit) || limit < 0) program.error('--limit must be a whole number');
       const statuses = await withDb((db) =>
-        Promise.all(OUTBOX_TABLES.map((t) => new OutboxStore(t).status(db))),
+        Promise.all(
+          OUTBOX_TABLES.map(async (t) => {
+            const store = new OutboxStore(t);
+            const status = await store.status(db);
+            return {
+              ...status,
+              rows: status.needsAttention > 0 ? await store.needsAttention(db, limit) : [],
+            };
+          }),
+        ),
       );
       if (opts.json) {
         console.log(JSON.stringify(statuses, null, 2));
@@ -23,20 +37,37 @@ export function registerOutboxCommands(program: Command): void {
             retrying: s.retrying,
             'oldest unpublished (s)': s.oldestUnpublishedAgeSeconds ?? '-',
             'needs attention': s.needsAttention,
+            'of which set aside': s.setAside,
             published: s.published,
           })),
         );
+        const rows = statuses.flatMap((s) => s.rows.map((r) => ({ outbox: s.table, ...r })));
+        if (rows.length > 0) {
+          console.table(
+            rows.map((r) => ({
+              outbox: r.outbox,
+              id: r.id,
+              type: r.type,
+              schema: r.schemaVersion,
+              since: r.needsAttentionAt,
+              why: r.setAside ? 'set aside' : `${r.attempts} attempts`,
+              reason: r.reason,
+            })),
+          );
+        }
       }
       if (statuses.some((s) => s.needsAttention > 0)) {
         console.error(
-          'rows need attention: see last_error in the table; after fixing the cause run `outbox retry`',
+          'rows need attention: fix the cause (for a set-aside row: the row itself, or deploy the code that reads it), then run `outbox retry`',
         );
         process.exitCode = 1;
       }
     });
   outbox
     .command('retry')
-    .description('put rows that need attention back into the relay batches')
+    .description(
+      'put rows that need attention (out of attempts or set aside) back into the relay batches',
+    )
     .option('--table <table>', `one of ${OUTBOX_TABLES.join(', ')} (default: both)`)
     .option('--ids <ids>', 'comma-separated event ids (default: all that need attention)')
     .action(async (opts: { table?: string; ids?: string }) => {

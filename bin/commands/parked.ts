@@ -118,7 +118,16 @@ export function registerParkedCommands(program: Command): void {
     .option('--ids <ids>', 'message ids, comma-separated')
     .option('--rate <n>', 'messages per second at most', '10')
     .option('--dry-run', 'show what would move, move nothing')
+    .option(
+      '--beyond-limit',
+      'redrive messages already redriven REDRIVE_LIMIT times too (their effect may apply twice)',
+    )
     .option('--out <file>', 'where to save the moved ids (default reports/redrive-<time>.json)')
+    .option(
+      '--timeout <seconds>',
+      'how long to wait for an SQS move task (redrive everything) to finish',
+      '900',
+    )
     .action(
       async (opts: {
         transport: string;
@@ -129,7 +138,9 @@ export function registerParkedCommands(program: Command): void {
         ids?: string;
         rate: string;
         dryRun?: boolean;
+        beyondLimit?: boolean;
         out?: string;
+        timeout: string;
       }) => {
         let selection: RedriveSelection;
         try {
@@ -145,23 +156,57 @@ export function registerParkedCommands(program: Command): void {
         }
         const rate = Number(opts.rate);
         if (!(rate > 0)) program.error('--rate must be a positive number');
+        const timeoutS = Number(opts.timeout);
+        if (!(timeoutS > 0)) program.error('--timeout must be a positive number of seconds');
+        if (opts.beyondLimit) {
+          console.error(
+            `--beyond-limit: messages already redriven REDRIVE_LIMIT (${loadRetention().redriveLimit}) times are redriven too. ` +
+              'The inbox retention (INBOX_RETENTION_MS) covers only that many redrives: such a message may ' +
+              'arrive after its inbox row was deleted and apply its effect a second time.',
+          );
+        }
         const result = await withParkingLot(opts.transport, (lot) =>
           lot.redrive(selection, {
             rate,
             dryRun: opts.dryRun ?? false,
+            beyondLimit: opts.beyondLimit ?? false,
             onMoved: (id) => console.log(`moved ${id}`),
+            timeoutMs: timeoutS * 1_000,
           }),
         );
+        const { task } = result;
+        if (task) {
+          // A move task moved them (SQS, everything selected): done only once it completed.
+          const counts = `moved ${task.moved}${task.toMove === undefined ? '' : ` of ${task.toMove}`}`;
+          if (task.status === 'COMPLETED') {
+            console.log(`move task ${task.handle} completed: ${counts}`);
+            return;
+          }
+          console.error(
+            task.status === 'RUNNING'
+              ? `move task ${task.handle} still running after ${timeoutS} s (${counts}); it goes on: check again with ListMessageMoveTasks`
+              : `move task ${task.handle} ${task.status.toLowerCase()}: ${counts}${task.failureReason ? ` (${task.failureReason})` : ''}`,
+          );
+          process.exitCode = 1;
+          return;
+        }
         console.log(
-          `${result.dryRun ? 'dry run: ' : ''}scanned ${result.scanned}, matched ${result.matched}, moved ${result.moved.length}`,
+          `${result.dryRun ? 'dry run: ' : ''}scanned ${result.scanned}, matched ${result.matched}, moved ${result.moved.length}, skipped ${result.skipped.length}`,
         );
-        if (!result.dryRun && result.moved.length > 0) {
+        for (const s of result.skipped) {
+          console.error(
+            `skipped ${s.messageId} (redriven ${s.redriveCount}×, still parked): ${s.reason}`,
+          );
+        }
+        // Something matched stayed behind: the operator must look (raise the limit, or --beyond-limit).
+        if (result.skipped.length > 0) process.exitCode = 1;
+        if (!result.dryRun && (result.moved.length > 0 || result.skipped.length > 0)) {
           const out =
             opts.out ?? `reports/redrive-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
           await mkdir(out.split('/').slice(0, -1).join('/') || '.', { recursive: true });
           await writeFile(
             out,
-            `${JSON.stringify({ at: new Date().toISOString(), selection: opts, moved: result.moved }, null, 2)}\n`,
+            `${JSON.stringify({ at: new Date().toISOString(), selection: opts, moved: result.moved, skipped: result.skipped }, null, 2)}\n`,
           );
           console.log(`moved ids saved to ${out}`);
         }

@@ -3,22 +3,59 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { mapOutsideQuotes } from '../../shared/db/statements.js';
+import { readBody } from './httpApi.js';
 
 /**
  * A local endpoint that speaks the RDS Data API's wire protocol (REST-JSON: POST /Execute,
  * /BeginTransaction, /CommitTransaction, /RollbackTransaction) over a real PostgreSQL, so the real
  * `@aws-sdk/client-rds-data` can be tested here: no emulator runs SQL (moto returns canned results).
  *
- * What it reproduces of the service (docs/aws-facts.md, RDS Data API): named parameters (`:name`) with `typeHint`
- * (UUID, TIMESTAMP, JSON, DECIMAL, DATE, TIME), typed fields in `records` with `columnMetadata`,
+ * What it reproduces of the service (docs/aws-facts.md, RDS Data API): named parameters (`:name`)
+ * bound with the type of their field (a `stringValue` without `typeHint` is character varying, so
+ * `uuid = :id` fails as it does on AWS and the statement must cast) or of their `typeHint` (UUID,
+ * TIMESTAMP, JSON, DECIMAL, DATE, TIME), typed fields in `records` with `columnMetadata`,
  * `numberOfRecordsUpdated`, transactions by id, SQL errors as `DatabaseErrorException` with the
- * SQLSTATE in the message, `TransactionNotFoundException`, one statement per call. Not reproduced:
- * size limits, the 3-minute idle transaction expiry, auto-pause.
+ * SQLSTATE in the message, `TransactionNotFoundException`, one statement per call, JSON requests
+ * only, the 4 MiB request limit, and the expiry of a transaction unused for 3 minutes (or older
+ * than 24 hours): it is rolled back and its locks are released. `setResuming(true)` makes every
+ * call answer `DatabaseResumingException` (HTTP 400), as a paused Aurora Serverless v2 cluster
+ * does while it resumes. It listens on 127.0.0.1 only. Not reproduced: the 1 MiB response limit,
+ * refusing a call while the same transaction still runs one.
  */
 export interface DataApiServer {
   endpoint: string;
+  /** The address the server listens on (always 127.0.0.1). */
+  address: AddressInfo;
+  /** While true, every call answers `DatabaseResumingException` (a paused cluster resuming). */
+  setResuming(resuming: boolean): void;
+  /** Transactions begun and not yet committed, rolled back or expired. */
+  openTransactions(): number;
   close(): Promise<void>;
 }
+
+export interface DataApiServerOptions {
+  databaseUrl: string;
+  port?: number;
+  /** A transaction no call used for this long is rolled back (the service: 3 minutes). */
+  transactionIdleTimeoutMs?: number;
+  /** A transaction older than this is rolled back (the service: 24 hours). */
+  transactionMaxLifetimeMs?: number;
+  /** Larger requests are refused with 413 (the service: 4 MiB, headers included). */
+  maxRequestBytes?: number;
+  /**
+   * The database user of a call, from the secret it names (`secretArn`), as the service reads
+   * `username` and `password` from that Secrets Manager secret. Unset: every call runs as the user
+   * of `databaseUrl`. A secret that cannot be read fails the call (`BadRequestException`).
+   */
+  loginFor?: (secretArn: string) => Promise<{ username: string; password: string }>;
+}
+
+/** The service's limits (Aurora UG, BeginTransaction and BatchExecuteStatement API references). */
+export const DATA_API_LIMITS = {
+  transactionIdleTimeoutMs: 3 * 60_000,
+  transactionMaxLifetimeMs: 24 * 3600_000,
+  maxRequestBytes: 4 * 1024 * 1024,
+} as const;
 
 interface Field {
   isNull?: boolean;
@@ -84,10 +121,24 @@ export function toPositional(
         n = values.length;
         index.set(name, n);
       }
-      return `$${n}${p.typeHint ? (CASTS[p.typeHint] ?? '') : ''}`;
+      return `$${n}${p.typeHint ? (CASTS[p.typeHint] ?? '') : fieldCast(p.value)}`;
     }),
   );
   return { text, values };
+}
+
+/**
+ * The type a field is bound with when it has no typeHint, as the service binds it: text as
+ * character varying, whole numbers as bigint, others as double precision, booleans as boolean.
+ * A null is untyped. A statement that needs another type casts (`:id::uuid`).
+ */
+function fieldCast(f: Field): string {
+  if (f.isNull) return '';
+  if (f.booleanValue !== undefined) return '::boolean';
+  if (f.longValue !== undefined) return '::bigint';
+  if (f.doubleValue !== undefined) return '::double precision';
+  if (f.blobValue !== undefined) return '::bytea';
+  return f.stringValue !== undefined ? '::varchar' : '';
 }
 
 function fieldValue(f: Field): unknown {
@@ -124,18 +175,89 @@ function toField(value: unknown, typeName: string): Field {
 
 const raw = { getTypeParser: () => (v: string) => v };
 
-export async function startDataApiServer(options: {
-  databaseUrl: string;
-  port?: number;
-}): Promise<DataApiServer> {
-  const pool = new pg.Pool({
-    connectionString: options.databaseUrl,
-    max: 8,
-    types: raw,
-    options: '-c TimeZone=UTC',
-  });
-  pool.on('error', () => {});
-  const transactions = new Map<string, pg.PoolClient>();
+interface OpenTransaction {
+  client: pg.PoolClient;
+  begunAt: number;
+  /** Calls running on it now: the idle expiry counts only while none does. */
+  busy: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export async function startDataApiServer(options: DataApiServerOptions): Promise<DataApiServer> {
+  const idleTimeoutMs =
+    options.transactionIdleTimeoutMs ?? DATA_API_LIMITS.transactionIdleTimeoutMs;
+  const maxLifetimeMs =
+    options.transactionMaxLifetimeMs ?? DATA_API_LIMITS.transactionMaxLifetimeMs;
+  const maxRequestBytes = options.maxRequestBytes ?? DATA_API_LIMITS.maxRequestBytes;
+  const pools = new Map<string, pg.Pool>();
+  /** One pool per database user (`''`: the user of `databaseUrl`). */
+  const poolFor = (login?: { username: string; password: string }) => {
+    const key = login ? login.username : '';
+    let pool = pools.get(key);
+    if (!pool) {
+      const url = new URL(options.databaseUrl);
+      if (login) {
+        url.username = encodeURIComponent(login.username);
+        url.password = encodeURIComponent(login.password);
+      }
+      pool = new pg.Pool({
+        connectionString: url.toString(),
+        max: 8,
+        types: raw,
+        options: '-c TimeZone=UTC',
+      });
+      pool.on('error', () => {});
+      pools.set(key, pool);
+    }
+    return pool;
+  };
+  const pool = poolFor();
+  /** The pool of the call's user (the secret it names), when logins are read from secrets. */
+  const callPool = async (body: Record<string, unknown>) => {
+    if (!options.loginFor) return pool;
+    let login: { username: string; password: string };
+    try {
+      login = await options.loginFor(String(body.secretArn ?? ''));
+    } catch (err) {
+      throw Object.assign(
+        new Error(`secret ${String(body.secretArn)}: ${(err as Error).message}`),
+        {
+          badRequest: true,
+        },
+      );
+    }
+    return poolFor(login);
+  };
+  const transactions = new Map<string, OpenTransaction>();
+  let resuming = false;
+  const listening = new WeakSet<pg.PoolClient>();
+
+  /** Ends a transaction (COMMIT or ROLLBACK) and gives its connection back; a broken one is destroyed. */
+  const finish = async (id: string, sql: 'COMMIT' | 'ROLLBACK') => {
+    const tx = transactions.get(id);
+    if (!tx) return false;
+    transactions.delete(id);
+    clearTimeout(tx.timer);
+    let broken: Error | undefined;
+    try {
+      await tx.client.query(sql);
+    } catch (err) {
+      broken = err as Error;
+      if (sql === 'COMMIT') throw err;
+    } finally {
+      tx.client.release(broken);
+    }
+    return true;
+  };
+
+  /** (Re)arms the expiry of an idle transaction: the idle timeout, capped by its lifetime. */
+  const arm = (id: string, tx: OpenTransaction) => {
+    clearTimeout(tx.timer);
+    if (tx.busy > 0) return;
+    const left = Math.min(idleTimeoutMs, tx.begunAt + maxLifetimeMs - Date.now());
+    tx.timer = setTimeout(() => void finish(id, 'ROLLBACK').catch(() => {}), Math.max(0, left));
+    tx.timer.unref();
+  };
 
   const fail = (res: ServerResponse, status: number, type: string, message: string) => {
     res.writeHead(status, { 'content-type': 'application/json', 'x-amzn-errortype': type });
@@ -144,37 +266,63 @@ export async function startDataApiServer(options: {
 
   const handle = async (path: string, body: Record<string, unknown>, res: ServerResponse) => {
     if (path === '/BeginTransaction') {
-      const client = await pool.connect();
-      await client.query('BEGIN');
+      const client = await (await callPool(body)).connect();
+      // a connection the database terminated (idle_in_transaction_session_timeout) ends its transaction
+      if (!listening.has(client)) {
+        listening.add(client);
+        client.on('error', () => {});
+      }
+      try {
+        await client.query('BEGIN');
+      } catch (err) {
+        client.release(err as Error);
+        throw err;
+      }
       const id = randomUUID();
-      transactions.set(id, client);
+      const tx: OpenTransaction = { client, begunAt: Date.now(), busy: 0, timer: undefined };
+      transactions.set(id, tx);
+      arm(id, tx);
       return { transactionId: id };
     }
     if (path === '/CommitTransaction' || path === '/RollbackTransaction') {
       const id = String(body.transactionId);
-      const client = transactions.get(id);
-      if (!client) return fail(res, 404, 'NotFoundException', `Transaction ${id} isn't found`);
-      transactions.delete(id);
-      try {
-        await client.query(path === '/CommitTransaction' ? 'COMMIT' : 'ROLLBACK');
-      } finally {
-        client.release();
-      }
-      return {
-        transactionStatus:
-          path === '/CommitTransaction' ? 'Transaction Committed' : 'Rollback Complete',
-      };
+      const commit = path === '/CommitTransaction';
+      if (!(await finish(id, commit ? 'COMMIT' : 'ROLLBACK')))
+        return fail(res, 404, 'NotFoundException', `Transaction ${id} isn't found`);
+      return { transactionStatus: commit ? 'Transaction Committed' : 'Rollback Complete' };
     }
     if (path === '/Execute') {
       const id = body.transactionId as string | undefined;
-      const client = id ? transactions.get(id) : undefined;
-      if (id && !client)
+      const tx = id ? transactions.get(id) : undefined;
+      if (id && !tx)
         return fail(res, 400, 'TransactionNotFoundException', `Transaction ${id} isn't found`);
       const { text, values } = toPositional(
         String(body.sql),
         (body.parameters as SqlParameter[]) ?? [],
       );
-      const result = await (client ?? pool).query({ text, values, types: raw });
+      let result: pg.QueryResult | pg.QueryResult[];
+      if (tx && id) {
+        tx.busy++;
+        clearTimeout(tx.timer);
+        try {
+          result = await tx.client.query({ text, values, types: raw });
+        } catch (err) {
+          // the database ended the session (e.g. idle_in_transaction_session_timeout): so is the transaction
+          if (
+            !(err as { code?: string }).code ||
+            /^(08|57P)/.test((err as { code: string }).code)
+          ) {
+            transactions.delete(id);
+            tx.client.release(err as Error);
+          }
+          throw err;
+        } finally {
+          tx.busy--;
+          if (transactions.get(id) === tx) arm(id, tx);
+        }
+      } else {
+        result = await (await callPool(body)).query({ text, values, types: raw });
+      }
       if (Array.isArray(result)) {
         return fail(
           res,
@@ -211,13 +359,43 @@ export async function startDataApiServer(options: {
   };
 
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
+    // the SDK sends `application/json` (REST-JSON); anything else is not a Data API call
+    const type = String(req.headers['content-type'] ?? '')
+      .split(';')[0]
+      ?.trim()
+      .toLowerCase();
+    if (type !== 'application/json') {
+      res.setHeader('connection', 'close');
+      return fail(
+        res,
+        415,
+        'UnsupportedMediaTypeException',
+        'Content-Type must be application/json',
+      );
+    }
+    const bytes = await readBody(req, maxRequestBytes);
+    if (bytes === 'too-large') {
+      res.setHeader('connection', 'close');
+      fail(res, 413, 'BadRequestException', `request larger than ${maxRequestBytes} bytes`);
+      req.destroy();
+      return;
+    }
     let body: Record<string, unknown>;
     try {
-      body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+      body = JSON.parse(bytes.toString('utf8') || '{}');
     } catch {
       return fail(res, 400, 'BadRequestException', 'malformed request body');
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      return fail(res, 400, 'BadRequestException', 'the request body must be a JSON object');
+    }
+    if (resuming) {
+      return fail(
+        res,
+        400,
+        'DatabaseResumingException',
+        'The Aurora DB instance is resuming after being auto-paused. Please wait a few seconds and try again.',
+      );
     }
     try {
       const out = await handle(new URL(req.url ?? '/', 'http://local').pathname, body, res);
@@ -226,7 +404,8 @@ export async function startDataApiServer(options: {
         res.end(JSON.stringify(out));
       }
     } catch (err) {
-      const e = err as { message?: string; code?: string; sqlState?: string };
+      const e = err as { message?: string; code?: string; sqlState?: string; badRequest?: boolean };
+      if (e.badRequest) return fail(res, 400, 'BadRequestException', e.message ?? 'bad request');
       const state = e.code && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : e.sqlState;
       if (state)
         return fail(res, 400, 'DatabaseErrorException', `ERROR: ${e.message}; SQLState: ${state}`);
@@ -234,20 +413,21 @@ export async function startDataApiServer(options: {
     }
   });
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const address = server.address() as AddressInfo;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://127.0.0.1:${address.port}`,
+    address,
+    setResuming(on: boolean) {
+      resuming = on;
+    },
+    openTransactions: () => transactions.size,
     async close() {
-      for (const c of transactions.values()) {
-        await c.query('ROLLBACK').catch(() => {});
-        c.release();
-      }
-      transactions.clear();
+      for (const id of [...transactions.keys()]) await finish(id, 'ROLLBACK').catch(() => {});
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      await pool.end();
+      await Promise.all([...pools.values()].map((p) => p.end()));
     },
   };
 }

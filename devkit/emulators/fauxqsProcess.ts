@@ -1,4 +1,4 @@
-import { startFauxqs } from 'fauxqs';
+import { startLoopbackFauxqs } from './sqsServer.js';
 
 /**
  * The soak's SQS server as a process of its own, so the controller can kill and restart it:
@@ -11,7 +11,7 @@ if (!port || !dataDir) {
   console.error('usage: fauxqsProcess.ts <port> <dataDir>');
   process.exit(2);
 }
-const server = await startFauxqs({ port: Number(port), dataDir, logger: false });
+const server = await startLoopbackFauxqs({ port: Number(port), dataDir, logger: false });
 console.log(`fauxqs: listening on ${server.port} (state in ${dataDir})`);
 const stop = () => {
   void server.stop().finally(() => process.exit(0));

@@ -16,12 +16,17 @@ export type HttpApiHandler = (
 /** API Gateway HTTP APIs refuse larger payloads themselves (10 MB); so do we. */
 const MAX_REQUEST_BYTES = 10 * 1024 * 1024;
 
-async function readBody(req: IncomingMessage): Promise<Buffer | 'too-large'> {
+/** Reads the body up to `limit` bytes; `'too-large'` beyond (the rest is not read). */
+export async function readBody(
+  req: IncomingMessage,
+  limit = MAX_REQUEST_BYTES,
+): Promise<Buffer | 'too-large'> {
+  if (Number(req.headers['content-length'] ?? 0) > limit) return 'too-large';
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
     size += (chunk as Buffer).length;
-    if (size > MAX_REQUEST_BYTES) return 'too-large';
+    if (size > limit) return 'too-large';
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);

@@ -19,6 +19,8 @@ export interface AmazonMqTriggerOptions {
   /** The function's timeout, for the invocation's `getRemainingTimeInMillis`. */
   functionTimeoutMs?: number;
   eventSourceArn?: string;
+  /** The function's name in the invocation's context. */
+  functionName?: string;
 }
 
 export type RmqHandler = (event: RabbitMQEvent, context: Context) => Promise<unknown>;
@@ -41,7 +43,7 @@ export class AmazonMqTrigger {
   private stopping = false;
   private consecutiveFailures = 0;
   /** Invocations made (batches) and their messages; failed invocations (the batch went back). */
-  readonly stats = { batches: 0, messages: 0, givenBack: 0 };
+  readonly stats = { batches: 0, messages: 0, largestBatch: 0, givenBack: 0 };
 
   constructor(
     private readonly deps: {
@@ -124,16 +126,19 @@ export class AmazonMqTrigger {
       };
       this.stats.batches++;
       this.stats.messages += batch.length;
+      this.stats.largestBatch = Math.max(this.stats.largestBatch, batch.length);
       try {
         await this.deps.handler(
           event,
           localLambdaContext(
-            'reserve-inventory-rabbitmq',
+            this.options.functionName ?? 'reserve-inventory-rabbitmq',
             this.options.functionTimeoutMs ?? 30_000,
           ),
         );
         this.consecutiveFailures = 0;
-        for (const m of batch) ch.ack(m);
+        this.settle(() => {
+          for (const m of batch) ch.ack(m);
+        });
       } catch (err) {
         this.stats.givenBack++;
         this.consecutiveFailures++;
@@ -141,9 +146,26 @@ export class AmazonMqTrigger {
           size: batch.length,
           error: (err as Error).message,
         });
-        for (const m of batch) ch.nack(m, false, true);
+        this.settle(() => {
+          for (const m of batch) ch.nack(m, false, true);
+        });
         await sleep(backoffDelay(this.consecutiveFailures, 500, 10_000));
       }
+    }
+  }
+
+  /**
+   * Acks or nacks a batch on the channel it came on. That channel may have closed during the
+   * invocation (a broker restart): amqplib then throws, and the broker has already taken the
+   * unsettled deliveries back, as the event source's would be.
+   */
+  private settle(fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.deps.logger?.warn('amazon mq trigger: channel closed before the batch was settled', {
+        error: (err as Error).message,
+      });
     }
   }
 

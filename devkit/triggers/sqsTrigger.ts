@@ -29,6 +29,13 @@ export interface SqsTriggerOptions {
   maxConcurrency?: number;
   /** The function's timeout: the queue's visibility timeout must be at least 6 times it. */
   functionTimeoutMs?: number;
+  /**
+   * `FunctionResponseTypes: [ReportBatchItemFailures]` on the mapping (default true). Without it
+   * the response is ignored: a returned invocation deletes the whole batch.
+   */
+  reportBatchItemFailures?: boolean;
+  /** The function's name in the invocation's context. */
+  functionName?: string;
 }
 
 export class SqsTriggerConfigError extends Error {
@@ -52,8 +59,8 @@ export class SqsTrigger {
   private stopping = false;
   private readonly abort = new AbortController();
   private loops: Promise<void>[] = [];
-  /** Invocations made (batches) and their messages; failed invocations (the batch stayed). */
-  readonly stats = { batches: 0, messages: 0, givenBack: 0 };
+  /** Invocations made (batches), their messages and the largest; failed invocations (the batch stayed). */
+  readonly stats = { batches: 0, messages: 0, largestBatch: 0, givenBack: 0 };
 
   constructor(
     private readonly deps: { client: SQSClient; handler: SqsHandler; logger?: Logger },
@@ -134,13 +141,20 @@ export class SqsTrigger {
     };
     this.stats.batches++;
     this.stats.messages += messages.length;
+    this.stats.largestBatch = Math.max(this.stats.largestBatch, messages.length);
     let failed: Set<string>;
     try {
       const result = await this.deps.handler(
         event,
-        localLambdaContext('reserve-inventory-sqs', this.options.functionTimeoutMs ?? 30_000),
+        localLambdaContext(
+          this.options.functionName ?? 'reserve-inventory-sqs',
+          this.options.functionTimeoutMs ?? 30_000,
+        ),
       );
-      failed = new Set((result?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
+      failed =
+        this.options.reportBatchItemFailures === false
+          ? new Set()
+          : new Set((result?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
     } catch (err) {
       // The whole batch stays: every record becomes visible again after its visibility timeout.
       this.stats.givenBack++;

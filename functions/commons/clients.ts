@@ -1,13 +1,15 @@
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { loadBudget } from '../../shared/config/budget.js';
-import { ConfigError, type Env, loadEnv } from '../../shared/config/env.js';
+import { ConfigError, type Env, loadEnv, transactionTimeoutsOf } from '../../shared/config/env.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
+import { LambdaOutboxKick, noKick, type OutboxKick } from '../../shared/outbox/kick.js';
 import {
   type BrokerCredentials,
   type RabbitMqBackend,
@@ -32,7 +34,11 @@ export function required(env: Env, name: keyof Env): string {
   return v;
 }
 
-/** node-postgres, or the RDS Data API when DB_DRIVER=data-api (no connection pool needed). */
+/**
+ * node-postgres, or the RDS Data API when DB_DRIVER=data-api (no connection pool needed); every
+ * transaction bounded by DB_LOCK_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS and
+ * DB_IDLE_IN_TRANSACTION_TIMEOUT_MS (entry points add `transactionDeadline` for the invocation).
+ */
 export function sharedDb(): SqlDatabase {
   const env = loadEnv();
   if (!db && env.DB_DRIVER === 'data-api') {
@@ -48,9 +54,14 @@ export function sharedDb(): SqlDatabase {
         secretArn: required(env, 'DATA_API_SECRET_ARN'),
         database: required(env, 'DATA_API_DATABASE'),
       },
+      { transactionTimeouts: transactionTimeoutsOf(env) },
     );
   }
-  db ??= new PgDatabase({ connectionString: env.DATABASE_URL, max: env.DB_POOL_MAX });
+  db ??= new PgDatabase({
+    connectionString: env.DATABASE_URL,
+    max: env.DB_POOL_MAX,
+    transactionTimeouts: transactionTimeoutsOf(env),
+  });
   return db;
 }
 
@@ -100,4 +111,21 @@ export function sharedRabbit(logger?: Logger): RabbitMqBackend {
 export function sharedSqs(logger?: Logger): SqsBackend {
   sqs ??= sqsBackend(sqsConfigFromEnv(loadEnv(), backendBase(logger)));
   return sqs;
+}
+
+let kick: OutboxKick | undefined;
+
+/**
+ * The relay kick of a producer (RELAY_FUNCTION_NAME set by the stack): an asynchronous invocation
+ * of the relay after a COMMIT that wrote outbox rows, at most one per RELAY_KICK_INTERVAL_MS from
+ * this container. Without the variable (local runs of the sources), no kick.
+ */
+export function sharedKick(from: string, logger?: Logger): OutboxKick {
+  const env = loadEnv();
+  if (!env.RELAY_FUNCTION_NAME) return noKick;
+  kick ??= new LambdaOutboxKick(
+    { client: new LambdaClient({ region: env.AWS_REGION }), logger },
+    { functionName: env.RELAY_FUNCTION_NAME, from, minIntervalMs: env.RELAY_KICK_INTERVAL_MS },
+  );
+  return kick;
 }

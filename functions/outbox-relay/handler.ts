@@ -1,8 +1,19 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context, ScheduledEvent } from 'aws-lambda';
+import type { OutboxTable } from '../../shared/config/constants.js';
 import type { Logger } from '../../shared/logger.js';
-import type { DrainResult, OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { isKickEvent, type KickEvent } from '../../shared/outbox/kick.js';
+import {
+  type DrainResult,
+  emptyDrainResult,
+  type OutboxRelay,
+} from '../../shared/outbox/OutboxRelay.js';
+import {
+  type RelayStateStore,
+  type SweepPolicy,
+  sweepDue,
+} from '../../shared/outbox/relayState.js';
 
 export interface OutboxRelayHandlerOptions {
   /** How long one invocation keeps draining (ms), at most the time left minus `safetyMarginMs`. */
@@ -12,62 +23,121 @@ export interface OutboxRelayHandlerOptions {
   /** Relay loops per outbox (each holds one database connection while it works). */
   concurrency?: number;
   safetyMarginMs?: number;
+  /**
+   * The deployed design (docs/outbox-relay.md): a kicked invocation drains until no row came for
+   * `lingerMs`; a scheduled one is a tick that reads the outboxes only when `sweep` says so. Unset:
+   * every invocation drains for its whole budget (the local `dev` schedule).
+   */
+  kicked?: { lingerMs: number; sweep: SweepPolicy; state: RelayStateStore };
 }
 
-export type RelaySummary = Record<string, DrainResult>;
+/** What one invocation did: per outbox its drain, or nothing when a tick left the database alone. */
+export type RelaySummary = Partial<Record<OutboxTable, DrainResult>> & {
+  /** `kick`, `sweep`, `tick` (heartbeat only) or `drain` (the whole budget). */
+  mode?: 'kick' | 'sweep' | 'tick' | 'drain';
+};
 
 /**
- * The relay for a 1-minute EventBridge schedule: instead of one round per minute (a minute of
- * lag), each invocation keeps draining every outbox for most of the minute with short idle waits,
- * so the lag from commit to publish stays well under a second. Overlapping invocations are safe:
- * rows are claimed with FOR UPDATE SKIP LOCKED.
+ * The outbox relay function. Deployed, it is invoked two ways: asynchronously right after a
+ * producer's COMMIT (a kick: drain while rows come, stop after a short linger), and by a 1-minute
+ * schedule whose tick publishes the heartbeat without touching the database unless rows were left
+ * or a quiet pipeline's periodic sweep is due (the guarantee for a lost kick). Overlapping
+ * invocations are safe: rows are claimed with FOR UPDATE SKIP LOCKED.
  */
 export function createOutboxRelayHandler(
   deps: {
     relays: OutboxRelay[];
     logger: Logger;
     prepare?: () => Promise<void>;
-    /** Called after each invocation's drain (e.g. CloudWatch metrics of the backlog). */
-    report?: (results: DrainResult[]) => Promise<void>;
+    /**
+     * Called after each invocation (CloudWatch metrics): `readOutboxes` says whether this one read
+     * the outboxes (then the backlog gauges may be queried). Returns the total backlog if known.
+     */
+    report?: (results: DrainResult[], readOutboxes: boolean) => Promise<unknown>;
   },
   options: OutboxRelayHandlerOptions,
 ) {
   let prepared: Promise<void> | undefined;
-  return middy<ScheduledEvent, RelaySummary>()
+  const log = deps.logger;
+  return middy<ScheduledEvent | KickEvent, RelaySummary>()
     .use(injectLambdaContext(deps.logger, { resetKeys: true }))
-    .handler(async (_event: ScheduledEvent, context: Context) => {
-      // e.g. declaring the topology: once per container, retried on the next invocation if it failed
-      prepared ??= (deps.prepare?.() ?? Promise.resolve()).catch((err) => {
-        prepared = undefined;
-        throw err;
-      });
-      await prepared;
-      const budgetMs = Math.max(
-        0,
-        Math.min(
-          options.drainBudgetMs,
-          context.getRemainingTimeInMillis() - (options.safetyMarginMs ?? 5_000),
-        ),
-      );
-      const results = await Promise.all(
-        deps.relays.map((relay) =>
-          relay.drain({
-            budgetMs,
-            idleWaitMs: options.idleWaitMs,
-            concurrency: options.concurrency ?? 1,
-          }),
-        ),
-      );
-      const summary: RelaySummary = {};
+    .handler(async (event: ScheduledEvent | KickEvent, context: Context) => {
+      const kicked = options.kicked;
+      let mode: NonNullable<RelaySummary['mode']> = 'drain';
+      if (kicked) {
+        if (isKickEvent(event)) mode = 'kick';
+        else {
+          const state = await kicked.state.get().catch((err: unknown) => {
+            log.warn('relay state unreadable: sweeping', { error: String(err) });
+            return undefined;
+          });
+          mode = sweepDue(state, Date.now(), kicked.sweep) ? 'sweep' : 'tick';
+        }
+      }
+      let results: DrainResult[] = deps.relays.map(() => emptyDrainResult());
+      if (mode !== 'tick') {
+        // e.g. declaring the topology: once per container, retried on the next invocation if it failed
+        prepared ??= (deps.prepare?.() ?? Promise.resolve()).catch((err) => {
+          prepared = undefined;
+          throw err;
+        });
+        await prepared.catch(async (err: unknown) => {
+          // the broker did not answer: rows may be left, so the next tick sweeps
+          if (kicked) {
+            const now = Date.now();
+            const previous = await kicked.state.get().catch(() => undefined);
+            await kicked.state
+              .put({
+                lastCheckAt: previous?.lastCheckAt ?? now,
+                lastActivityAt: previous?.lastActivityAt ?? now,
+                pending: true,
+              })
+              .catch(() => {});
+          }
+          throw err;
+        });
+        const budgetMs = Math.max(
+          0,
+          Math.min(
+            options.drainBudgetMs,
+            context.getRemainingTimeInMillis() - (options.safetyMarginMs ?? 5_000),
+          ),
+        );
+        results = await Promise.all(
+          deps.relays.map((relay) =>
+            relay.drain({
+              budgetMs,
+              idleWaitMs: options.idleWaitMs,
+              concurrency: options.concurrency ?? 1,
+              ...(kicked ? { lingerMs: kicked.lingerMs } : {}),
+            }),
+          ),
+        );
+      }
+      const summary: RelaySummary = { mode };
       deps.relays.forEach((relay, i) => {
         summary[relay.store.table] = results[i] as DrainResult;
       });
-      await deps
-        .report?.(results)
-        .catch((err) =>
-          deps.logger.warn('relay metrics not published', { error: (err as Error).message }),
-        );
-      deps.logger.info('relay invocation done', { budgetMs, summary });
+      const backlog = await deps
+        .report?.(results, mode !== 'tick')
+        .catch((err) => log.warn('relay metrics not published', { error: (err as Error).message }));
+      if (kicked && mode !== 'tick') {
+        const now = Date.now();
+        const previous = await kicked.state.get().catch(() => undefined);
+        const published = results.some((r) => r.published > 0);
+        await kicked.state
+          .put({
+            lastCheckAt: now,
+            lastActivityAt: mode === 'kick' || published ? now : (previous?.lastActivityAt ?? now),
+            // rows due later, or a run that could not tell (broker or database down)
+            pending:
+              typeof backlog !== 'number' ||
+              backlog > 0 ||
+              results.some((r) => r.roundErrors > 0 || r.brokerUnavailableRounds > 0),
+          })
+          .catch((err: unknown) => log.warn('relay state not stored', { error: String(err) }));
+      }
+      log.info('relay invocation done', { summary });
       return summary;
     });
 }

@@ -1,6 +1,13 @@
+import { SSMClient } from '@aws-sdk/client-ssm';
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
+import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
+import {
+  MemoryRelayStateStore,
+  type RelayStateStore,
+  SsmRelayStateStore,
+} from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/index.js';
 import type { Backend } from '../../shared/transport/types.js';
@@ -13,8 +20,15 @@ const logger = createLogger('outbox-relay');
 /** The deployed transport's backend (TRANSPORT=rabbitmq|sqs). */
 const backend: Backend = env.TRANSPORT === 'sqs' ? sharedSqs(logger) : sharedRabbit(logger);
 const relays = createRelays({ db: sharedDb(), backend, logger }, env);
+/** Where the relay keeps its state between invocations (the stack's SSM parameter). */
+const state: RelayStateStore = env.RELAY_STATE_PARAMETER
+  ? new SsmRelayStateStore(new SSMClient({ region: env.AWS_REGION }), env.RELAY_STATE_PARAMETER)
+  : new MemoryRelayStateStore();
 
-/** Lambda entry point (EventBridge schedule, rate 1 minute). */
+/**
+ * Lambda entry point: asynchronous kicks from the producers after their COMMIT, and the
+ * 1-minute EventBridge schedule's tick (heartbeat; a sweep of the outboxes when due).
+ */
 export const handler = createOutboxRelayHandler(
   {
     relays,
@@ -23,8 +37,16 @@ export const handler = createOutboxRelayHandler(
     ...(env.TRANSPORT === 'rabbitmq'
       ? { prepare: async () => void (await backend.prepare('publish')) }
       : {}),
-    report: async (results) => {
-      await publishOutboxMetrics(sharedDb(), relays, results);
+    report: async (results, readOutboxes) => {
+      // The heartbeat and the round errors of both outboxes go out even when the database is down;
+      // the backlog gauges only when this invocation read the outboxes (a tick leaves the database
+      // alone, so that Aurora can pause).
+      const backlog = await publishOutboxMetrics(
+        readOutboxes ? sharedDb() : undefined,
+        relays,
+        results,
+        logger,
+      );
       // On Amazon MQ the queue depths come from the backend's inspection (RabbitMQ 4 brokers vend
       // no per-queue CloudWatch metrics); a failure here must not fail the relay.
       if (env.TRANSPORT === 'rabbitmq' && env.BROKER_SECRET_ARN) {
@@ -35,11 +57,17 @@ export const handler = createOutboxRelayHandler(
             logger.warn('queue metrics unavailable', { error: String(err) }),
           );
       }
+      return backlog;
     },
   },
   {
     drainBudgetMs: env.RELAY_DRAIN_BUDGET_MS,
     idleWaitMs: env.RELAY_IDLE_WAIT_MS,
     concurrency: env.RELAY_CONCURRENCY,
+    kicked: {
+      lingerMs: env.RELAY_LINGER_MS,
+      sweep: { quietMs: env.RELAY_SWEEP_QUIET_MS, intervalMs: env.RELAY_SWEEP_INTERVAL_MS },
+      state,
+    },
   },
-);
+).use(transactionDeadline({ db: sharedDb(), logger }));

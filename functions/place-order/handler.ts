@@ -8,7 +8,13 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { HttpError } from '../../shared/http/errors.js';
+import { DatabaseResumingError, TransientDbError } from '../../shared/db/errors.js';
+import {
+  HttpError,
+  RESUMING_RETRY_AFTER_S,
+  serviceUnavailable,
+  TRANSIENT_RETRY_AFTER_S,
+} from '../../shared/http/errors.js';
 import type { Logger } from '../../shared/logger.js';
 import { correlationId } from '../../shared/middleware/correlationId.js';
 import { httpBodyLimit } from '../../shared/middleware/httpBodyLimit.js';
@@ -38,6 +44,18 @@ function toHttpError(err: unknown): unknown {
   }
   if (err instanceof OrderConflictError) {
     return new HttpError(409, 'Conflict', err.message, { field: err.field });
+  }
+  // Answered at once rather than retried here: a resume takes seconds, and the request's own
+  // budget (function and API Gateway timeouts) is better spent by the client's retry.
+  if (err instanceof DatabaseResumingError) {
+    return serviceUnavailable(
+      'the database is resuming; retry shortly',
+      RESUMING_RETRY_AFTER_S,
+      err,
+    );
+  }
+  if (err instanceof TransientDbError) {
+    return serviceUnavailable('the database is unavailable; retry', TRANSIENT_RETRY_AFTER_S, err);
   }
   return err;
 }

@@ -1,10 +1,29 @@
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createLogger } from '../../shared/logger.js';
+import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { sharedDb } from '../commons/clients.js';
+import { outboxKick } from '../../shared/outbox/kick.js';
+import { sharedDb, sharedKick } from '../commons/clients.js';
 import { createPlaceOrderHandler } from './handler.js';
 
-/** Lambda entry point: wires the container's clients into the handler. */
+const logger = createLogger('place-order');
+
+/**
+ * Lambda entry point: wires the container's clients into the handler; open transactions are
+ * rolled back before the function times out; a POST that succeeded (an order placed or
+ * cancelled: outbox rows committed) kicks the relay.
+ */
 export const handler = createPlaceOrderHandler({
   orders: new OrderService({ db: sharedDb() }),
-  logger: createLogger('place-order'),
-});
+  logger,
+})
+  .use(transactionDeadline({ db: sharedDb(), logger }))
+  .use(
+    outboxKick<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>({
+      kick: sharedKick('place-order', logger),
+      when: ({ event, response }) =>
+        event.requestContext.http.method === 'POST' &&
+        (response?.statusCode ?? 500) >= 200 &&
+        (response?.statusCode ?? 500) < 300,
+    }),
+  );

@@ -13,7 +13,8 @@ import {
  * consumer driver, which runs the use case and settles each message inside the invocation
  * (retries and parking by confirmed copies). Returning acknowledges the whole batch; the driver
  * throws `BatchNotSettledError` when it must hand the batch back (the use case could not decide,
- * the database is unreachable, or a copy could not be published). Messages committed before
+ * or a copy could not be published). An unreachable database is not such a case: its messages
+ * are retried along the ladder by confirmed copies and parked when the budget is spent. Messages committed before
  * the throw come back too, and the inbox absorbs them.
  */
 export function createReserveInventoryRabbitHandler(deps: {

@@ -2,7 +2,9 @@ import { loadBudget } from '../../shared/config/budget.js';
 import { Journal } from '../../shared/consumer/journal.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../../shared/logger.js';
-import { sharedDb, sharedRabbit } from '../commons/clients.js';
+import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
+import { outboxKick } from '../../shared/outbox/kick.js';
+import { sharedDb, sharedKick, sharedRabbit } from '../commons/clients.js';
 import { createReserveInventoryRabbitHandler } from './handler.js';
 
 const logger = createLogger('reserve-inventory-rabbitmq');
@@ -13,4 +15,7 @@ const useCase = new ReserveInventory({ db: sharedDb(), logger, journal }, { budg
 export const handler = createReserveInventoryRabbitHandler({
   driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), { journal }),
   logger,
-});
+})
+  .use(transactionDeadline({ db: sharedDb(), logger }))
+  // reservations write their results to inventory_outbox
+  .use(outboxKick({ kick: sharedKick('reserve-inventory-rabbitmq', logger) }));

@@ -2,7 +2,9 @@ import { loadBudget } from '../../shared/config/budget.js';
 import { Journal } from '../../shared/consumer/journal.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../../shared/logger.js';
-import { sharedDb, sharedSqs } from '../commons/clients.js';
+import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
+import { outboxKick } from '../../shared/outbox/kick.js';
+import { sharedDb, sharedKick, sharedSqs } from '../commons/clients.js';
 import { createReserveInventorySqsHandler } from './handler.js';
 
 const logger = createLogger('reserve-inventory-sqs');
@@ -12,4 +14,7 @@ const useCase = new ReserveInventory({ db: sharedDb(), logger, journal }, { budg
 const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m), { journal });
 
 /** Lambda entry point (SQS event source mapping with ReportBatchItemFailures). */
-export const handler = createReserveInventorySqsHandler({ ...consumer, logger });
+export const handler = createReserveInventorySqsHandler({ ...consumer, logger })
+  .use(transactionDeadline({ db: sharedDb(), logger }))
+  // reservations write their results to inventory_outbox
+  .use(outboxKick({ kick: sharedKick('reserve-inventory-sqs', logger) }));

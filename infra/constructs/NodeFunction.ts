@@ -1,18 +1,15 @@
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Architecture, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
-import { DEFAULT_MIGRATIONS_DIR } from '../../shared/config/env.js';
 import {
   type FunctionEnvironment,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { MIGRATIONS_SOURCE, ROOT } from '../paths.js';
 
 export interface NodeFunctionProps {
   /** Folder under `functions/` whose `index.ts` exports `handler`. */
@@ -69,6 +66,9 @@ export class NodeFunction extends NodejsFunction {
           ? functionEnvironment({ migrationsDir: BUNDLED_MIGRATIONS_DIR })
           : {}),
         ...props.environment,
+        // the function's real timeout: its transaction bounds are derived from it (never the
+        // runtime's 5 s default), and the SQS consumers' visibility rule is checked against it
+        ...functionEnvironment({ functionTimeoutMs: props.timeoutSeconds * 1000 }),
       }),
       bundling: {
         format: OutputFormat.ESM,
@@ -85,7 +85,7 @@ export class NodeFunction extends NodejsFunction {
                 beforeBundling: () => [],
                 beforeInstall: () => [],
                 afterBundling: (_input: string, output: string) => [
-                  `mkdir -p "${output}/migrations" && cp "${DEFAULT_MIGRATIONS_DIR}"/*.sql "${output}/migrations/"`,
+                  `mkdir -p "${output}/migrations" && cp "${MIGRATIONS_SOURCE}"/*.sql "${output}/migrations/"`,
                 ],
               },
             }

@@ -1,3 +1,4 @@
+import { RemovalPolicy } from 'aws-cdk-lib';
 import {
   HttpApi,
   HttpMethod,
@@ -26,7 +27,10 @@ export class OrdersHttpApi extends Construct {
       autoDeploy: true,
       accessLogSettings: {
         destination: new LogGroupLogDestination(
-          new LogGroup(this, 'AccessLogs', { retention: RetentionDays.ONE_MONTH }),
+          new LogGroup(this, 'AccessLogs', {
+            retention: RetentionDays.ONE_MONTH,
+            removalPolicy: RemovalPolicy.DESTROY,
+          }),
         ),
       },
     });

@@ -1,83 +1,184 @@
-import { Duration } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import {
   Alarm,
   ComparisonOperator,
   type IMetric,
+  MathExpression,
   Metric,
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
-import { Alias } from 'aws-cdk-lib/aws-kms';
+import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Key } from 'aws-cdk-lib/aws-kms';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
+import { addQueueBoundAlarms, type QueueBoundAlarmsProps } from './QueueBoundAlarms.js';
 
-const PARKED = 'A message arrived in the parking lot: read its diagnosis with `cli parked list`.';
+const PARKED = 'Messages are in the parking lot: read their diagnosis with `cli parked list`.';
+const NEW_PARKED =
+  'New messages arrived in the parking lot (its depth rose): read their diagnosis with `cli parked list`.';
+/**
+ * Appended to the alarms on the outbox gauges: only runs that read the outboxes publish them (a
+ * kicked run, a sweep; every minute while rows are left, hourly at rest), so missing data is not
+ * breaching there, and a stopped relay is the heartbeat's alarm.
+ */
+const FROM_RUNS =
+  ' (Reported by each relay run that reads the outboxes: every minute while rows are left, at least hourly at rest; a stopped relay raises RelayHeartbeat.)';
+/** Appended to the alarms on metrics only the relay publishes (missing data is breaching). */
+const OR_SILENT = ' (Or the relay stopped publishing: see the RelayHeartbeat alarm.)';
 
 export interface PipelineAlarmsProps {
   relay: IFunction;
   reserve: IFunction;
-  /** SQS pipeline: parking arrivals and the source's oldest message age. */
+  /** The order side's consumer of inventory's results: it throws when its database fails. */
+  orderResults?: IFunction;
+  /** The daily maintenance function: it fails (throws) so that this alarm fires. */
+  maintenance?: IFunction;
+  /** SQS pipeline: parking arrivals, the source's backlog and oldest message age. */
   queues?: { source: IQueue; parking: IQueue };
-  /** RabbitMQ pipeline: queue names whose depths the relay publishes (parking, backlog). */
-  brokerQueues?: { source: string; parking: string };
-  brokerBacklog?: number;
+  /**
+   * RabbitMQ pipeline: queue names whose depths the relay publishes (parking, backlog, and the
+   * results parking queue `orders.inventory-results` dead-letters into).
+   */
+  brokerQueues?: { source: string; parking: string; resultsParking?: string };
   /** Thresholds. */
+  consumerBacklog?: number;
   outboxBacklog?: number;
   oldestUnpublishedSeconds?: number;
   oldestMessageSeconds?: number;
+  /** Bounded queues and missing routes: see QueueBoundAlarms. */
+  bounds?: QueueBoundAlarmsProps;
+}
+
+/** How one alarm evaluates (defaults: one period, greater than the threshold, missing = OK). */
+export interface AlarmOptions {
+  comparison?: ComparisonOperator;
+  treatMissingData?: TreatMissingData;
+  evaluationPeriods?: number;
+  datapointsToAlarm?: number;
 }
 
 /**
- * The alarms an operator needs, on one SNS topic: a message arrived in parking, the oldest message
- * waits too long, the outbox backlog grows or gets old or has rows needing attention (metrics the
- * relay publishes), the relay or the consumer fails.
+ * The alarms an operator needs, on one SNS topic encrypted with a customer-managed key CloudWatch
+ * may use: the relay's heartbeat is missing, its rounds fail or it is throttled, messages are in
+ * (or newly arrived in) parking, the consumer's backlog or oldest message grows, an outbox's
+ * backlog grows or gets old or has rows needing attention, a function fails. Alarms on metrics
+ * only the relay publishes treat missing data as breaching: a stopped relay raises them instead
+ * of silencing them.
  */
 export class PipelineAlarms extends Construct {
   readonly topic: Topic;
+  readonly key: Key;
   readonly alarms: Alarm[] = [];
 
   constructor(scope: Construct, id: string, props: PipelineAlarmsProps) {
     super(scope, id);
-    this.topic = new Topic(this, 'Topic', {
-      enforceSSL: true,
-      masterKey: Alias.fromAliasName(this, 'SnsKey', 'alias/aws/sns'),
+    const stack = Stack.of(this);
+    // CloudWatch publishes to an encrypted topic only with kms:Decrypt and kms:GenerateDataKey* on
+    // its key: the AWS-managed alias/aws/sns key cannot grant that, a customer-managed one can.
+    // Both grants are scoped to this account's alarms (confused deputy).
+    const cloudwatch = new ServicePrincipal('cloudwatch.amazonaws.com');
+    const fromOurAlarms = {
+      StringEquals: { 'aws:SourceAccount': stack.account },
+      ArnLike: {
+        'aws:SourceArn': stack.formatArn({
+          service: 'cloudwatch',
+          resource: 'alarm',
+          resourceName: '*',
+          arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+        }),
+      },
+    };
+    this.key = new Key(this, 'TopicKey', {
+      description: 'Encrypts the alarm topic; CloudWatch alarms of this account may use it',
+      enableKeyRotation: true,
+      // `cdk destroy` schedules its deletion (no charge while pending: README, tear down)
+      removalPolicy: RemovalPolicy.DESTROY,
+      pendingWindow: Duration.days(7),
     });
+    this.key.addToResourcePolicy(
+      new PolicyStatement({
+        sid: 'CloudWatchAlarmsPublishToTheTopic',
+        principals: [cloudwatch],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+        conditions: fromOurAlarms,
+      }),
+    );
+    this.topic = new Topic(this, 'Topic', { enforceSSL: true, masterKey: this.key });
+    // The topic policy CDK writes (enforceSSL) replaces SNS's default one: allow our alarms.
+    this.topic.addToResourcePolicy(
+      new PolicyStatement({
+        sid: 'CloudWatchAlarmsPublish',
+        principals: [cloudwatch],
+        actions: ['sns:Publish'],
+        resources: [this.topic.topicArn],
+        conditions: fromOurAlarms,
+      }),
+    );
     const action = new SnsAction(this.topic);
-    const alarm = (name: string, metric: IMetric, threshold: number, description: string) => {
+    const alarm = (
+      name: string,
+      metric: IMetric,
+      threshold: number,
+      description: string,
+      options: AlarmOptions = {},
+    ): Alarm => {
       const a = new Alarm(this, name, {
         metric,
         threshold,
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
+        evaluationPeriods: options.evaluationPeriods ?? 1,
+        datapointsToAlarm: options.datapointsToAlarm,
+        comparisonOperator: options.comparison ?? ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: options.treatMissingData ?? TreatMissingData.NOT_BREACHING,
         alarmDescription: description,
       });
       a.addAlarmAction(action);
       this.alarms.push(a);
+      return a;
     };
-    const outbox = (metricName: string, statistic: string) =>
+    /** A metric the relay publishes each invocation: its absence means the relay is not running. */
+    const relayPublished: AlarmOptions = { treatMissingData: TreatMissingData.BREACHING };
+    const relayMetric = (
+      metricName: string,
+      dimensions: Record<string, string>,
+      statistic: string,
+      period = Duration.minutes(5),
+    ) =>
       new Metric({
         namespace: METRICS_NAMESPACE,
         metricName,
-        dimensionsMap: { service: 'outbox-relay', Outbox: 'outbox' },
+        dimensionsMap: { service: 'outbox-relay', ...dimensions },
         statistic,
-        period: Duration.minutes(5),
+        period,
       });
+    /**
+     * New arrivals in a parking lot: the depth rose between two consecutive minutes. Two periods
+     * give DIFF its preceding value inside the evaluation range; one rise is enough.
+     */
+    const newArrivals = (depth: IMetric) =>
+      new MathExpression({
+        expression: 'DIFF(depth)',
+        usingMetrics: { depth },
+        period: Duration.minutes(1),
+        label: 'parking depth increase',
+      });
+    const arrivals: AlarmOptions = { evaluationPeriods: 2, datapointsToAlarm: 1 };
 
     if (props.queues) {
-      alarm(
-        'ParkedMessages',
-        props.queues.parking.metricApproximateNumberOfMessagesVisible({
-          period: Duration.minutes(1),
-          statistic: 'Maximum',
-        }),
-        0,
-        PARKED,
-      );
+      const parkingDepth = props.queues.parking.metricApproximateNumberOfMessagesVisible({
+        period: Duration.minutes(1),
+        statistic: 'Maximum',
+      });
+      alarm('ParkedMessages', parkingDepth, 0, PARKED);
+      // NumberOfMessagesSent leaves out messages SQS moves there by the redrive policy: watch
+      // the depth's rise instead, which sees both the consumer's parking and the safety net.
+      alarm('NewParkedMessages', newArrivals(parkingDepth), 0, NEW_PARKED, arrivals);
       alarm(
         'OldestMessageAge',
         props.queues.source.metricApproximateAgeOfOldestMessage({
@@ -87,49 +188,102 @@ export class PipelineAlarms extends Construct {
         props.oldestMessageSeconds ?? 300,
         'The oldest message waiting for the consumer is too old.',
       );
+      // The age leaves out messages received three times or more (poison): the backlog does not.
+      alarm(
+        'ConsumerBacklog',
+        props.queues.source.metricApproximateNumberOfMessagesVisible({
+          period: Duration.minutes(5),
+          statistic: 'Minimum',
+        }),
+        props.consumerBacklog ?? 1_000,
+        'Messages pile up in the consumer queue (visible backlog, poison included).',
+      );
     }
     if (props.brokerQueues) {
       // Amazon MQ vends no per-queue CloudWatch metrics for RabbitMQ 4: the relay publishes the
       // depths it reads from the management API once a minute.
-      const depth = (metricName: string, queue: string) =>
-        new Metric({
-          namespace: METRICS_NAMESPACE,
-          metricName,
-          dimensionsMap: { service: 'outbox-relay', Queue: queue },
-          statistic: 'Maximum',
-          period: Duration.minutes(5),
-        });
-      alarm('ParkedMessages', depth(QUEUE_METRICS.depth, props.brokerQueues.parking), 0, PARKED);
+      const depth = (metricName: string, queue: string, period?: Duration) =>
+        relayMetric(metricName, { Queue: queue }, 'Maximum', period);
+      alarm(
+        'ParkedMessages',
+        depth(QUEUE_METRICS.depth, props.brokerQueues.parking),
+        0,
+        PARKED + OR_SILENT,
+        relayPublished,
+      );
+      alarm(
+        'NewParkedMessages',
+        newArrivals(depth(QUEUE_METRICS.depth, props.brokerQueues.parking, Duration.minutes(1))),
+        0,
+        NEW_PARKED,
+        arrivals,
+      );
       alarm(
         'ConsumerBacklog',
         depth(QUEUE_METRICS.ready, props.brokerQueues.source),
-        props.brokerBacklog ?? 1_000,
-        'Messages pile up in the consumer queue (RabbitMQ has no oldest-message age metric).',
+        props.consumerBacklog ?? 1_000,
+        `Messages pile up in the consumer queue (RabbitMQ has no oldest-message age metric).${OR_SILENT}`,
+        relayPublished,
+      );
+      if (props.brokerQueues.resultsParking) {
+        alarm(
+          'ResultsParkedMessages',
+          depth(QUEUE_METRICS.depth, props.brokerQueues.resultsParking),
+          0,
+          `Inventory results are in ${props.brokerQueues.resultsParking}: the order side gave them back past the delivery limit (its database down?). Their orders show a stale reservation status until they are moved back (docs/design.md, "Results parking").${OR_SILENT}`,
+          relayPublished,
+        );
+      }
+    }
+
+    for (const table of OUTBOX_TABLES) {
+      // `outbox` keeps the alarm ids it always had; `inventory_outbox` gets the same set
+      const prefix = table === 'outbox' ? '' : 'Inventory';
+      const outbox = (metricName: string, statistic: string) =>
+        relayMetric(metricName, { Outbox: table }, statistic);
+      alarm(
+        `${prefix}RelayHeartbeat`,
+        outbox(OUTBOX_METRICS.heartbeat, 'Sum'),
+        1,
+        `The relay has not reported on ${table} for 5 minutes: it is not running (schedule disabled, failing at start, throttled).`,
+        { ...relayPublished, comparison: ComparisonOperator.LESS_THAN_THRESHOLD },
+      );
+      alarm(
+        `${prefix}RelayRoundErrors`,
+        outbox(OUTBOX_METRICS.roundErrors, 'Sum'),
+        0,
+        `Relay rounds on ${table} fail (database trouble, a bug): the relay logs and retries them, so Lambda's Errors stays 0.`,
+      );
+      alarm(
+        `${prefix}OutboxBacklog`,
+        outbox(OUTBOX_METRICS.backlog, 'Minimum'),
+        props.outboxBacklog ?? 1_000,
+        `The ${table} backlog stays high.${FROM_RUNS}`,
+      );
+      alarm(
+        `${prefix}OutboxOldestUnpublished`,
+        outbox(OUTBOX_METRICS.oldestAge, 'Maximum'),
+        props.oldestUnpublishedSeconds ?? 120,
+        `An event in ${table} has waited too long to be published.${FROM_RUNS}`,
+      );
+      alarm(
+        `${prefix}OutboxNeedsAttention`,
+        outbox(OUTBOX_METRICS.needsAttention, 'Maximum'),
+        0,
+        `Rows in ${table} need attention: \`cli outbox status\`. At rest the hourly sweep reports them again (one notification an hour while they wait).${FROM_RUNS}`,
       );
     }
-    alarm(
-      'OutboxBacklog',
-      outbox(OUTBOX_METRICS.backlog, 'Minimum'),
-      props.outboxBacklog ?? 1_000,
-      'The outbox backlog stays high.',
-    );
-    alarm(
-      'OutboxOldestUnpublished',
-      outbox(OUTBOX_METRICS.oldestAge, 'Maximum'),
-      props.oldestUnpublishedSeconds ?? 120,
-      'An event has waited too long to be published.',
-    );
-    alarm(
-      'OutboxNeedsAttention',
-      outbox(OUTBOX_METRICS.needsAttention, 'Maximum'),
-      0,
-      'Outbox rows need attention: `cli outbox status`.',
-    );
     alarm(
       'RelayErrors',
       props.relay.metricErrors({ period: Duration.minutes(5) }),
       0,
-      'The outbox relay failed.',
+      'The outbox relay failed (a timeout or a start-up failure: round errors have their own alarm).',
+    );
+    alarm(
+      'RelayThrottles',
+      props.relay.metricThrottles({ period: Duration.minutes(5) }),
+      0,
+      'The outbox relay was throttled: scheduled invocations are being refused.',
     );
     alarm(
       'ReserveErrors',
@@ -137,5 +291,24 @@ export class PipelineAlarms extends Construct {
       0,
       'The inventory consumer failed.',
     );
+    if (props.orderResults) {
+      alarm(
+        'OrderResultsErrors',
+        props.orderResults.metricErrors({ period: Duration.minutes(5) }),
+        0,
+        'The order side’s results consumer failed (its database?): the batch went back to the queue and orders show a stale reservation status.',
+      );
+    }
+    if (props.maintenance) {
+      alarm(
+        'MaintenanceErrors',
+        props.maintenance.metricErrors({ period: Duration.minutes(5) }),
+        0,
+        'The daily maintenance failed (retention sweep or inbox check): read its log.',
+      );
+    }
+
+    // Bounded queues and missing routes.
+    if (props.bounds) this.alarms.push(...addQueueBoundAlarms(this, action, props.bounds));
   }
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CustomResource, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
+import { CfnOutput, CustomResource, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
 import {
   AuroraPostgresEngineVersion,
@@ -9,12 +9,19 @@ import {
   Credentials,
   DatabaseCluster,
   DatabaseClusterEngine,
+  DatabaseSecret,
 } from 'aws-cdk-lib/aws-rds';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { DEFAULT_MIGRATIONS_DIR } from '../../shared/config/env.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
+import { APP_LOGIN_USER } from '../../shared/db/appRole.js';
 import { deployProvider } from '../constructs/deployProvider.js';
+import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
+import { MIGRATIONS_SOURCE } from '../paths.js';
+
+/** The cluster's capacity range when not overridden (ACU; 0 lets it pause when idle). */
+export const DEFAULT_CAPACITY = { minAcu: 0, maxAcu: 4 } as const;
 
 export interface DataStackProps extends StackProps {
   /** Aurora Serverless v2 minimum capacity (ACU); 0 lets the cluster pause when idle. */
@@ -32,6 +39,11 @@ export interface DataStackProps extends StackProps {
 export class DataStack extends Stack {
   readonly cluster: DatabaseCluster;
   readonly databaseName: string;
+  /**
+   * The functions' database user (`pipeline_fn`, a member of the app role of migration 0005):
+   * every function but migrate reaches the Data API with this secret, never the master's.
+   */
+  readonly appSecret: ISecret;
 
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
@@ -41,14 +53,14 @@ export class DataStack extends Stack {
       natGateways: 0,
       subnetConfiguration: [{ name: 'db', subnetType: SubnetType.PRIVATE_ISOLATED }],
     });
-    vpc.addFlowLog('FlowLogs');
+    addFlowLogs(vpc);
     this.cluster = new DatabaseCluster(this, 'Db', {
       engine: DatabaseClusterEngine.auroraPostgres({
         version: AuroraPostgresEngineVersion.VER_16_6,
       }),
       writer: ClusterInstance.serverlessV2('writer'),
-      serverlessV2MinCapacity: props.minCapacity ?? 0,
-      serverlessV2MaxCapacity: props.maxCapacity ?? 4,
+      serverlessV2MinCapacity: props.minCapacity ?? DEFAULT_CAPACITY.minAcu,
+      serverlessV2MaxCapacity: props.maxCapacity ?? DEFAULT_CAPACITY.maxAcu,
       enableDataApi: true,
       credentials: Credentials.fromGeneratedSecret('app'),
       defaultDatabaseName: this.databaseName,
@@ -58,8 +70,17 @@ export class DataStack extends Stack {
       vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
     });
+    // The application user's credentials: generated here, attached to the cluster (host, port,
+    // engine added: the shape Secrets Manager's multi-user rotation expects), created in the
+    // database by the migrate function.
+    const appSecret = new DatabaseSecret(this, 'AppSecret', {
+      username: APP_LOGIN_USER,
+      dbname: this.databaseName,
+      ...(this.cluster.secret ? { masterSecret: this.cluster.secret } : {}),
+    });
+    this.appSecret = appSecret.attach(this.cluster);
     // Migrations on deploy: a custom resource whose version is the migrations' checksums, so a new
-    // migration re-runs it (applying only what is pending).
+    // migration re-runs it (applying only what is pending). It alone runs as the master user.
     const migrateFn = new NodeFunction(this, 'migrate', {
       name: 'migrate',
       timeoutSeconds: 300,
@@ -70,10 +91,12 @@ export class DataStack extends Stack {
           secretArn: this.cluster.secret?.secretArn ?? '',
           database: this.databaseName,
         },
+        appDbSecretArn: this.appSecret.secretArn,
       }),
     });
     this.cluster.grantDataApiAccess(migrateFn);
     this.cluster.secret?.grantRead(migrateFn);
+    this.appSecret.grantRead(migrateFn);
     const provider = deployProvider(this, 'MigrationsProvider', migrateFn);
     const migrations = new CustomResource(this, 'Migrations', {
       serviceToken: provider.serviceToken,
@@ -82,11 +105,16 @@ export class DataStack extends Stack {
     });
     migrations.node.addDependency(this.cluster);
 
-    Validations.of(this.cluster).acknowledge({
-      id: 'AwsSolutions::AwsSolutions-SMG4',
-      reason:
-        'Rotating the database secret needs a rotation function with a Secrets Manager endpoint in the isolated VPC; not set up yet (noted in the README).',
-    });
+    new CfnOutput(this, 'MigrateFunction', { value: migrateFn.functionName });
+    // No automatic rotation: a rotation function would need a Secrets Manager endpoint in the
+    // isolated VPC (the Data API needs none). The README's "Secret rotation" is the procedure.
+    for (const scope of [this.cluster, appSecret]) {
+      Validations.of(scope).acknowledge({
+        id: 'AwsSolutions::AwsSolutions-SMG4',
+        reason:
+          'Rotated by the manual procedure in the README, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
+      });
+    }
   }
 
   /** AZs pinned so `cdk synth` needs no credentials or lookups. */
@@ -100,10 +128,10 @@ export class DataStack extends Stack {
 /** A digest of every migration file the bundle ships: changes when one is added. */
 function migrationsVersion(): string {
   const hash = createHash('sha256');
-  for (const f of readdirSync(DEFAULT_MIGRATIONS_DIR)
+  for (const f of readdirSync(MIGRATIONS_SOURCE)
     .filter((x) => x.endsWith('.sql'))
     .sort()) {
-    hash.update(f).update(readFileSync(join(DEFAULT_MIGRATIONS_DIR, f)));
+    hash.update(f).update(readFileSync(join(MIGRATIONS_SOURCE, f)));
   }
   return hash.digest('hex').slice(0, 16);
 }

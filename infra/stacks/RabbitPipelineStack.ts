@@ -11,23 +11,31 @@ import {
 } from 'aws-cdk-lib';
 import { CfnBroker } from 'aws-cdk-lib/aws-amazonmq';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
-import { Port, SecurityGroup, SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
+import { Peer, Port, SecurityGroup, SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
+import { rabbitRetryDelays } from '../../shared/config/budget.js';
 import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
-import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import {
+  declaredTopology,
+  QUEUE_BOUNDS,
+  RABBITMQ_NAMES,
+  retryQueueName,
+} from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
 import { deployProvider } from '../constructs/deployProvider.js';
+import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
+import { relayTriggers } from '../constructs/RelayTriggers.js';
 import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
@@ -49,7 +57,10 @@ export interface RabbitPipelineStackProps extends StackProps {
  */
 export class RabbitPipelineStack extends Stack {
   readonly broker: CfnBroker;
+  /** The `pipeline` user's secret: the relay, reserve and the Amazon MQ event source use it. */
   readonly credentials: Secret;
+  /** The broker's administrator (created with the broker): read by broker-setup only. */
+  readonly adminCredentials: Secret;
   api: HttpApi | undefined;
   alarms: PipelineAlarms | undefined;
 
@@ -66,7 +77,7 @@ export class RabbitPipelineStack extends Stack {
         { name: 'app', subnetType: SubnetType.PRIVATE_WITH_EGRESS },
       ],
     });
-    vpc.addFlowLog('FlowLogs');
+    addFlowLogs(vpc);
     const functionsSg = new SecurityGroup(this, 'FunctionsSg', {
       vpc,
       description: 'Functions that speak AMQP to the broker',
@@ -78,27 +89,77 @@ export class RabbitPipelineStack extends Stack {
     });
     brokerSg.addIngressRule(functionsSg, Port.tcp(5671), 'AMQPS from the functions');
     brokerSg.addIngressRule(functionsSg, Port.tcp(443), 'Management API from the functions');
-    // The Amazon MQ event source polls from network interfaces it places in the broker's subnets
-    // with the broker's security group.
+    // The Amazon MQ event source polls from network interfaces Lambda places in the broker's
+    // subnets with the broker's security group (Lambda DG, "Process Amazon MQ messages with
+    // Lambda", network configuration): that group must let them reach the broker (AMQPS, to
+    // itself) and the Lambda and Secrets Manager endpoints (HTTPS, here through the NAT gateway).
     brokerSg.addIngressRule(brokerSg, Port.tcp(5671), 'AMQPS from the Amazon MQ event source');
-
-    this.credentials = new Secret(this, 'BrokerCredentials', {
+    brokerSg.addEgressRule(
+      brokerSg,
+      Port.tcp(5671),
+      'Amazon MQ event source to the broker (AMQPS)',
+    );
+    brokerSg.addEgressRule(
+      Peer.anyIpv4(),
+      Port.tcp(443),
+      'Amazon MQ event source to the Lambda, STS and Secrets Manager endpoints (via the NAT gateway)',
+    );
+    // Operators reach the private broker from inside the VPC with this group: a CloudShell VPC
+    // environment or an SSM-managed instance in the private subnets (README, redrive).
+    const operatorSg = new SecurityGroup(this, 'OperatorSg', {
+      vpc,
       description:
-        'Amazon MQ broker user: {"username","password"} (read by the functions and the event source)',
-      generateSecretString: {
-        secretStringTemplate: JSON.stringify({ username: 'pipeline' }),
-        generateStringKey: 'password',
-        // Amazon MQ refuses commas, colons and equals signs; URLs prefer no punctuation at all
-        excludePunctuation: true,
-        passwordLength: 32,
-      },
+        'Operators (CloudShell VPC environment, SSM-managed instance) reaching the broker',
     });
-    Validations.of(this.credentials).acknowledge({
-      id: 'AwsSolutions::AwsSolutions-SMG4',
-      reason:
-        'Amazon MQ has no managed rotation for broker users: rotating means updating the broker user, then the secret (a documented manual step).',
+    brokerSg.addIngressRule(
+      operatorSg,
+      Port.tcp(5671),
+      'AMQPS from operators (cli parked redrive)',
+    );
+    brokerSg.addIngressRule(operatorSg, Port.tcp(443), 'Management API from operators');
+    new CfnOutput(this, 'OperatorSecurityGroup', {
+      description: 'Security group the broker admits: attach it to a CloudShell VPC environment',
+      value: operatorSg.securityGroupId,
+      exportName: `${this.stackName}-OperatorSecurityGroup`,
     });
+
+    // Two broker users: Amazon MQ creates exactly one, an administrator, with the broker; the
+    // broker-setup function (as that administrator) creates the pipeline user through the
+    // management API, with permissions on the pipeline's exchanges and queues only.
+    const brokerSecret = (id: string, username: string, description: string) => {
+      const secret = new Secret(this, id, {
+        description,
+        generateSecretString: {
+          secretStringTemplate: JSON.stringify({ username }),
+          generateStringKey: 'password',
+          // Amazon MQ refuses commas, colons and equals signs; URLs prefer no punctuation at all
+          excludePunctuation: true,
+          passwordLength: 32,
+        },
+      });
+      Validations.of(secret).acknowledge({
+        id: 'AwsSolutions::AwsSolutions-SMG4',
+        reason:
+          'Amazon MQ has no managed rotation for broker users: rotation is the manual procedure in the README, "Secret rotation".',
+      });
+      return secret;
+    };
+    this.credentials = brokerSecret(
+      'BrokerCredentials',
+      'pipeline',
+      'Amazon MQ pipeline user: {"username","password"} (read by the relay, reserve and the event source)',
+    );
+    this.adminCredentials = brokerSecret(
+      'BrokerAdminCredentials',
+      'admin',
+      'Amazon MQ administrator: {"username","password"} (read by broker-setup only)',
+    );
     const privateSubnets = vpc.selectSubnets({ subnetType: SubnetType.PRIVATE_WITH_EGRESS });
+    new CfnOutput(this, 'OperatorSubnets', {
+      description: 'Private subnets (with NAT) for the operator environment',
+      value: Fn.join(',', privateSubnets.subnetIds),
+      exportName: `${this.stackName}-OperatorSubnets`,
+    });
     this.broker = new CfnBroker(this, 'Broker', {
       brokerName: `${this.stackName}-broker`,
       engineType: 'RABBITMQ',
@@ -114,8 +175,8 @@ export class RabbitPipelineStack extends Stack {
       securityGroups: [brokerSg.securityGroupId],
       users: [
         {
-          username: this.credentials.secretValueFromJson('username').unsafeUnwrap(),
-          password: this.credentials.secretValueFromJson('password').unsafeUnwrap(),
+          username: this.adminCredentials.secretValueFromJson('username').unsafeUnwrap(),
+          password: this.adminCredentials.secretValueFromJson('password').unsafeUnwrap(),
         },
       ],
       logs: { general: true },
@@ -131,36 +192,45 @@ export class RabbitPipelineStack extends Stack {
       budget: config.budget,
       retention: config.retention,
     };
-    const brokerAccess: FunctionSettings = {
+    const brokerAccess = (secret: Secret): FunctionSettings => ({
       broker: {
         // the secret's ARN, never its value: the functions read it at cold start
-        secretArn: this.credentials.secretArn,
+        secretArn: secret.secretArn,
         amqpEndpoint: Fn.select(0, this.broker.attrAmqpEndpoints),
         managementEndpoint: Fn.select(0, this.broker.attrConsoleUrLs),
         vhost: config.rabbitmq.vhost,
       },
-    };
+    });
     const fn = (
       name: string,
       timeoutSeconds: number,
-      options: { broker?: boolean; extra?: FunctionSettings } = {},
+      options: { broker?: boolean; asAdmin?: boolean; extra?: FunctionSettings } = {},
     ) => {
+      const secret = options.asAdmin ? this.adminCredentials : this.credentials;
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
         environment: {
           ...functionEnvironment(common),
-          ...(options.broker ? functionEnvironment(brokerAccess) : {}),
+          ...(options.broker ? functionEnvironment(brokerAccess(secret)) : {}),
           ...functionEnvironment(options.extra ?? {}),
         },
         ...(options.broker ? { network } : {}),
       });
       database.grant(f);
-      if (options.broker) this.credentials.grantRead(f);
+      if (options.broker) secret.grantRead(f);
       return f;
     };
 
-    const topology = this.topologyOnDeploy(fn('broker-setup', 120, { broker: true }), config);
+    // broker-setup runs as the administrator and creates the pipeline user from its secret
+    const setup = fn('broker-setup', 120, {
+      broker: true,
+      asAdmin: true,
+      extra: { brokerPipelineSecretArn: this.credentials.secretArn },
+    });
+    this.credentials.grantRead(setup);
+    new CfnOutput(this, 'BrokerSetupFunction', { value: setup.functionName });
+    const topology = this.topologyOnDeploy(setup, config);
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
     if (props.httpApi !== false) {
@@ -173,67 +243,114 @@ export class RabbitPipelineStack extends Stack {
       extra: { relay: config.relay },
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
-    new Rule(this, 'RelaySchedule', {
-      schedule: Schedule.rate(Duration.minutes(1)),
-      targets: [new LambdaFunction(relay)],
-    });
+
+    // An Amazon MQ event source reads the broker with the function's role: describe the broker,
+    // read its secret (granted by `fn`), and manage its network interfaces in the broker's subnets.
+    const amazonMqTrigger = (id: string, target: NodeFunction, queue: string) => {
+      target.addToRolePolicy(
+        new PolicyStatement({ actions: ['mq:DescribeBroker'], resources: [this.broker.attrArn] }),
+      );
+      target.addToRolePolicy(
+        new PolicyStatement({
+          actions: [
+            'ec2:CreateNetworkInterface',
+            'ec2:DeleteNetworkInterface',
+            'ec2:DescribeNetworkInterfaces',
+            'ec2:DescribeSecurityGroups',
+            'ec2:DescribeSubnets',
+            'ec2:DescribeVpcs',
+          ],
+          resources: ['*'],
+        }),
+      );
+      Validations.of(target).acknowledge({
+        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'The Amazon MQ event source needs EC2 network-interface and Describe* actions, which support no resource-level scoping.',
+      });
+      const mapping = new CfnEventSourceMapping(this, id, {
+        functionName: target.functionName,
+        eventSourceArn: this.broker.attrArn,
+        queues: [queue],
+        batchSize: config.rabbitmq.batchSize,
+        // whole seconds only: Lambda's default (500 ms) is had by leaving it unset
+        maximumBatchingWindowInSeconds: config.rabbitmq.maxBatchingWindowSeconds,
+        sourceAccessConfigurations: [
+          { type: 'BASIC_AUTH', uri: this.credentials.secretArn },
+          { type: 'VIRTUAL_HOST', uri: config.rabbitmq.vhost },
+        ],
+      });
+      // the queue exists (and has its policies) before the event source starts reading it
+      mapping.node.addDependency(topology);
+      mapping.node.addDependency(target);
+    };
 
     const reserve = fn('reserve-inventory-rabbitmq', config.timeoutsSeconds.reserve, {
       broker: true,
     });
-    // The event source reads the broker with the function's role: describe the broker, read its
-    // secret (granted above), and manage its network interfaces in the broker's subnets.
-    reserve.addToRolePolicy(
-      new PolicyStatement({ actions: ['mq:DescribeBroker'], resources: [this.broker.attrArn] }),
-    );
-    reserve.addToRolePolicy(
-      new PolicyStatement({
-        actions: [
-          'ec2:CreateNetworkInterface',
-          'ec2:DeleteNetworkInterface',
-          'ec2:DescribeNetworkInterfaces',
-          'ec2:DescribeSecurityGroups',
-          'ec2:DescribeSubnets',
-          'ec2:DescribeVpcs',
-        ],
-        resources: ['*'],
-      }),
-    );
-    Validations.of(reserve).acknowledge({
-      id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-      reason:
-        'The Amazon MQ event source needs EC2 network-interface and Describe* actions, which support no resource-level scoping.',
-    });
-    const mapping = new CfnEventSourceMapping(this, 'ReserveTrigger', {
-      functionName: reserve.functionName,
-      eventSourceArn: this.broker.attrArn,
-      queues: [config.rabbitmq.queue],
-      batchSize: config.rabbitmq.batchSize,
-      // whole seconds only: Lambda's default (500 ms) is had by leaving it unset
-      maximumBatchingWindowInSeconds: config.rabbitmq.maxBatchingWindowSeconds,
-      sourceAccessConfigurations: [
-        { type: 'BASIC_AUTH', uri: this.credentials.secretArn },
-        { type: 'VIRTUAL_HOST', uri: config.rabbitmq.vhost },
-      ],
-    });
-    // the queue exists (and has its policies) before the event source starts reading it
-    mapping.node.addDependency(topology);
-    mapping.node.addDependency(reserve);
+    amazonMqTrigger('ReserveTrigger', reserve, config.rabbitmq.queue);
+    // kicked by the producers after COMMIT, ticked once a minute
+    relayTriggers(this, { relay, producers: [placeOrder, reserve], config: config.relay });
 
-    if (props.alarms !== false) {
-      this.alarms = new PipelineAlarms(this, 'Alarms', {
-        relay,
-        reserve,
-        brokerQueues: { source: config.rabbitmq.queue, parking: config.rabbitmq.parkingQueue },
-      });
-      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
-    }
+    // The order side's consumer of inventory's results (reserved, rejected, released): records
+    // each order's reservation status from the events, so `orders.inventory-results` is read, not
+    // growing.
+    const orderResults = fn('order-results-rabbitmq', config.timeoutsSeconds.reserve, {
+      broker: true,
+    });
+    amazonMqTrigger('OrderResultsTrigger', orderResults, RABBITMQ_NAMES.inventoryResultsQueue);
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
     });
+
+    if (props.alarms !== false) {
+      this.alarms = new PipelineAlarms(this, 'Alarms', {
+        relay,
+        reserve,
+        orderResults,
+        maintenance,
+        brokerQueues: {
+          source: config.rabbitmq.queue,
+          parking: config.rabbitmq.parkingQueue,
+          resultsParking: RABBITMQ_NAMES.resultsParkingQueue,
+        },
+        bounds: {
+          brokerBounded: [
+            {
+              queue: RABBITMQ_NAMES.auditQueue,
+              maxLength: QUEUE_BOUNDS.audit.maxLength,
+              atBound: 'its oldest events are dropped (drop-head)',
+            },
+            {
+              queue: RABBITMQ_NAMES.inventoryResultsQueue,
+              maxLength: QUEUE_BOUNDS.inventoryResults.maxLength,
+              atBound: 'publishes are refused and results wait in inventory_outbox',
+            },
+            {
+              queue: config.rabbitmq.parkingQueue,
+              maxLength: QUEUE_BOUNDS.parking.maxLength,
+              atBound: 'parks are refused and messages are held in inventory.orders',
+            },
+            {
+              queue: RABBITMQ_NAMES.resultsParkingQueue,
+              maxLength: QUEUE_BOUNDS.resultsParking.maxLength,
+              atBound: 'dead letters are refused and results are held in orders.inventory-results',
+            },
+            ...rabbitRetryDelays(config.budget).map((delay) => ({
+              queue: retryQueueName(delay),
+              maxLength: QUEUE_BOUNDS.retry.maxLength,
+              atBound:
+                'retry copies are refused and their messages given back (is the requeue route to inventory.orders there?)',
+            })),
+          ],
+          brokerRoutes: [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.inventoryResultsQueue],
+        },
+      });
+      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
+    }
   }
 
   /**

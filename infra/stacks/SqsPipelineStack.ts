@@ -2,10 +2,11 @@ import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
-import type { IGrantable } from 'aws-cdk-lib/aws-iam';
+import { type IGrantable, PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
-import { type CfnQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import { type CfnQueue, type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import {
   type FunctionSettings,
@@ -15,6 +16,7 @@ import type { PipelineConfig } from '../config.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
+import { relayTriggers } from '../constructs/RelayTriggers.js';
 
 /** How the functions reach the database: a cluster's Data API (or, for emulators, plain ARNs). */
 export interface DatabaseAccess {
@@ -33,14 +35,35 @@ export function dataApiSettings(access: DatabaseAccess): FunctionSettings['dataA
   };
 }
 
-export function dataApiAccess(cluster: DatabaseCluster, databaseName: string): DatabaseAccess {
+/**
+ * The functions reach the cluster's Data API as the application user (`secret`: the data
+ * stack's `appSecret`, a member of the app role with row access only), never as the master user,
+ * whose secret only the migrate function reads.
+ */
+export function dataApiAccess(
+  cluster: DatabaseCluster,
+  databaseName: string,
+  secret: ISecret,
+): DatabaseAccess {
   return {
     clusterArn: cluster.clusterArn,
-    secretArn: cluster.secret?.secretArn ?? '',
+    secretArn: secret.secretArn,
     databaseName,
     grant: (fn) => {
-      cluster.grantDataApiAccess(fn);
-      cluster.secret?.grantRead(fn);
+      // rds-data:* on this cluster and read of `secret` (grantDataApiAccess would add the master's)
+      fn.grantPrincipal.addToPrincipalPolicy(
+        new PolicyStatement({
+          actions: [
+            'rds-data:BatchExecuteStatement',
+            'rds-data:BeginTransaction',
+            'rds-data:CommitTransaction',
+            'rds-data:ExecuteStatement',
+            'rds-data:RollbackTransaction',
+          ],
+          resources: [cluster.clusterArn],
+        }),
+      );
+      secret.grantRead(fn);
     },
   };
 }
@@ -97,8 +120,13 @@ export class SqsPipelineStack extends Stack {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
     });
+    // Bounded by its retention like the source (SQS deletes older messages unread; its parking
+    // keeps them longer, as a dead-letter queue's retention must be): alarmed at half of it.
     const results = new Queue(this, 'Results', {
       queueName: config.names.inventoryResultsQueue,
+      retentionPeriod: Duration.seconds(config.sqs.sourceRetentionSeconds),
+      // read by the order-results function: at least 6 × its timeout, as for the source queue
+      visibilityTimeout: Duration.seconds(config.sqs.visibilityTimeoutSeconds),
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       deadLetterQueue: { queue: resultsParking, maxReceiveCount: config.sqs.maxReceiveCount },
@@ -136,19 +164,19 @@ export class SqsPipelineStack extends Stack {
     this.source.grantSendMessages(relay);
     results.grantSendMessages(relay);
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
-    new Rule(this, 'RelaySchedule', {
-      schedule: Schedule.rate(Duration.minutes(1)),
-      targets: [new LambdaFunction(relay)],
-    });
 
     const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, {
-      sqs: { retryMode: 'visibility' },
+      sqs: {
+        retryMode: config.sqs.retryMode,
+        visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds,
+      },
     });
     this.source.grantConsumeMessages(reserve);
     this.source.grantSendMessages(reserve); // resend mode sends delayed copies
     this.parking.grantSendMessages(reserve);
-    reserve.addEventSource(
-      new SqsEventSource(this.source, {
+    // Both consumers' SQS event sources: the trigger settings, partial batch responses.
+    const trigger = (queue: IQueue) =>
+      new SqsEventSource(queue, {
         batchSize: config.sqs.batchSize,
         maxBatchingWindow:
           config.sqs.maxBatchingWindowSeconds > 0
@@ -156,22 +184,52 @@ export class SqsPipelineStack extends Stack {
             : undefined,
         maxConcurrency: config.sqs.maxConcurrency,
         reportBatchItemFailures: true,
-      }),
-    );
-
-    if (props.alarms !== false) {
-      this.alarms = new PipelineAlarms(this, 'Alarms', {
-        relay,
-        reserve,
-        queues: { source: this.source, parking: this.parking },
       });
-      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
-    }
+    reserve.addEventSource(trigger(this.source));
+    // kicked by the producers after COMMIT, ticked once a minute
+    relayTriggers(this, { relay, producers: [placeOrder, reserve], config: config.relay });
+
+    // The order side's consumer of inventory's results (reserved, rejected, released): records
+    // each order's reservation status from the events, so the results queue is read, not growing.
+    // Its records are acknowledged or given back (partial batch response); a result given back
+    // maxReceiveCount times moves to the results parking queue.
+    const orderResults = fn('order-results-sqs', config.timeoutsSeconds.reserve, {
+      sqs: { visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds },
+    });
+    results.grantConsumeMessages(orderResults);
+    orderResults.addEventSource(trigger(results));
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
     });
+
+    if (props.alarms !== false) {
+      this.alarms = new PipelineAlarms(this, 'Alarms', {
+        relay,
+        reserve,
+        orderResults,
+        maintenance,
+        queues: { source: this.source, parking: this.parking },
+        bounds: {
+          sqsBounded: [
+            {
+              id: 'Results',
+              queue: results,
+              retentionSeconds: config.sqs.sourceRetentionSeconds,
+              maxVisible: 1_000,
+            },
+            {
+              id: 'ResultsParking',
+              queue: resultsParking,
+              retentionSeconds: Math.floor(config.retention.parkingMs / 1000),
+              maxVisible: 1,
+            },
+          ],
+        },
+      });
+      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
+    }
   }
 }

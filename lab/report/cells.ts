@@ -7,6 +7,23 @@ export const CELL_LEGEND =
 
 export const label = (id: ConfigurationId) => CONFIGURATIONS[id].label;
 
+/** The broker a configuration ran on, with its version (`RabbitMQ 4.0.5`, `fauxqs 2.4.1`). */
+export function brokerOf(
+  id: ConfigurationId,
+  versions: Record<string, string>,
+): string | undefined {
+  if (CONFIGURATIONS[id].transport === 'rabbitmq') {
+    return versions.rabbitmq ? `RabbitMQ ${versions.rabbitmq}` : undefined;
+  }
+  return versions.fauxqs ? `fauxqs ${versions.fauxqs}` : undefined;
+}
+
+/** A report column's heading: the configuration and the broker it ran on. */
+export function columnLabel(id: ConfigurationId, versions: Record<string, string>): string {
+  const broker = brokerOf(id, versions);
+  return broker ? `${label(id)} (${broker})` : label(id);
+}
+
 export function seconds(ms: number | null): string {
   if (ms === null) return '—';
   return ms >= 10_000 ? `${(ms / 1000).toFixed(0)} s` : `${(ms / 1000).toFixed(1)} s`;

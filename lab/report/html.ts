@@ -9,6 +9,7 @@ import type {
 import {
   CELL_LEGEND,
   cell,
+  columnLabel,
   failedChecks,
   label,
   parkedText,
@@ -311,7 +312,7 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
       .map(([k, v]) => `${k} ${v}`)
       .join(', '),
   )}.<br><b>${report.allHeld ? 'Every invariant held.' : 'Some invariants FAILED.'}</b></p>
-<table class="summary"><tr><th>scenario</th>${configs.map((c) => `<th>${esc(label(c))}</th>`).join('')}</tr>${summary}</table>
+<table class="summary"><tr><th>scenario</th>${configs.map((c) => `<th>${esc(columnLabel(c, report.versions))}</th>`).join('')}</tr>${summary}</table>
 <p class="meta">${esc(CELL_LEGEND)}; n/a = not applicable (the scenario says why).</p>
 <h2>How to read the timelines</h2>
 <p>One lane per configuration, time from the scenario's start. With up to six messages each message has its own row (its id on the left); dashed arcs join a retry to the delivery it produced, labelled with the delay it actually took. Hover a mark for its journal line.</p>

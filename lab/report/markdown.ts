@@ -2,6 +2,7 @@ import type { LabReport } from '../types.js';
 import {
   CELL_LEGEND,
   cell,
+  columnLabel,
   failedChecks,
   label,
   parkedText,
@@ -24,7 +25,7 @@ export function renderMarkdown(report: LabReport): string {
       .join(', ')}.`,
     `Verdict: ${report.allHeld ? 'every invariant held' : '**some invariants failed**'}.`,
     '',
-    `| scenario | ${configs.map(label).join(' | ')} |`,
+    `| scenario | ${configs.map((c) => columnLabel(c, report.versions)).join(' | ')} |`,
     `|---|${configs.map(() => '---').join('|')}|`,
     ...report.scenarios.map(
       (s) => `| [${s.id}](#${s.id}) | ${s.results.map((r) => esc(cell(r))).join(' | ')} |`,

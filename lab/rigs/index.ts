@@ -1,4 +1,6 @@
+import { journalEntryOf, LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { createScratch } from '../../devkit/scratch.js';
+import { pipelineOverrides } from '../bundles.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import { RabbitRig } from './rabbitmq.js';
@@ -35,10 +37,50 @@ export async function createRig(
     throw err;
   }
   try {
+    if (settings.code === 'bundles') await deployBundles(rig, configuration, settings, services);
     await rig.faults.run(() => rig.prepare());
+    rig.startRelaySchedule();
     return rig;
   } catch (err) {
     await rig.close();
     throw err;
   }
+}
+
+/**
+ * The run's deployed bundles (`--bundles`): the stacks synthesized with the run's settings and
+ * budget, stood up on the run's database, vhost or queue prefix, and deployed (migrations and
+ * broker topology by their custom resources, creating the app's database login and the broker's
+ * pipeline user), before the rig prepares its own view (which then applies the lab's delivery
+ * limit); their journal lines feed the run's journal.
+ */
+async function deployBundles(
+  rig: Rig,
+  configuration: Configuration,
+  settings: LabSettings,
+  services: LabServices,
+): Promise<void> {
+  if (!services.assemblies) throw new Error('--bundles: no synthesized assemblies');
+  const assembly = await services.assemblies.get(
+    configuration.transport,
+    pipelineOverrides(settings, configuration, rig.budget),
+  );
+  const pipeline = await LocalPipeline.start(assembly, {
+    name: rig.scratch.name,
+    services: {
+      databaseUrl: rig.scratch.database.url,
+      amqpUrl: services.amqpUrl,
+      managementUrl: services.managementUrl,
+      sqsEndpoint: services.sqsEndpoint,
+      secretsEndpoint: services.secretsEndpoint,
+    },
+    sqsQueuePrefix: rig.scratch.sqsPrefix,
+    ...(rig.scratch.vhost ? { vhost: rig.scratch.vhost.vhost } : {}),
+    onLog: (_fn, line) => {
+      const entry = journalEntryOf(line);
+      if (entry) rig.journal.record(entry);
+    },
+  });
+  rig.useBundles(pipeline);
+  await pipeline.deploy();
 }

@@ -2,6 +2,13 @@ import { type ConsumerSettings, startConsumer } from '../../devkit/consumers.js'
 import { ReservationFailures } from '../../devkit/dbControls.js';
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
 import { type JournalLine, JournalRecorder } from '../../devkit/journalRecorder.js';
+import {
+  type RunningEventSource,
+  startAmazonMqEventSource,
+  startSchedule,
+  startSqsEventSource,
+} from '../../devkit/lambda/eventSources.js';
+import type { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
 import { proxiedDatabase, type ScratchEnvironment } from '../../devkit/scratch.js';
 import type { TcpProxy } from '../../devkit/tcpProxy.js';
@@ -72,6 +79,11 @@ export abstract class Rig {
   abstract readonly backend: Backend;
   protected readonly closers: (() => Promise<unknown>)[] = [];
   private apiUrl: string | undefined;
+  /**
+   * The deployed bundles this run's consumer and relay run from (`--bundles`), with the relay's
+   * schedule once started; undefined when they run from the sources.
+   */
+  private bundles: { pipeline: LocalPipeline; relay?: RunningEventSource } | undefined;
 
   protected constructor(
     readonly configuration: Configuration,
@@ -97,6 +109,29 @@ export abstract class Rig {
   /** Creates the transport's resources (called once, inside the rig's fault scope). */
   async prepare(): Promise<void> {
     await this.backend.prepare();
+  }
+
+  /**
+   * Runs the consumer and the relay from these deployed bundles (deployed already: migrations and
+   * broker topology applied, the local identities created); closed with the rig.
+   */
+  useBundles(pipeline: LocalPipeline): void {
+    const bundles: { pipeline: LocalPipeline; relay?: RunningEventSource } = { pipeline };
+    this.bundles = bundles;
+    this.closers.push(async () => {
+      // the functions first: a relay invocation in flight (it drains for 50 s) ends at once
+      await pipeline.close();
+      await bundles.relay?.stop();
+    });
+  }
+
+  /** The relay bundle on its schedule rule (from the template), when running from the bundles. */
+  startRelaySchedule(): void {
+    if (!this.bundles || this.bundles.relay) return;
+    const relay = startSchedule(this.bundles.pipeline.deployment, 'outbox-relay', {
+      logger: log(),
+    });
+    this.bundles.relay = relay;
   }
 
   get db(): PgDatabase {
@@ -162,9 +197,18 @@ export abstract class Rig {
     return setStock(this.db, sku, available);
   }
 
-  /** The orders HTTP API (place-order handler behind the local API Gateway emulation). */
+  /**
+   * The orders HTTP API (place-order handler behind the local API Gateway emulation; from the
+   * bundles, the place-order bundle behind the template's routes).
+   */
   private async api(): Promise<string> {
     if (this.apiUrl) return this.apiUrl;
+    if (this.bundles) {
+      // as deployed: the place-order bundle behind its routes, kicking the relay after COMMIT
+      const deployed = await this.bundles.pipeline.deployment.startHttpApi();
+      this.apiUrl = deployed.url;
+      return deployed.url;
+    }
     const api = await startHttpApi(
       createPlaceOrderHandler({ orders: new OrderService({ db: this.db }), logger: log() }),
       { port: 0 },
@@ -228,6 +272,11 @@ export abstract class Rig {
 
   /** Runs the relay until the outbox is empty. */
   async drainOutbox(publisher?: Publisher): Promise<void> {
+    if (this.bundles) {
+      // the deployed relay drains on its schedule: wait for it
+      await this.waitFor(async () => (await this.unpublished()) === 0, 'outbox drained');
+      return;
+    }
     const relay = this.relay(publisher);
     const abort = new AbortController();
     const draining = relay.drain({
@@ -279,6 +328,27 @@ export abstract class Rig {
    * on the timeline).
    */
   async startConsumer(options: ConsumerOptions = {}): Promise<void> {
+    if (this.bundles && this.configuration.consumer !== 'worker') {
+      // the reserve bundle behind its event source mapping, all settings from the template
+      const { invocationFailed } = this.consumerSettings();
+      const d = this.bundles.pipeline.deployment;
+      const onInvocationError = (err: Error) =>
+        this.mark(`${invocationFailed}: ${err.message}`, 'failed-invocation');
+      const source =
+        this.configuration.transport === 'sqs'
+          ? await startSqsEventSource(d, 'reserve-inventory-sqs', {
+              logger: log(),
+              onInvocationError,
+            })
+          : await startAmazonMqEventSource(d, 'reserve-inventory-rabbitmq', {
+              amqpUrl: this.services.amqpUrl,
+              vhost: this.scratch.vhost?.vhost as string,
+              logger: log(),
+              onInvocationError,
+            });
+      this.closers.push(() => source.stop());
+      return;
+    }
     const useCase = this.useCase(options.db);
     const { invocationFailed, ...specific } = this.consumerSettings();
     const consumer = await startConsumer(this.backend, (m) => useCase.process(m), {

@@ -33,7 +33,7 @@ export const TEST_RETRY_BUDGET: RetryBudget = {
  * Checks a budget given in code, with the retention it runs under, against the configuration
  * schema: the same limits and rules as when read from the environment (so the `ConfigError`
  * names the variables: `RETRY_LADDER_MS.1: the ladder must not decrease`, `INBOX_RETENTION_MS: …
- * must exceed PARKING_RETENTION_MS + RETRY_MAX_AGE_MS + REDRIVE_WINDOW_MS …`).
+ * must exceed RETRY_MAX_AGE_MS + REDRIVE_LIMIT × (PARKING_RETENTION_MS + …`).
  */
 export function validateBudget(
   budget: RetryBudget,

@@ -6,6 +6,10 @@ export const EVENT_TYPES = {
   orderCreated: 'order.created',
   orderCancelled: 'order.cancelled',
   reservationRejected: 'inventory.reservation_rejected',
+  /** Stock was reserved for an order (inventory's answer to `order.created`). */
+  reserved: 'inventory.reserved',
+  /** A cancelled order's reserved stock was released. */
+  released: 'inventory.released',
 } as const;
 
 export const AGGREGATE_TYPES = { order: 'order' } as const;

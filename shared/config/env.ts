@@ -1,9 +1,10 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import type { TransactionTimeouts } from '../db/transactionBounds.js';
 import { faultSpecSchema } from '../faults.js';
-import { AMAZON_MQ_TRIGGER, RABBITMQ_DEFAULTS } from '../transport/rabbitmq/constants.js';
+import { RABBITMQ_DEFAULTS } from '../transport/rabbitmq/constants.js';
 import { ConfigError } from './errors.js';
-import { inboxRetentionRule, visibilityTimeoutRule } from './rules.js';
+import { inboxRetentionRule, transactionBoundsRule, visibilityTimeoutRule } from './rules.js';
 
 export { ConfigError } from './errors.js';
 
@@ -45,6 +46,12 @@ export interface Retention {
    * may still take to be settled. Unset = {@link DEFAULT_REDRIVE_WINDOW_MS}.
    */
   redriveWindowMs?: number;
+  /**
+   * How many redrives from the parking lot per message the inbox retention is sized for: each is
+   * another stay in parking, redrive and retry window the inbox must outlive. Unset =
+   * {@link DEFAULT_REDRIVE_LIMIT}.
+   */
+  redriveLimit?: number;
 }
 
 /** Production defaults: 5 s, 30 s, 5 min; three retries; 15 minutes; ±10 %. */
@@ -66,13 +73,54 @@ export const DEFAULT_RETRY_BUDGET: RetryBudget = {
  */
 export const DEFAULT_REDRIVE_WINDOW_MS = 24 * 3600 * 1000;
 
-/** Parking 14 days, inbox 21 days (> 14 d + 15 min + 1 d), published outbox rows 7 days. */
+/**
+ * One redrive per message by default: the default inbox retention (21 days) covers one cycle
+ * (15 min + 1 × (14 d + 1 d + 15 min)), not two (30 d 45 min). Raise `REDRIVE_LIMIT` together
+ * with `INBOX_RETENTION_MS`.
+ */
+export const DEFAULT_REDRIVE_LIMIT = 1;
+
+/**
+ * Parking 14 days, inbox 21 days (> 15 min + 1 × (14 d + 1 d + 15 min)), published outbox rows
+ * 7 days, one redrive per message within a day.
+ */
 export const DEFAULT_RETENTION: Retention = {
   parkingMs: 14 * 24 * 3600 * 1000,
   inboxMs: 21 * 24 * 3600 * 1000,
   publishedOutboxMs: 7 * 24 * 3600 * 1000,
   redriveWindowMs: DEFAULT_REDRIVE_WINDOW_MS,
+  redriveLimit: DEFAULT_REDRIVE_LIMIT,
 };
+
+/**
+ * The transaction bounds at the defaults (FUNCTION_TIMEOUT_MS 5 s, PUBLISH_TIMEOUT_MS 10 s): lock
+ * waits 2 s, statements 4 s, pauses inside a transaction 15 s.
+ */
+export const DEFAULT_TRANSACTION_TIMEOUTS: TransactionTimeouts = {
+  lockTimeoutMs: 2_000,
+  statementTimeoutMs: 4_000,
+  idleInTransactionTimeoutMs: 15_000,
+};
+
+/**
+ * The bounds from the settings: each variable when set; unset, a statement gets 80 % of the
+ * function timeout, a lock wait half of that (at most 2 s), a pause the publish timeout + 5 s.
+ */
+function transactionTimeoutsFrom(e: {
+  DB_LOCK_TIMEOUT_MS?: number | undefined;
+  DB_STATEMENT_TIMEOUT_MS?: number | undefined;
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS?: number | undefined;
+  FUNCTION_TIMEOUT_MS: number;
+  PUBLISH_TIMEOUT_MS: number;
+}): TransactionTimeouts {
+  const statementTimeoutMs = e.DB_STATEMENT_TIMEOUT_MS ?? Math.floor(e.FUNCTION_TIMEOUT_MS * 0.8);
+  return {
+    lockTimeoutMs:
+      e.DB_LOCK_TIMEOUT_MS ?? Math.max(1, Math.min(2_000, Math.floor(statementTimeoutMs / 2))),
+    statementTimeoutMs,
+    idleInTransactionTimeoutMs: e.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS ?? e.PUBLISH_TIMEOUT_MS + 5_000,
+  };
+}
 
 /** The migrations beside the migration runner: `shared/db/migrations` of this checkout. */
 export const DEFAULT_MIGRATIONS_DIR = fileURLToPath(new URL('../db/migrations', import.meta.url));
@@ -132,26 +180,67 @@ const envObject = z.object({
   RELAY_CONCURRENCY: intFrom(1, 16).default(2),
   /** Connections in the process's PostgreSQL pool. */
   DB_POOL_MAX: intFrom(1, 100).default(10),
+  /**
+   * Bounds of every transaction of a deployed function (`SET LOCAL`, both drivers; see
+   * `shared/db/transactionBounds.ts` and the rules below): the longest lock wait, the longest
+   * statement, the longest pause inside a transaction. Unset, they follow the other settings
+   * ({@link transactionTimeoutsOf}). In Lambda each is also capped by the invocation's deadline
+   * (`transactionDeadline`).
+   */
+  DB_LOCK_TIMEOUT_MS: intFrom(1, 900_000).optional(),
+  DB_STATEMENT_TIMEOUT_MS: intFrom(1, 900_000).optional(),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: intFrom(1, 900_000).optional(),
   /** Idle wait between empty relay rounds (ms). */
   RELAY_IDLE_WAIT_MS: intFrom(1, 60_000).default(100),
-  /** How long one scheduled relay invocation keeps draining (ms); the rest of the minute is margin. */
+  /** The longest one relay invocation keeps draining (ms); the rest of its timeout is margin. */
   RELAY_DRAIN_BUDGET_MS: intFrom(0, 900_000).default(50_000),
+  /**
+   * A draining relay invocation stops once no row was claimed for this long (ms). Kicks from one
+   * producer container are at least RELAY_KICK_INTERVAL_MS apart, so a linger longer than that
+   * (plus an invocation's start-up) means a skipped kick's row is found by the relay its previous
+   * kick started (docs/outbox-relay.md, "Running it").
+   */
+  RELAY_LINGER_MS: intFrom(0, 900_000).default(3_000),
+  /** The relay function's name (producers: place-order, reserve-inventory): the kick after COMMIT. */
+  RELAY_FUNCTION_NAME: z.string().min(1).optional(),
+  /** Smallest gap between two kicks from one producer container (ms). */
+  RELAY_KICK_INTERVAL_MS: intFrom(0, 60_000).default(1_000),
+  /** The SSM parameter holding the relay's state (when it last ran on the database, and whether rows were left). */
+  RELAY_STATE_PARAMETER: z.string().min(1).optional(),
+  /** The scheduled tick sweeps the outboxes only after this long without a kicked run (ms)… */
+  RELAY_SWEEP_QUIET_MS: intFrom(0, 86_400_000).default(600_000),
+  /** …and this long after the previous run on the database (ms); at once while rows are left. */
+  RELAY_SWEEP_INTERVAL_MS: intFrom(0, 86_400_000).default(3_600_000),
   /** Worker mode: unacknowledged deliveries per channel, and the largest batch (why 100: RABBITMQ_DEFAULTS). */
   CONSUMER_PREFETCH: intFrom(1, 1_000).default(RABBITMQ_DEFAULTS.prefetch),
   /** Worker mode: consumers (channels, each with its own transaction) in one process. */
   CONSUMER_CONCURRENCY: intFrom(1, 64).default(1),
-  /** Amazon MQ trigger: messages per invocation and batching window (AWS defaults 100 / 500 ms). */
-  MQ_BATCH_SIZE: intFrom(1, 10_000).default(AMAZON_MQ_TRIGGER.batchSize),
-  MQ_BATCH_WINDOW_MS: intFrom(0, 300_000).default(AMAZON_MQ_TRIGGER.batchWindowMs),
+  /**
+   * `dev`'s Amazon MQ trigger emulation: messages per invocation and batching window. Unset, the
+   * synthesized template's event source mapping says (one source: infra/config.ts).
+   */
+  MQ_BATCH_SIZE: intFrom(1, 10_000).optional(),
+  MQ_BATCH_WINDOW_MS: intFrom(0, 300_000).optional(),
   /** SQS consumer: how "retry later" is done (visibility timeout change, or a delayed copy). */
   SQS_RETRY_MODE: z.enum(['visibility', 'resend']).default('visibility'),
-  /** SQS trigger: records per invocation, batching window, invocations at once. */
-  SQS_BATCH_SIZE: intFrom(1, 10_000).default(10),
-  SQS_BATCH_WINDOW_MS: intFrom(0, 300_000).default(0),
-  SQS_MAX_CONCURRENCY: intFrom(1, 1_000).default(2),
-  /** The source queue's visibility timeout (s); must be ≥ 6 × FUNCTION_TIMEOUT_MS. */
-  SQS_VISIBILITY_TIMEOUT_S: intFrom(0, 43_200).default(30),
-  /** The consumer function's timeout (ms), for the trigger emulation. */
+  /**
+   * `dev`'s SQS trigger emulation: records per invocation, batching window, invocations at once.
+   * Unset, the synthesized template's event source mapping says.
+   */
+  SQS_BATCH_SIZE: intFrom(1, 10_000).optional(),
+  SQS_BATCH_WINDOW_MS: intFrom(0, 300_000).optional(),
+  SQS_MAX_CONCURRENCY: intFrom(1, 1_000).optional(),
+  /**
+   * The visibility timeout (s) of the SQS queue this function consumes; must be ≥ 6 ×
+   * FUNCTION_TIMEOUT_MS. Set for the deployed SQS consumers (the queue's real attribute) and
+   * checked then; unset elsewhere (a function that consumes no SQS queue), when local queues
+   * are created with the SQS backend's default (30 s).
+   */
+  SQS_VISIBILITY_TIMEOUT_S: intFrom(0, 43_200).optional(),
+  /**
+   * The function's timeout (ms): for the trigger emulation, and the ceiling of the transaction
+   * bounds. The stacks set it to each function's configured timeout; 5 s locally.
+   */
   FUNCTION_TIMEOUT_MS: intFrom(1_000, 900_000).default(5_000),
   /** Which transport a deployed function uses (the relay, for one). */
   TRANSPORT: z.enum(['rabbitmq', 'sqs']).default('rabbitmq'),
@@ -160,6 +249,11 @@ const envObject = z.object({
   DATA_API_RESOURCE_ARN: z.string().optional(),
   DATA_API_SECRET_ARN: z.string().optional(),
   DATA_API_DATABASE: z.string().optional(),
+  /**
+   * The migrate function only: the secret of the functions' own database login user
+   * (`{"username","password"}`), created or updated after the migrations. Unset locally.
+   */
+  APP_DB_SECRET_ARN: z.string().optional(),
   /** Data API endpoint override (the local endpoint); unset = AWS. */
   DATA_API_ENDPOINT: z.string().url().optional(),
   /** Queue URLs of a deployed SQS pipeline. */
@@ -176,6 +270,11 @@ const envObject = z.object({
   BROKER_AMQP_ENDPOINT: z.string().url().optional(),
   BROKER_MANAGEMENT_ENDPOINT: z.string().url().optional(),
   BROKER_VHOST: z.string().default('/'),
+  /**
+   * The broker-setup function only (it runs as the broker's administrator): the secret of the
+   * `pipeline` user it creates, with permissions limited to the pipeline's names in BROKER_VHOST.
+   */
+  BROKER_PIPELINE_SECRET_ARN: z.string().optional(),
   /** Confirms awaited at once per channel. */
   PUBLISH_WINDOW: intFrom(1, 10_000).default(1_000),
   /** How long a publish waits for a broker confirm before the message counts as failed (ms). */
@@ -193,6 +292,8 @@ const envObject = z.object({
   PUBLISHED_OUTBOX_RETENTION_MS: msAtLeast(60_000).default(DEFAULT_RETENTION.publishedOutboxMs),
   /** See {@link DEFAULT_REDRIVE_WINDOW_MS}. */
   REDRIVE_WINDOW_MS: msAtLeast(0).default(DEFAULT_REDRIVE_WINDOW_MS),
+  /** See {@link DEFAULT_REDRIVE_LIMIT}. */
+  REDRIVE_LIMIT: intFrom(0, 100).default(DEFAULT_REDRIVE_LIMIT),
   /** SQL migrations (`NNNN_name.sql`); a Lambda bundle ships them at `/var/task/migrations`. */
   MIGRATIONS_DIR: z.string().min(1).default(DEFAULT_MIGRATIONS_DIR),
 });
@@ -215,18 +316,31 @@ export const RETENTION_ENV = {
   parkingMs: 'PARKING_RETENTION_MS',
   publishedOutboxMs: 'PUBLISHED_OUTBOX_RETENTION_MS',
   redriveWindowMs: 'REDRIVE_WINDOW_MS',
+  redriveLimit: 'REDRIVE_LIMIT',
 } as const satisfies Record<keyof Retention, EnvName>;
+
+/** Where the transaction bounds rule reads each term from. */
+const TRANSACTION_TIMEOUTS_ENV = {
+  lockTimeoutMs: 'DB_LOCK_TIMEOUT_MS',
+  statementTimeoutMs: 'DB_STATEMENT_TIMEOUT_MS',
+  idleInTransactionTimeoutMs: 'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+  functionTimeoutMs: 'FUNCTION_TIMEOUT_MS',
+  publishTimeoutMs: 'PUBLISH_TIMEOUT_MS',
+} as const satisfies Record<string, EnvName>;
 
 /**
  * The rules between settings ({@link visibilityTimeoutRule}, {@link inboxRetentionRule}), checked
  * once every variable is valid on its own; each issue is filed under the variable to change.
  */
 const envSchema = envObject.superRefine((env, ctx) => {
-  const visibility = visibilityTimeoutRule(
-    env.SQS_VISIBILITY_TIMEOUT_S,
-    env.FUNCTION_TIMEOUT_MS,
-    'FUNCTION_TIMEOUT_MS',
-  );
+  const visibility =
+    env.SQS_VISIBILITY_TIMEOUT_S === undefined
+      ? undefined
+      : visibilityTimeoutRule(
+          env.SQS_VISIBILITY_TIMEOUT_S,
+          env.FUNCTION_TIMEOUT_MS,
+          'FUNCTION_TIMEOUT_MS',
+        );
   if (visibility) {
     ctx.addIssue({
       code: 'custom',
@@ -240,11 +354,13 @@ const envSchema = envObject.superRefine((env, ctx) => {
       parkingMs: env.PARKING_RETENTION_MS,
       maxAgeMs: env.RETRY_MAX_AGE_MS,
       redriveWindowMs: env.REDRIVE_WINDOW_MS,
+      redriveLimit: env.REDRIVE_LIMIT,
     },
     {
       parkingMs: RETENTION_ENV.parkingMs,
       maxAgeMs: BUDGET_ENV.maxAgeMs,
       redriveWindowMs: RETENTION_ENV.redriveWindowMs,
+      redriveLimit: RETENTION_ENV.redriveLimit,
     },
   );
   if (inbox) {
@@ -254,7 +370,27 @@ const envSchema = envObject.superRefine((env, ctx) => {
       message: `${env.INBOX_RETENTION_MS} ${inbox}`,
     });
   }
+  const bounds = transactionBoundsRule(
+    {
+      ...transactionTimeoutsFrom(env),
+      functionTimeoutMs: env.FUNCTION_TIMEOUT_MS,
+      publishTimeoutMs: env.PUBLISH_TIMEOUT_MS,
+    },
+    TRANSACTION_TIMEOUTS_ENV,
+  );
+  if (bounds) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [TRANSACTION_TIMEOUTS_ENV[bounds.field]],
+      message: bounds.message,
+    });
+  }
 });
+
+/** The transaction bounds of a loaded configuration. */
+export function transactionTimeoutsOf(env: Env): TransactionTimeouts {
+  return transactionTimeoutsFrom(env);
+}
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -298,5 +434,6 @@ export function retentionOf(env: Env): Retention {
     inboxMs: env[RETENTION_ENV.inboxMs],
     publishedOutboxMs: env[RETENTION_ENV.publishedOutboxMs],
     redriveWindowMs: env[RETENTION_ENV.redriveWindowMs],
+    redriveLimit: env[RETENTION_ENV.redriveLimit],
   };
 }

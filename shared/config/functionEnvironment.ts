@@ -20,15 +20,29 @@ export interface FunctionSettings {
   dataApi?: { resourceArn: string; secretArn: string; database: string };
   budget?: RetryBudget;
   retention?: Retention;
-  relay?: { drainBudgetMs?: number; idleWaitMs?: number };
+  relay?: {
+    drainBudgetMs?: number;
+    idleWaitMs?: number;
+    lingerMs?: number;
+    sweepQuietMs?: number;
+    sweepIntervalMs?: number;
+  };
   sqs?: {
     sourceQueueUrl?: string;
     parkingQueueUrl?: string;
     resultsQueueUrl?: string;
     retryMode?: Env['SQS_RETRY_MODE'];
+    /** The visibility timeout of the queue the function consumes (checked against its timeout). */
+    visibilityTimeoutSeconds?: number;
   };
+  /** The function's own timeout (the ceiling of its transaction bounds): set by NodeFunction. */
+  functionTimeoutMs?: number;
   /** An Amazon MQ broker: the secret's ARN (never its value) and the endpoints it reports. */
   broker?: { secretArn: string; amqpEndpoint: string; managementEndpoint: string; vhost: string };
+  /** migrate: the functions' database login user to create or update (its secret's ARN). */
+  appDbSecretArn?: string;
+  /** broker-setup: the pipeline broker user to create or update (its secret's ARN). */
+  brokerPipelineSecretArn?: string;
   migrationsDir?: string;
 }
 
@@ -60,13 +74,26 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
     if (retention.redriveWindowMs !== undefined) {
       env[RETENTION_ENV.redriveWindowMs] = String(retention.redriveWindowMs);
     }
+    if (retention.redriveLimit !== undefined) {
+      env[RETENTION_ENV.redriveLimit] = String(retention.redriveLimit);
+    }
   }
   if (relay?.drainBudgetMs !== undefined) env.RELAY_DRAIN_BUDGET_MS = String(relay.drainBudgetMs);
   if (relay?.idleWaitMs !== undefined) env.RELAY_IDLE_WAIT_MS = String(relay.idleWaitMs);
+  if (relay?.lingerMs !== undefined) env.RELAY_LINGER_MS = String(relay.lingerMs);
+  if (relay?.sweepQuietMs !== undefined) env.RELAY_SWEEP_QUIET_MS = String(relay.sweepQuietMs);
+  if (relay?.sweepIntervalMs !== undefined)
+    env.RELAY_SWEEP_INTERVAL_MS = String(relay.sweepIntervalMs);
   if (sqs?.sourceQueueUrl !== undefined) env.SOURCE_QUEUE_URL = sqs.sourceQueueUrl;
   if (sqs?.parkingQueueUrl !== undefined) env.PARKING_QUEUE_URL = sqs.parkingQueueUrl;
   if (sqs?.resultsQueueUrl !== undefined) env.RESULTS_QUEUE_URL = sqs.resultsQueueUrl;
   if (sqs?.retryMode !== undefined) env.SQS_RETRY_MODE = sqs.retryMode;
+  if (sqs?.visibilityTimeoutSeconds !== undefined) {
+    env.SQS_VISIBILITY_TIMEOUT_S = String(sqs.visibilityTimeoutSeconds);
+  }
+  if (settings.functionTimeoutMs !== undefined) {
+    env.FUNCTION_TIMEOUT_MS = String(settings.functionTimeoutMs);
+  }
   if (broker) {
     env.BROKER_SECRET_ARN = broker.secretArn;
     env.BROKER_AMQP_ENDPOINT = broker.amqpEndpoint;
@@ -74,5 +101,9 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
     env.BROKER_VHOST = broker.vhost;
   }
   if (settings.migrationsDir !== undefined) env.MIGRATIONS_DIR = settings.migrationsDir;
+  if (settings.appDbSecretArn !== undefined) env.APP_DB_SECRET_ARN = settings.appDbSecretArn;
+  if (settings.brokerPipelineSecretArn !== undefined) {
+    env.BROKER_PIPELINE_SECRET_ARN = settings.brokerPipelineSecretArn;
+  }
   return env;
 }

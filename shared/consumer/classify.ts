@@ -30,8 +30,9 @@ export function classifyError(err: unknown): ErrorClass {
 }
 
 /**
- * True when the database itself is unreachable (as opposed to one statement failing): a trigger
- * handler then fails the whole batch instead of scheduling one retry per message.
+ * True when the database itself is unreachable (as opposed to one statement failing): the use
+ * case then stops trying the rest of a batch one by one (each gets the same retry outcome), and
+ * the retry outcome says so (`infrastructure`).
  */
 export function isInfrastructureError(err: unknown): boolean {
   if (!(err instanceof TransientDbError)) return false;

@@ -231,6 +231,9 @@ export class ConsumerDriver<D extends Delivery> {
       error: truncate(outcome.error, DIAGNOSIS_ERROR_MAX),
       correlationId: message.correlationId ?? null,
       consumer: this.options.consumer,
+      ...(message.redrive
+        ? { redriveCount: message.redrive.count, lastRedriveAt: message.redrive.lastAt }
+        : {}),
     };
   }
 

@@ -24,6 +24,8 @@ export interface JournalEntry {
   redelivered: boolean;
   outcome?: string;
   reason?: string;
+  /** Times the message was redriven from the parking lot (absent: never). */
+  redrives?: number;
 }
 
 export type JournalSink = (entry: JournalEntry) => void;
@@ -57,6 +59,7 @@ export class Journal {
       redelivered: message?.redelivered ?? false,
       ...(outcome ? { outcome } : {}),
       ...(reason ? { reason } : {}),
+      ...(message?.redrive ? { redrives: message.redrive.count } : {}),
     });
   }
 

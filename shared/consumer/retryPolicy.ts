@@ -24,7 +24,9 @@ export const DEFERRED_ERROR = 'predecessor not applied yet';
  *   `missing_predecessor`).
  *
  * The age is measured from the envelope's `occurred_at` when the message could be decoded, and is
- * zero otherwise (such a message is permanent anyway, or retried on attempts alone).
+ * zero otherwise (such a message is permanent anyway, or retried on attempts alone). A redriven
+ * message's window starts again at its last redrive: after a long outage it gets the whole ladder
+ * again instead of being parked at once.
  */
 export class RetryPolicy {
   constructor(
@@ -33,7 +35,7 @@ export class RetryPolicy {
   ) {}
 
   outcome(
-    message: Pick<InboundMessage, 'attempt'>,
+    message: Pick<InboundMessage, 'attempt' | 'redrive'>,
     occurredAt: string | undefined,
     setback: Setback,
   ): RetryOutcome {
@@ -53,14 +55,14 @@ export class RetryPolicy {
   }
 
   private retryOrPark(
-    message: Pick<InboundMessage, 'attempt'>,
+    message: Pick<InboundMessage, 'attempt' | 'redrive'>,
     occurredAt: string | undefined,
     errorClass: 'transient' | 'unknown' | 'deferred',
     error: string,
     infrastructure: boolean,
   ): RetryOutcome {
     const now = this.now();
-    const age = occurredAt === undefined ? 0 : now - Date.parse(occurredAt);
+    const age = now - windowStart(occurredAt, message.redrive?.lastAt, now);
     const decision = decideRetry(this.budget, message.attempt, age, {
       deferral: errorClass === 'deferred',
     });
@@ -77,4 +79,16 @@ export class RetryPolicy {
     const reason = errorClass === 'deferred' ? 'missing_predecessor' : decision.reason;
     return { kind: 'park', reason, errorClass, error };
   }
+}
+
+/** When a message's retry window started: its last redrive, else `occurred_at`, else now. */
+export function windowStart(
+  occurredAt: string | undefined,
+  redrivenAt: string | undefined,
+  now: number,
+): number {
+  const starts = [occurredAt, redrivenAt]
+    .map((t) => (t === undefined ? Number.NaN : Date.parse(t)))
+    .filter((t) => Number.isFinite(t));
+  return starts.length === 0 ? now : Math.max(...starts);
 }

@@ -42,3 +42,14 @@ export class TransientDbError extends DbError {
     this.name = 'TransientDbError';
   }
 }
+
+/**
+ * A paused Aurora Serverless v2 cluster is resuming (the Data API's `DatabaseResumingException`):
+ * the call was refused and started the resume; the same work succeeds a few seconds later.
+ */
+export class DatabaseResumingError extends TransientDbError {
+  constructor(message: string, options?: ErrorOptions & { code?: string }) {
+    super(message, options);
+    this.name = 'DatabaseResumingError';
+  }
+}

@@ -47,6 +47,14 @@ const MIGRATION_LOCK_KEY = 727_274_101;
  * `schema_migrations` row. Re-running is a no-op. A recorded migration whose file changed since
  * it was applied is refused: migrations are append-only.
  */
+/**
+ * Migrations run unbounded: a second runner waits on the advisory lock for the first, and DDL on
+ * a large table may take long (the migrate function's own timeout still ends it).
+ */
+const UNBOUNDED = {
+  timeouts: { lockTimeoutMs: 0, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 },
+};
+
 export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promise<MigrateResult> {
   const all = migrations ?? (await loadMigrations());
   const result: MigrateResult = { applied: [], skipped: [] };
@@ -57,7 +65,7 @@ export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promis
       checksum   text        NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now()
     )`);
-  });
+  }, UNBOUNDED);
   for (const m of all) {
     await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -82,7 +90,7 @@ export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promis
         m.checksum,
       ]);
       result.applied.push(m.name);
-    });
+    }, UNBOUNDED);
   }
   return result;
 }

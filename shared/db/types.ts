@@ -10,6 +10,8 @@
  */
 export type SqlParam = string | number | boolean | null | Date;
 
+import type { TransactionOptions } from './transactionBounds.js';
+
 export type Row = Record<string, unknown>;
 
 export interface QueryResult<T extends object = Row> {
@@ -26,8 +28,9 @@ export interface SqlDatabase extends SqlExecutor {
   /**
    * Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it throws (the error is
    * rethrown, mapped to the classes of `errors.ts`). `fn` must use the executor it receives.
+   * The adapter's transaction bounds (`transactionBounds.ts`) apply, replaced by `options`'.
    */
-  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** Releases every connection. Idempotent. */
   close(): Promise<void>;
 }

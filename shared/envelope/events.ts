@@ -21,16 +21,25 @@ export const reservationRejectedV1 = z.looseObject({
   available: z.number().int().min(0),
 });
 
+/** Stock was reserved for the order (its `aggregate.version` is the order's). */
+export const reservedV1 = z.looseObject({ ...orderLine });
+/** A cancelled order's reservation was released (the stock is free again). */
+export const releasedV1 = z.looseObject({ ...orderLine });
+
 export const EVENT_DATA_SCHEMAS = {
   [EVENT_TYPES.orderCreated]: { 1: orderCreatedV1 },
   [EVENT_TYPES.orderCancelled]: { 1: orderCancelledV1 },
   [EVENT_TYPES.reservationRejected]: { 1: reservationRejectedV1 },
+  [EVENT_TYPES.reserved]: { 1: reservedV1 },
+  [EVENT_TYPES.released]: { 1: releasedV1 },
 } as const satisfies Record<string, Record<number, z.ZodType>>;
 
 export type EventType = keyof typeof EVENT_DATA_SCHEMAS;
 export type OrderCreatedData = z.infer<typeof orderCreatedV1>;
 export type OrderCancelledData = z.infer<typeof orderCancelledV1>;
 export type ReservationRejectedData = z.infer<typeof reservationRejectedV1>;
+export type ReservedData = z.infer<typeof reservedV1>;
+export type ReleasedData = z.infer<typeof releasedV1>;
 
 export function dataSchemaFor(type: string, major: number): z.ZodType | undefined {
   const byVersion = (EVENT_DATA_SCHEMAS as Record<string, Record<number, z.ZodType>>)[type];

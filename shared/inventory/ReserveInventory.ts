@@ -1,6 +1,6 @@
 import type { RetryBudget } from '../config/budget.js';
 import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
-import { PermanentMessageError, shortError } from '../consumer/classify.js';
+import { isInfrastructureError, PermanentMessageError, shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
 import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
@@ -10,7 +10,9 @@ import { type Envelope, newEnvelope } from '../envelope/envelope.js';
 import type {
   OrderCancelledData,
   OrderCreatedData,
+  ReleasedData,
   ReservationRejectedData,
+  ReservedData,
 } from '../envelope/events.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
@@ -34,8 +36,8 @@ export interface ReserveInventoryOptions {
   now?: () => number;
 }
 
-/** What a message came to in its transaction. */
-type Applied = ReservationResult | 'deferred';
+/** What a message came to in its transaction (`invalid`: refused, with its diagnosis). */
+type Applied = ReservationResult | 'deferred' | { invalid: string };
 
 interface Decoded {
   index: number;
@@ -50,9 +52,9 @@ interface Decoded {
  * (`decodeMessage`, the `Inbox`, the `RetryPolicy`).
  *
  * For each valid message, in one transaction: the inbox claim, the ordering check on
- * `aggregate.version`, the guarded stock update and the reservation row, and for a refused order
- * an `inventory.reservation_rejected` event in `inventory_outbox` whose id is derived from the
- * incoming message id. What each message does is decided by `decide.ts` (pure); the statements
+ * `aggregate.version`, the guarded stock update and the reservation row, and the result event for
+ * the order side in `inventory_outbox` (`inventory.reserved`, `inventory.reservation_rejected`,
+ * `inventory.released`) whose id is derived from the incoming message id. What each message does is decided by `decide.ts` (pure); the statements
  * that read and write are in `store.ts`.
  *
  * Several messages share one transaction (one COMMIT for the batch): each message's effect is
@@ -107,12 +109,19 @@ export class ReserveInventory {
         });
         fault('reserve.after-commit');
       } else if (valid.length > 1) {
+        let unreachable: unknown;
         for (const d of valid) {
+          if (unreachable !== undefined) {
+            // the database cannot be reached at all: the rest would only wait for the same failure
+            outcomes[d.index] = this.failure(d.message, d.envelope, unreachable);
+            continue;
+          }
           let one: Applied[];
           try {
             one = await this.deps.db.transaction((tx) => this.applyAll(tx, [d]));
           } catch (err) {
             outcomes[d.index] = this.failure(d.message, d.envelope, err);
+            if (isInfrastructureError(err)) unreachable = err;
             continue;
           }
           outcomes[d.index] = this.settled(d, one[0] as Applied);
@@ -144,7 +153,7 @@ export class ReserveInventory {
   /**
    * Applies a batch with a fixed number of statements, whatever its size: claim every message in
    * the inbox and lock the order states and stock rows it touches, decide each message in order in
-   * memory (on the locked rows), then write the stock, the reservations and the rejection events in
+   * memory (on the locked rows), then write the stock, the reservations and the result events in
    * bulk. Each message still gets its own decision.
    */
   private async applyAll(tx: SqlExecutor, batch: readonly Decoded[]): Promise<Applied[]> {
@@ -155,38 +164,48 @@ export class ReserveInventory {
       skus: events.map((e) => e.sku),
     });
     const decided = decideBatch(events, locked);
-    const rejections = batch.flatMap((d, i) => {
-      const decision = decided.decisions[i] as Decision;
-      return decision.kind === 'rejected' ? [this.rejection(d.envelope, d.event, decision)] : [];
+    const results = batch.flatMap((d, i) => {
+      const event = this.result(d.envelope, d.event, decided.decisions[i] as Decision);
+      return event ? [event] : [];
     });
     await this.store.write(tx, {
       deferred: decided.deferred,
       stock: decided.stock,
       states: decided.states,
-      events: rejections,
+      events: results,
     });
-    return decided.decisions.map((d) => d.kind);
+    return decided.decisions.map((d) => (d.kind === 'invalid' ? { invalid: d.error } : d.kind));
   }
 
-  /** The business result of a refused order, with an id derived from the incoming message id. */
-  private rejection(
-    e: Envelope,
-    order: OrderEvent,
-    decision: Extract<Decision, { kind: 'rejected' }>,
-  ): Envelope {
-    const rejected: ReservationRejectedData = {
-      orderId: order.orderId,
-      sku: order.sku,
-      quantity: order.quantity,
-      reason: decision.reason,
-      available: decision.free,
-    };
+  /**
+   * The business result of a message, for the order side: `inventory.reserved`,
+   * `inventory.reservation_rejected` or `inventory.released` (none for a duplicate, stale, deferred
+   * or no-op message). Its id is derived from the incoming message id, and its `aggregate.version`
+   * is the order version it answers (the order side applies a result only if it is newer).
+   */
+  private result(e: Envelope, order: OrderEvent, decision: Decision): Envelope | undefined {
+    const line = { orderId: order.orderId, sku: order.sku, quantity: order.quantity };
+    let type: string;
+    let data: ReservedData | ReservationRejectedData | ReleasedData;
+    if (decision.kind === 'reserved') {
+      type = EVENT_TYPES.reserved;
+      data = line;
+    } else if (decision.kind === 'rejected') {
+      type = EVENT_TYPES.reservationRejected;
+      data = { ...line, reason: decision.reason, available: decision.free };
+    } else if (decision.kind === 'released') {
+      type = EVENT_TYPES.released;
+      // what was reserved, on the sku it was reserved on
+      data = { ...line, sku: decision.state.sku, quantity: decision.state.quantity };
+    } else {
+      return undefined;
+    }
     return newEnvelope({
       // A redelivery can never create a second event: the id is a function of the message id.
-      id: uuidV5(`${e.id}:${EVENT_TYPES.reservationRejected}`),
-      type: EVENT_TYPES.reservationRejected,
+      id: uuidV5(`${e.id}:${type}`),
+      type,
       aggregate: { type: 'reservation', id: order.orderId, version: order.version },
-      data: rejected,
+      data,
       correlationId: e.correlation_id,
       causationId: e.id,
       producer: PRODUCERS.inventoryService,
@@ -194,6 +213,9 @@ export class ReserveInventory {
   }
 
   private settled(d: Decoded, applied: Applied): Outcome {
+    if (typeof applied === 'object') {
+      return this.failure(d.message, d.envelope, new PermanentMessageError(applied.invalid));
+    }
     if (applied === 'deferred') {
       const outcome = this.retry.outcome(d.message, d.envelope.occurred_at, 'deferred');
       this.journal('deferred', d.message, d.envelope, outcome.kind, 'missing predecessor');

@@ -60,7 +60,12 @@ export type Decision =
   | { kind: 'rejected'; state: ReservationState; reason: RejectReason; free: number }
   | { kind: 'released'; state: ReservationState; stock: StockDelta | undefined }
   /** Applied, but nothing to release (the order was rejected, released, or never seen). */
-  | { kind: 'noop'; state: ReservationState };
+  | { kind: 'noop'; state: ReservationState }
+  /**
+   * Contradicts what was recorded for the order (a cancel naming another SKU than its
+   * reservation): not applied, the claim undone, and parked as permanent with this diagnosis.
+   */
+  | { kind: 'invalid'; error: string };
 
 /** What one message is decided on: the locked state of the batch as updated by earlier messages. */
 export interface DecisionInput {
@@ -106,7 +111,15 @@ export function decide(event: OrderEvent, input: DecisionInput): Decision {
     };
   }
 
-  // order.cancelled: release what this order holds, on the sku it was reserved on.
+  // order.cancelled: release what this order holds, on the sku it was reserved on. A cancel
+  // that names another sku is not about this reservation: releasing anyway would touch a stock
+  // row nobody asked for, and marking it released without releasing would lose units.
+  if (state && state.sku !== event.sku) {
+    return {
+      kind: 'invalid',
+      error: `order.cancelled names sku ${event.sku} but order ${event.orderId} was recorded with sku ${state.sku} (${state.status})`,
+    };
+  }
   const moved = { order_version: event.version, message_id: event.messageId };
   if (state?.status === 'reserved') {
     return {
@@ -141,7 +154,7 @@ export interface LockedBatch {
 /** What a batch writes, and each message's decision (in order). */
 export interface BatchDecision {
   decisions: Decision[];
-  /** Messages whose inbox claim must be undone (deferred). */
+  /** Messages whose inbox claim must be undone (deferred, invalid). */
   deferred: string[];
   /** The new reservation of each order a message changed, in first-change order. */
   states: Map<string, ReservationState>;
@@ -164,7 +177,7 @@ export function decideBatch(events: readonly OrderEvent[], locked: LockedBatch):
   for (const e of events) {
     const d = decide(e, { fresh: fresh.delete(e.messageId), state: states.get(e.orderId), stock });
     decisions.push(d);
-    if (d.kind === 'deferred') deferred.push(e.messageId);
+    if (d.kind === 'deferred' || d.kind === 'invalid') deferred.push(e.messageId);
     if (!('state' in d)) continue;
     if ('stock' in d && d.stock) {
       const row = stock.get(d.stock.sku);

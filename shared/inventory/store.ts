@@ -12,9 +12,9 @@ export interface BatchKeys {
   skus: readonly string[];
 }
 
-/** What a batch writes (see `decideBatch`), and the rejection events it raises. */
+/** What a batch writes (see `decideBatch`), and the result events it raises. */
 export interface BatchWrite {
-  /** Messages whose inbox claim is undone (deferred). */
+  /** Messages whose inbox claim is undone (deferred, invalid). */
   deferred: readonly string[];
   /** The new reserved units of the stock rows that changed. */
   stock: readonly Pick<StockLevel, 'sku' | 'reserved'>[];
@@ -94,7 +94,7 @@ export class InventoryStore {
   }
 
   /**
-   * Write phase, one round trip: undoes the claims of deferred messages, then writes the stock
+   * Write phase, one round trip: undoes the claims of deferred and invalid messages, then writes the stock
    * reservations (the CHECK constraints guard them too), the reservation rows and the events.
    */
   async write(tx: SqlExecutor, batch: BatchWrite): Promise<void> {

@@ -12,11 +12,12 @@ export { RETENTION_ENV } from '../config/env.js';
  * Why each retention exists:
  * - **Inbox** (`processed_messages`, `retention.inboxMs`): the inbox row is what makes a
  *   redelivery a duplicate. It must outlive every way a message can come back: retries (bounded
- *   by the budget's `maxAgeMs`), the parking lot (messages stay parked for `retention.parkingMs`)
- *   and a redrive at the very end of that retention, which may still take the redrive window
- *   (`retention.redriveWindowMs`, `REDRIVE_WINDOW_MS`) to be settled. Deleting it earlier would
- *   let a redriven message apply its effect a second time, so the configuration refuses an inbox
- *   retention that is not longer than `parkingMs + maxAgeMs + redriveWindowMs` at load, and
+ *   by the budget's `maxAgeMs`), then for every redrive allowed (`retention.redriveLimit`,
+ *   `REDRIVE_LIMIT`) a stay in the parking lot (`retention.parkingMs`), the redrive itself, which
+ *   may still take the redrive window (`retention.redriveWindowMs`, `REDRIVE_WINDOW_MS`) to be
+ *   settled, and a fresh retry window. Deleting it earlier would let a redriven message apply its
+ *   effect a second time, so the configuration refuses an inbox retention that is not longer than
+ *   `maxAgeMs + redriveLimit × (parkingMs + redriveWindowMs + maxAgeMs)` at load, and
  *   {@link runMaintenance} checks it again before it deletes anything ({@link validateBudget}).
  * - **Published outbox rows** (`outbox`, `inventory_outbox`, `retention.publishedOutboxMs`):
  *   once the broker confirmed a row, the relay never reads it again (its claim query reads a
@@ -34,7 +35,7 @@ export const DEFAULT_MAINTENANCE_BATCH_SIZE = 5_000;
 
 /**
  * Reads the retention (`INBOX_RETENTION_MS`, `PARKING_RETENTION_MS`,
- * `PUBLISHED_OUTBOX_RETENTION_MS`, `REDRIVE_WINDOW_MS`; milliseconds, unset or empty → the
+ * `PUBLISHED_OUTBOX_RETENTION_MS`, `REDRIVE_WINDOW_MS`, `REDRIVE_LIMIT`; unset or empty → the
  * defaults) through the configuration schema: a bad value, or an inbox retention the configured
  * budget could outlive, throws a `ConfigError` naming the variable(s).
  */

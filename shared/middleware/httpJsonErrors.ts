@@ -3,6 +3,7 @@ import type { Logger } from '../logger.js';
 
 interface ErrorLike {
   statusCode?: number;
+  headers?: Record<string, string>;
   expose?: boolean;
   field?: string;
   code?: string;
@@ -51,6 +52,10 @@ export function httpJsonErrors(options: { logger?: Logger } = {}): MiddlewareObj
         }
       }
       body = { error: err.code ?? errorName(status), message, ...(field ? { field } : {}) };
+    } else if (status === 503 && err.expose === true) {
+      // the service cannot answer now and says when to try again (`retry-after` in its headers)
+      options.logger?.warn('service unavailable', { error: err.message });
+      body = { error: err.code ?? 'ServiceUnavailable', message: err.message ?? 'unavailable' };
     } else {
       status = 500;
       options.logger?.error('unhandled error', request.error as Error);
@@ -58,7 +63,10 @@ export function httpJsonErrors(options: { logger?: Logger } = {}): MiddlewareObj
     }
     request.response = {
       statusCode: status,
-      headers: { 'content-type': 'application/json' },
+      headers: {
+        ...(status === 503 && err.headers ? err.headers : {}),
+        'content-type': 'application/json',
+      },
       body: JSON.stringify(body),
     };
   };

@@ -66,6 +66,9 @@ interface OrderRow {
   created_event_id: string;
   created_at: Date;
   updated_at: Date;
+  /** From inventory's result events (`OrderResults`). */
+  reservation_status: ReservationStatus;
+  reservation_reason: string | null;
 }
 
 /**
@@ -93,7 +96,7 @@ export class OrderService {
       const inserted = await tx.query(
         `WITH new_order AS (
            INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
-           VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id)
+           VALUES ($1::uuid, $2, $3, $4::uuid, $5) ON CONFLICT (id) DO NOTHING RETURNING id)
          ${this.outbox.appendSql(6, 'new_order')}`,
         [
           orderId,
@@ -124,7 +127,7 @@ export class OrderService {
     return this.deps.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ version: number; sku: string; quantity: number }>(
         `UPDATE orders SET status = 'cancelled', version = version + 1, updated_at = now()
-          WHERE id = $1 AND status = 'placed' RETURNING version, sku, quantity`,
+          WHERE id = $1::uuid AND status = 'placed' RETURNING version, sku, quantity`,
         [orderId],
       );
       const row = rows[0];
@@ -145,16 +148,13 @@ export class OrderService {
     });
   }
 
+  /**
+   * The order and its reservation status as the order side knows it: from inventory's result
+   * events, recorded on the order by `OrderResults` (never read from inventory's tables);
+   * `pending` until the first result arrived.
+   */
   async get(orderId: string): Promise<OrderView> {
-    const { rows } = await this.deps.db.query<
-      OrderRow & { reservation_status: ReservationStatus | null; reservation_reason: string | null }
-    >(
-      `SELECT o.*, r.status AS reservation_status, r.reason AS reservation_reason
-         FROM orders o LEFT JOIN reservations r ON r.order_id = o.id
-        WHERE o.id = $1`,
-      [orderId],
-    );
-    const row = rows[0];
+    const row = await this.find(this.deps.db, orderId);
     if (!row) throw new OrderNotFoundError(orderId);
     return {
       orderId: row.id,
@@ -164,12 +164,14 @@ export class OrderService {
       version: row.version,
       createdAt: new Date(row.created_at).toISOString(),
       updatedAt: new Date(row.updated_at).toISOString(),
-      reservation: { status: row.reservation_status ?? 'pending', reason: row.reservation_reason },
+      reservation: { status: row.reservation_status, reason: row.reservation_reason },
     };
   }
 
   private async find(tx: SqlExecutor, orderId: string): Promise<OrderRow | undefined> {
-    const { rows } = await tx.query<OrderRow>('SELECT * FROM orders WHERE id = $1', [orderId]);
+    const { rows } = await tx.query<OrderRow>('SELECT * FROM orders WHERE id = $1::uuid', [
+      orderId,
+    ]);
     return rows[0];
   }
 }

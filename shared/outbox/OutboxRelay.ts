@@ -17,13 +17,29 @@ export interface OutboxRelayOptions {
   retryMaxMs?: number;
   /** How long a round waits for the broker before giving up without claiming rows. */
   readyTimeoutMs?: number;
+  /**
+   * Largest encoded envelope (bytes) the relay hands to the publisher; a larger row is set aside
+   * (needs attention) instead of failing every batch it is in. Default `DEFAULT_MAX_MESSAGE_BYTES`.
+   */
+  maxMessageBytes?: number;
 }
 
+/**
+ * The smallest message limit of the deployed transports, less room for headers and attributes:
+ * Amazon MQ for RabbitMQ 4 defaults `max_message_size` to 524,288 bytes, SQS takes 1 MiB
+ * (docs/aws-facts.md). The envelopes of this pipeline are well under 1 KiB.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 512 * 1024 - 8 * 1024;
+
 export interface RoundResult {
+  /** Rows this round locked, the set-aside ones included. */
   claimed: number;
   published: number;
   failed: number;
+  /** Rows that left the batches this round: attempt limit reached, or set aside. */
   needsAttention: number;
+  /** Rows that cannot be published (invalid, too large): taken out of the batches with their reason. */
+  setAside: number;
   /** The broker was unreachable: nothing was claimed, no row was charged an attempt. */
   brokerUnavailable: boolean;
 }
@@ -38,6 +54,11 @@ export interface DrainOptions {
   /** Stop early: when aborted, or after this many consecutive empty rounds (useful in tests). */
   signal?: AbortSignal;
   stopWhenIdle?: boolean;
+  /**
+   * Stop once no loop has claimed a row for this long (ms): the deployed relay drains while rows
+   * come, then ends (a kicked or sweeping invocation). Unset: run for the whole budget.
+   */
+  lingerMs?: number;
 }
 
 export interface DrainResult {
@@ -45,7 +66,23 @@ export interface DrainResult {
   published: number;
   failed: number;
   needsAttention: number;
+  setAside: number;
   brokerUnavailableRounds: number;
+  /** Rounds that threw (database trouble, a bug, an injected fault); retried within the budget. */
+  roundErrors: number;
+}
+
+/** A drain that did nothing (every count 0). */
+export function emptyDrainResult(): DrainResult {
+  return {
+    rounds: 0,
+    published: 0,
+    failed: 0,
+    needsAttention: 0,
+    setAside: 0,
+    brokerUnavailableRounds: 0,
+    roundErrors: 0,
+  };
 }
 
 /**
@@ -60,6 +97,7 @@ export class OutboxRelay {
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
   private readonly readyTimeoutMs: number;
+  private readonly maxMessageBytes: number;
 
   constructor(
     private readonly deps: { db: SqlDatabase; publisher: Publisher; logger?: Logger },
@@ -69,6 +107,7 @@ export class OutboxRelay {
     this.retryBaseMs = options.retryBaseMs ?? 1_000;
     this.retryMaxMs = options.retryMaxMs ?? 300_000;
     this.readyTimeoutMs = options.readyTimeoutMs ?? 2_000;
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   }
 
   async runOnce(): Promise<RoundResult> {
@@ -77,6 +116,7 @@ export class OutboxRelay {
       published: 0,
       failed: 0,
       needsAttention: 0,
+      setAside: 0,
       brokerUnavailable: false,
     };
     try {
@@ -89,8 +129,17 @@ export class OutboxRelay {
       return { ...empty, brokerUnavailable: true };
     }
     return this.deps.db.transaction(async (tx) => {
-      const rows = await this.store.claim(tx, this.options.batchSize);
-      if (rows.length === 0) return empty;
+      const { rows, setAside } = await this.store.claimBatch(tx, this.options.batchSize, {
+        maxMessageBytes: this.maxMessageBytes,
+      });
+      if (setAside.length > 0) {
+        this.deps.logger?.error('relay: rows set aside, they cannot be published', {
+          table: this.options.table,
+          rows: setAside,
+        });
+      }
+      if (rows.length === 0)
+        return { ...empty, claimed: setAside.length, setAside: setAside.length };
       const outcomes = await this.deps.publisher.publish(rows.map((r) => r.envelope));
       fault('relay.after-publish');
       const confirmed: string[] = [];
@@ -124,10 +173,11 @@ export class OutboxRelay {
         });
       }
       return {
-        claimed: rows.length,
+        claimed: rows.length + setAside.length,
         published: confirmed.length,
         failed: failures.length,
-        needsAttention,
+        needsAttention: needsAttention + setAside.length,
+        setAside: setAside.length,
         brokerUnavailable: false,
       };
     });
@@ -135,15 +185,13 @@ export class OutboxRelay {
 
   /** Runs rounds until the budget is spent (or idle, or aborted). */
   async drain(options: DrainOptions): Promise<DrainResult> {
-    const total: DrainResult = {
-      rounds: 0,
-      published: 0,
-      failed: 0,
-      needsAttention: 0,
-      brokerUnavailableRounds: 0,
-    };
+    const total = emptyDrainResult();
     const until = Date.now() + options.budgetMs;
-    const loop = async () => {
+    // shared by the loops: the last time any of them claimed a row
+    let lastClaimAt = Date.now();
+    const lingered = () =>
+      options.lingerMs !== undefined && Date.now() - lastClaimAt >= options.lingerMs;
+    const loop = async (index: number) => {
       let unavailableStreak = 0;
       let errorStreak = 0;
       while (Date.now() < until && !options.signal?.aborted) {
@@ -151,12 +199,15 @@ export class OutboxRelay {
         try {
           round = await this.runOnce();
         } catch (err) {
-          // Database trouble (or an injected fault): log, wait, try again within the budget.
+          // Database trouble (or an injected fault): log, count (RelayRoundErrors), wait, try
+          // again within the budget.
           errorStreak++;
+          total.roundErrors++;
           this.deps.logger?.error('relay round failed', {
             table: this.options.table,
             error: (err as Error).message,
           });
+          if (lingered()) return;
           await this.pause(backoffDelay(errorStreak, 200, 5_000), until, options.signal);
           continue;
         }
@@ -165,20 +216,27 @@ export class OutboxRelay {
         total.published += round.published;
         total.failed += round.failed;
         total.needsAttention += round.needsAttention;
+        total.setAside += round.setAside;
         if (round.brokerUnavailable) {
           total.brokerUnavailableRounds++;
           unavailableStreak++;
+          // rows are left: the relay's state says so, and the next scheduled tick sweeps again
+          if (lingered()) return;
           await this.pause(backoffDelay(unavailableStreak, 200, 5_000), until, options.signal);
           continue;
         }
         unavailableStreak = 0;
+        if (round.claimed > 0) lastClaimAt = Date.now();
         if (round.claimed < this.options.batchSize) {
           if (options.stopWhenIdle && round.claimed === 0) return;
+          if (lingered()) return;
+          // lingering, one loop is enough to see the next rows come
+          if (options.lingerMs !== undefined && round.claimed === 0 && index > 0) return;
           await this.pause(options.idleWaitMs, until, options.signal);
         }
       }
     };
-    await Promise.all(Array.from({ length: options.concurrency ?? 1 }, loop));
+    await Promise.all(Array.from({ length: options.concurrency ?? 1 }, (_, i) => loop(i)));
     return total;
   }
 

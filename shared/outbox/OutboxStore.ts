@@ -1,6 +1,6 @@
 import type { OutboxTable } from '../config/constants.js';
 import type { SqlExecutor, SqlParam } from '../db/types.js';
-import { type Envelope, parseEnvelope } from '../envelope/envelope.js';
+import { type Envelope, encodeEnvelope, parseEnvelope } from '../envelope/envelope.js';
 
 /**
  * Storage rules of both outboxes (`outbox`, `inventory_outbox`). Every implementation MUST:
@@ -16,6 +16,40 @@ export interface OutboxRow {
   attempts: number;
 }
 
+/** A claimed row that can never be published as it is: taken out of the batches with its reason. */
+export interface SetAsideRow {
+  id: string;
+  type: string;
+  reason: string;
+}
+
+export interface ClaimResult {
+  /** Rows to publish, oldest first. */
+  rows: OutboxRow[];
+  /** Rows of this claim that were set aside (needs attention) instead: they never reach the broker. */
+  setAside: SetAsideRow[];
+}
+
+/**
+ * `last_error` of a row the relay set aside because it cannot be published (it fails validation or
+ * is too large), as opposed to a row that ran out of publish attempts. Both need attention.
+ */
+export const SET_ASIDE_PREFIX = 'set aside: ';
+
+/** A row that needs attention, as an operator reads it (never the payload). */
+export interface NeedsAttentionRow {
+  id: string;
+  type: string;
+  schemaVersion: string;
+  occurredAt: string;
+  needsAttentionAt: string;
+  attempts: number;
+  /** True when the relay set it aside (cannot be published), false when it ran out of attempts. */
+  setAside: boolean;
+  /** Why (the reason it was set aside, or the last publish error). */
+  reason: string;
+}
+
 export interface PublishFailure {
   id: string;
   error: string;
@@ -29,10 +63,19 @@ export interface OutboxStatus {
   backlog: number;
   /** Of those, rows that failed at least once. */
   retrying: number;
-  /** Age of the oldest unpublished row (seconds), or null when there is none. */
+  /**
+   * Age of the oldest unpublished row the relay still tries (seconds), or null when there is none.
+   * Rows needing attention are left out: they have their own count (and alarm), and one of them
+   * must not hold this figure up for ever and hide a relay that stalls later.
+   */
   oldestUnpublishedAgeSeconds: number | null;
-  /** Rows that reached the attempt limit: out of the batches until an operator acts. */
+  /**
+   * Rows out of the batches until an operator acts: those that reached the attempt limit and those
+   * set aside because they cannot be published.
+   */
   needsAttention: number;
+  /** Of those, rows set aside because they cannot be published (see `SET_ASIDE_PREFIX`). */
+  setAside: number;
   published: number;
 }
 
@@ -56,6 +99,33 @@ const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, a
 
 function toIso(value: Date | string): string {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
+}
+
+/** The envelope of a row, or why it cannot be published (never quoting the payload). */
+function unpublishable(r: OutboxDbRow, maxMessageBytes: number | undefined): Envelope | string {
+  let envelope: Envelope;
+  try {
+    envelope = parseEnvelope({
+      id: r.id,
+      type: r.event_type,
+      schema_version: r.schema_version,
+      occurred_at: toIso(r.occurred_at),
+      producer: r.producer,
+      correlation_id: r.correlation_id,
+      causation_id: r.causation_id,
+      aggregate: { type: r.aggregate_type, id: r.aggregate_id, version: r.aggregate_version },
+      data: r.payload,
+    });
+  } catch (err) {
+    return `invalid envelope: ${(err as Error).message}`;
+  }
+  if (maxMessageBytes !== undefined) {
+    const bytes = encodeEnvelope(envelope).length;
+    if (bytes > maxMessageBytes) {
+      return `too large: the message is ${bytes} bytes, the limit is ${maxMessageBytes}`;
+    }
+  }
+  return envelope;
 }
 
 export class OutboxStore {
@@ -142,9 +212,30 @@ export class OutboxStore {
 
   /**
    * Locks up to `limit` due rows, oldest first, skipping rows another relay holds. Must run inside
-   * a transaction; the locks last until it ends.
+   * a transaction; the locks last until it ends. The rows it sets aside (see `claimBatch`) are
+   * left out.
    */
-  async claim(tx: SqlExecutor, limit: number): Promise<OutboxRow[]> {
+  async claim(
+    tx: SqlExecutor,
+    limit: number,
+    options: { maxMessageBytes?: number } = {},
+  ): Promise<OutboxRow[]> {
+    return (await this.claimBatch(tx, limit, options)).rows;
+  }
+
+  /**
+   * `claim`, reporting the rows it set aside. Rows were validated when written, but a row can still
+   * be unpublishable: a newer schema major written during a mixed deploy, a hand-edited row (bad
+   * type, `payload` not an object), an encoded message over `maxMessageBytes`. Such a row would
+   * fail every round at the head of the queue, so it is marked as needing attention, in this
+   * transaction, with its reason in `last_error` (`set aside: …`), and every other row of the
+   * claim goes on. `outbox retry` puts it back once it was fixed.
+   */
+  async claimBatch(
+    tx: SqlExecutor,
+    limit: number,
+    options: { maxMessageBytes?: number } = {},
+  ): Promise<ClaimResult> {
     const { rows } = await tx.query<OutboxDbRow>(
       `SELECT ${COLUMNS} FROM ${this.table}
         WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()
@@ -153,21 +244,23 @@ export class OutboxStore {
         FOR UPDATE SKIP LOCKED`,
       [limit],
     );
-    return rows.map((r) => ({
-      attempts: r.attempts,
-      // Rows were validated when written; re-validating here catches hand-edited rows early.
-      envelope: parseEnvelope({
-        id: r.id,
-        type: r.event_type,
-        schema_version: r.schema_version,
-        occurred_at: toIso(r.occurred_at),
-        producer: r.producer,
-        correlation_id: r.correlation_id,
-        causation_id: r.causation_id,
-        aggregate: { type: r.aggregate_type, id: r.aggregate_id, version: r.aggregate_version },
-        data: r.payload,
-      }),
-    }));
+    const good: OutboxRow[] = [];
+    const setAside: SetAsideRow[] = [];
+    for (const r of rows) {
+      const reason = unpublishable(r, options.maxMessageBytes);
+      if (typeof reason === 'string') setAside.push({ id: r.id, type: r.event_type, reason });
+      else good.push({ attempts: r.attempts, envelope: reason });
+    }
+    if (setAside.length > 0) {
+      await tx.query(
+        `UPDATE ${this.table} AS o
+            SET needs_attention_at = now(), last_error = left($2::text || s.reason, 1000)
+           FROM jsonb_to_recordset($1::jsonb) AS s(id uuid, reason text)
+          WHERE o.id = s.id AND o.published_at IS NULL`,
+        [JSON.stringify(setAside.map((s) => ({ id: s.id, reason: s.reason }))), SET_ASIDE_PREFIX],
+      );
+    }
+    return { rows: good, setAside };
   }
 
   /**
@@ -240,16 +333,21 @@ export class OutboxStore {
       retrying: string;
       oldest_age: number | null;
       needs_attention: string;
+      set_aside: string;
       published: string;
     }>(
       `SELECT
          count(*) FILTER (WHERE published_at IS NULL AND needs_attention_at IS NULL) AS backlog,
          count(*) FILTER (WHERE published_at IS NULL AND needs_attention_at IS NULL AND attempts > 0) AS retrying,
-         extract(epoch FROM now() - min(occurred_at) FILTER (WHERE published_at IS NULL))::float8 AS oldest_age,
+         extract(epoch FROM now() - min(occurred_at)
+           FILTER (WHERE published_at IS NULL AND needs_attention_at IS NULL))::float8 AS oldest_age,
          count(*) FILTER (WHERE needs_attention_at IS NOT NULL AND published_at IS NULL) AS needs_attention,
+         count(*) FILTER (WHERE needs_attention_at IS NOT NULL AND published_at IS NULL
+                            AND starts_with(last_error, $1::text)) AS set_aside,
          ${options.includePublished === false ? '0' : 'count(*) FILTER (WHERE published_at IS NOT NULL)'} AS published
        FROM ${this.table}
        ${options.includePublished === false ? 'WHERE published_at IS NULL' : ''}`,
+      [SET_ASIDE_PREFIX],
     );
     const r = rows[0];
     return {
@@ -259,7 +357,42 @@ export class OutboxStore {
       oldestUnpublishedAgeSeconds:
         r?.oldest_age == null ? null : Math.round(r.oldest_age * 10) / 10,
       needsAttention: Number(r?.needs_attention ?? 0),
+      setAside: Number(r?.set_aside ?? 0),
       published: Number(r?.published ?? 0),
     };
+  }
+
+  /** Rows that need attention, in the order they came to need it, with their reason (at most `limit`). */
+  async needsAttention(db: SqlExecutor, limit = 50): Promise<NeedsAttentionRow[]> {
+    const { rows } = await db.query<{
+      id: string;
+      event_type: string;
+      schema_version: string;
+      occurred_at: Date | string;
+      needs_attention_at: Date | string;
+      attempts: number;
+      last_error: string | null;
+    }>(
+      `SELECT id, event_type, schema_version, occurred_at, needs_attention_at, attempts, last_error
+         FROM ${this.table}
+        WHERE needs_attention_at IS NOT NULL AND published_at IS NULL
+        ORDER BY needs_attention_at, occurred_at
+        LIMIT $1`,
+      [limit],
+    );
+    return rows.map((r) => {
+      const error = r.last_error ?? '';
+      const setAside = error.startsWith(SET_ASIDE_PREFIX);
+      return {
+        id: r.id,
+        type: r.event_type,
+        schemaVersion: r.schema_version,
+        occurredAt: toIso(r.occurred_at),
+        needsAttentionAt: toIso(r.needs_attention_at),
+        attempts: r.attempts,
+        setAside,
+        reason: setAside ? error.slice(SET_ASIDE_PREFIX.length) : error,
+      };
+    });
   }
 }

@@ -22,7 +22,14 @@ import type { Envelope } from '../envelope/envelope.js';
  *   publishes it again later, producing at worst a duplicate with the same id;
  * - the message id on the wire is the envelope id, so consumers can deduplicate.
  */
-export type PublishFailureReason = 'unroutable' | 'nacked' | 'throttled' | 'timeout' | 'connection';
+export type PublishFailureReason =
+  | 'unroutable'
+  /** Confirmed, but a declared route to a consumer queue is missing (RabbitMQ: a tap got it). */
+  | 'route-missing'
+  | 'nacked'
+  | 'throttled'
+  | 'timeout'
+  | 'connection';
 
 export type PublishOutcome =
   | { id: string; ok: true }
@@ -64,6 +71,17 @@ export interface InboundMessage {
   /** Envelope schema version as the transport saw it (header or attribute). */
   schemaVersion?: string | undefined;
   correlationId?: string | undefined;
+  /**
+   * Set when an operator redrove the message from the parking lot: how many times, and when last
+   * (ISO). The retry window starts again at `lastAt` (the message keeps its event id).
+   */
+  redrive?: Redrive | undefined;
+}
+
+/** How often a message was redriven from the parking lot, and when last (ISO). */
+export interface Redrive {
+  count: number;
+  lastAt: string;
 }
 
 /**
@@ -117,6 +135,9 @@ export interface Diagnosis {
   error: string;
   correlationId: string | null;
   consumer: string;
+  /** Times the message was redriven before this park (absent or 0: never), and when last. */
+  redriveCount?: number | undefined;
+  lastRedriveAt?: string | undefined;
 }
 
 /** One received message and the backend's native handle on it (delivery tag, record, …). */
@@ -201,13 +222,53 @@ export interface RedriveOptions {
   rate?: number;
   dryRun?: boolean;
   onMoved?: (id: string) => void;
+  /** How long to wait for a broker-side move (an SQS move task) to finish (default 15 min). */
+  timeoutMs?: number;
+  /**
+   * Redrives per message allowed (default: the backend's `retention.redriveLimit`,
+   * `REDRIVE_LIMIT`). A matched message already redriven this often stays parked and is reported
+   * in `skipped`: the inbox retention is sized for this many redrives.
+   */
+  redriveLimit?: number;
+  /**
+   * The operator's override: redrive matched messages past the limit. Their inbox rows may be
+   * gone, so their effect may apply a second time.
+   */
+  beyondLimit?: boolean;
+}
+
+/** A matched message left in the parking lot, and why. */
+export interface RedriveSkip {
+  messageId: string;
+  /** Times it was already redriven. */
+  redriveCount: number;
+  reason: string;
+}
+
+/**
+ * A broker-side move of the whole parking lot (SQS `StartMessageMoveTask`), as it ended: `RUNNING`
+ * when the wait timed out (the task goes on), else the task's final status.
+ */
+export interface MoveTaskReport {
+  handle: string;
+  status: 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'RUNNING';
+  /** Messages moved so far (SQS: approximate). */
+  moved: number;
+  /** Messages the task set out to move, when the broker tells. */
+  toMove?: number | undefined;
+  failureReason?: string | undefined;
 }
 
 export interface RedriveResult {
   scanned: number;
   matched: number;
+  /** The ids moved one by one (a move task moves without telling them: see `task`). */
   moved: string[];
   dryRun: boolean;
+  /** Matched but left parked (the redrive limit reached); in a dry run, the ones that would be. */
+  skipped: RedriveSkip[];
+  /** Set when a broker-side move task did the move: done only when `status` is `COMPLETED`. */
+  task?: MoveTaskReport | undefined;
 }
 
 /**

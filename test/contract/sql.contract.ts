@@ -11,13 +11,13 @@ export function runSqlContract(options: { name: string; db: () => SqlDatabase })
   describe(`SQL port contract: ${options.name}`, () => {
     const db = () => options.db();
 
-    it('carries every parameter type both ways: uuid, text, integer, boolean, null, jsonb, timestamptz', async () => {
+    it("carries every parameter type both ways: uuid, text, integer, boolean, null, jsonb, timestamptz (typed by the statement's casts)", async () => {
       const id = randomUUID();
       const at = new Date('2026-11-29T10:11:12.345Z');
       await db().query(
         `INSERT INTO outbox (id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
            payload, producer, correlation_id, causation_id, occurred_at)
-         VALUES ($1, 'order.created', '1.0', 'order', $2, $3, $4::jsonb, 'contract', 'c', $5, $6)`,
+         VALUES ($1::uuid, 'order.created', '1.0', 'order', $2, $3, $4::jsonb, 'contract', 'c', $5, $6::timestamptz)`,
         [id, 'agg-1', 3, JSON.stringify({ a: [1, 'x'], b: { c: true } }), null, at.toISOString()],
       );
       const { rows } = await db().query<{
@@ -29,7 +29,7 @@ export function runSqlContract(options: { name: string; db: () => SqlDatabase })
         unpublished: boolean;
       }>(
         `SELECT id, aggregate_version, payload, causation_id, occurred_at, published_at IS NULL AS unpublished
-           FROM outbox WHERE id = $1`,
+           FROM outbox WHERE id = $1::uuid`,
         [id],
       );
       expect(rows).toHaveLength(1);
@@ -101,7 +101,7 @@ export function runSqlContract(options: { name: string; db: () => SqlDatabase })
       const id = randomUUID();
       const claim = () =>
         db().query<{ message_id: string }>(
-          `INSERT INTO processed_messages (consumer_name, message_id) VALUES ('contract', $1)
+          `INSERT INTO processed_messages (consumer_name, message_id) VALUES ('contract', $1::uuid)
            ON CONFLICT DO NOTHING RETURNING message_id`,
           [id],
         );

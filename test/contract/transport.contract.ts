@@ -39,6 +39,8 @@ export interface Delivery {
   messageId: string;
   attempt: number;
   redelivered: boolean;
+  /** Times redriven from the parking lot, as the transport says (0: never). */
+  redrives: number;
   at: number;
 }
 
@@ -76,6 +78,7 @@ export function runTransportContract(options: {
             messageId: m.messageId ?? '?',
             attempt: m.attempt,
             redelivered: m.redelivered,
+            redrives: m.redrive?.count ?? 0,
             at: Date.now(),
           });
           outcomes.push(
@@ -177,6 +180,64 @@ export function runTransportContract(options: {
       expect(of(e.id)[1]?.attempt).toBe(0);
     });
 
+    it('a redriven message says so (count and time), and so does its diagnosis when parked again', async () => {
+      const park: Outcome = {
+        kind: 'park',
+        reason: 'exhausted',
+        errorClass: 'transient',
+        error: 'still failing',
+      };
+      const { publisher, parkingLot, of } = await setup('redrive_count', (_m, seen) =>
+        seen <= 2 ? park : ack,
+      );
+      const e = envelope();
+      const before = Date.now();
+      await publisher.publish([e]);
+      const parkedOnce = async () =>
+        (await parkingLot.list(10)).find((p) => p.diagnosis.messageId === e.id);
+      const first = await waitFor(parkedOnce, { timeoutMs: 15_000, message: 'parked' });
+      expect(first.diagnosis.redriveCount ?? 0).toBe(0);
+      expect((await parkingLot.redrive({ ids: [e.id] })).moved).toEqual([e.id]);
+      await waitFor(() => of(e.id).length >= 2, { timeoutMs: 15_000, message: 'redriven' });
+      expect(of(e.id).map((d) => d.redrives)).toEqual([0, 1]);
+      const second = await waitFor(
+        async () => {
+          const p = await parkedOnce();
+          return p?.diagnosis.redriveCount === 1 ? p : undefined;
+        },
+        { timeoutMs: 15_000, message: 'parked again, redriven once' },
+      );
+      expect(second.diagnosis).toMatchObject({ reason: 'exhausted', errorClass: 'transient' });
+      expect(Date.parse(second.diagnosis.lastRedriveAt ?? '')).toBeGreaterThanOrEqual(before);
+
+      // at the redrive limit (REDRIVE_LIMIT, 1 by default): refused, it stays parked as it was
+      const refused = await parkingLot.redrive({ ids: [e.id] });
+      expect(refused).toMatchObject({ matched: 1, moved: [] });
+      expect(refused.skipped).toEqual([
+        {
+          messageId: e.id,
+          redriveCount: 1,
+          reason: expect.stringContaining(
+            'redrive limit 1 reached: the inbox retention covers 1 redrives; raise INBOX_RETENTION_MS and REDRIVE_LIMIT together',
+          ),
+        },
+      ]);
+      const still = await waitFor(parkedOnce, { timeoutMs: 15_000, message: 'still parked' });
+      expect(still.diagnosis).toMatchObject({
+        reason: 'exhausted',
+        errorClass: 'transient',
+        redriveCount: 1,
+        lastRedriveAt: second.diagnosis.lastRedriveAt,
+      });
+      expect(of(e.id)).toHaveLength(2);
+
+      // a limit of 2 lets it through
+      const allowed = await parkingLot.redrive({ ids: [e.id] }, { redriveLimit: 2 });
+      expect(allowed).toMatchObject({ moved: [e.id], skipped: [] });
+      await waitFor(() => of(e.id).length >= 3, { timeoutMs: 15_000, message: 'redriven twice' });
+      expect(of(e.id)[2]?.redrives).toBe(2);
+    });
+
     it('reading the parking lot takes nothing out: back-to-back reads see every parked message', async () => {
       const reason: Outcome = {
         kind: 'park',
@@ -194,7 +255,9 @@ export function runTransportContract(options: {
         timeoutMs: 15_000,
         message: 'all three parked',
       });
-      for (let i = 0; i < 15; i++) expect(await read(), `read ${i + 1}`).toEqual(ids);
+      // More reads than RabbitMQ 4's default delivery limit (20): a read gives the messages back,
+      // and each return counts as a delivery there.
+      for (let i = 0; i < 25; i++) expect(await read(), `read ${i + 1}`).toEqual(ids);
       await waitFor(async () => (await h.backend.inspect()).parked >= sent.length, {
         message: 'inspect() counts the parked messages',
       });

@@ -1,3 +1,4 @@
+import { templatesFor } from '../../devkit/lambda/synth.js';
 import { startNode } from '../../devkit/processes.js';
 import type { JournalEntry } from '../../shared/consumer/journal.js';
 import { RABBITMQ_MANAGEMENT_URL } from './services.js';
@@ -18,49 +19,67 @@ export interface RunningChild {
 }
 
 /**
+ * Makes (or finds cached) the synthesized templates `npm run dev` reads its settings from, so that
+ * a test file's first dev process does not synthesize inside a test's timeout: call it in a
+ * `beforeAll` with a long timeout (a synth takes 10–30 s on these machines, once per source change).
+ */
+export const DEV_TEMPLATES_TIMEOUT_MS = 240_000;
+export async function devTemplates(...transports: ('sqs' | 'rabbitmq')[]): Promise<void> {
+  for (const transport of transports) await templatesFor({ transport });
+}
+
+/**
  * Runs `npm run dev` roles in a child process, as a separate deployment would; `done` resolves when
- * it exits (tests use `FAULTS=…:exit` to make it die at a fault point).
+ * it exits (tests use `FAULTS=…:exit` to make it die at a fault point). dev reads its settings
+ * from the synthesized templates: they are made (or found cached) here first, so that the
+ * child's start and the timeouts below do not include a synth.
  */
 export function startDev(
   args: string[],
   env: Record<string, string>,
   timeoutMs = 30_000,
 ): RunningChild {
-  const child = startNode({
-    name: `dev ${args.join(' ')}`,
-    args: ['--import', 'tsx', 'bin/dev.ts', ...args],
-    env: {
-      RABBITMQ_MANAGEMENT_URL,
-      POWERTOOLS_LOG_LEVEL: 'INFO',
-      RETRY_LADDER_MS: '1000,2000,3000',
-      RETRY_MAX_ATTEMPTS: '3',
-      RETRY_MAX_AGE_MS: '60000',
-      RETRY_JITTER: '0',
-      ...env,
-    },
-  });
-  const done = new Promise<ChildResult>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill();
-      reject(
-        new Error(
-          `child did not exit within ${timeoutMs} ms\nstdout: ${child.text()}\nstderr: ${child.errors()}`,
-        ),
-      );
-    }, timeoutMs);
-    void child.exited.then(({ code, signal }) => {
-      clearTimeout(timer);
-      resolve({
-        code,
-        signal,
-        stdout: child.text(),
-        stderr: child.errors(),
-        journal: child.journal(),
-      });
-    });
-  });
-  const output = (pattern: RegExp, waitMs = 20_000) =>
-    child.waitFor(pattern, { timeoutMs: waitMs });
+  const transport = args[args.indexOf('--transport') + 1] === 'sqs' ? 'sqs' : 'rabbitmq';
+  const started = templatesFor({ transport }).then(() =>
+    startNode({
+      name: `dev ${args.join(' ')}`,
+      args: ['--import', 'tsx', 'bin/dev.ts', ...args],
+      env: {
+        RABBITMQ_MANAGEMENT_URL,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+        RETRY_LADDER_MS: '1000,2000,3000',
+        RETRY_MAX_ATTEMPTS: '3',
+        RETRY_MAX_AGE_MS: '60000',
+        RETRY_JITTER: '0',
+        ...env,
+      },
+    }),
+  );
+  const done = started.then(
+    (child) =>
+      new Promise<ChildResult>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          child.kill();
+          reject(
+            new Error(
+              `child did not exit within ${timeoutMs} ms\nstdout: ${child.text()}\nstderr: ${child.errors()}`,
+            ),
+          );
+        }, timeoutMs);
+        void child.exited.then(({ code, signal }) => {
+          clearTimeout(timer);
+          resolve({
+            code,
+            signal,
+            stdout: child.text(),
+            stderr: child.errors(),
+            journal: child.journal(),
+          });
+        });
+      }),
+  );
+  const output = async (pattern: RegExp, waitMs = 20_000) =>
+    (await started).waitFor(pattern, { timeoutMs: waitMs });
   return { done, output };
 }
 

@@ -1,6 +1,10 @@
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
-import { startDataApiServer } from '../../devkit/emulators/dataApiServer.js';
-import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import {
+  type DataApiServer,
+  type DataApiServerOptions,
+  startDataApiServer,
+} from '../../devkit/emulators/dataApiServer.js';
+import { DataApiDatabase, type DataApiSettings } from '../../shared/db/data-api/DataApiDatabase.js';
 
 /**
  * The RDS Data API adapter on a test database: the local endpoint speaking the Data API's wire
@@ -9,8 +13,10 @@ import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 export async function localDataApi(
   databaseUrl: string,
   databaseName: string,
-): Promise<{ db: DataApiDatabase; close(): Promise<void> }> {
-  const server = await startDataApiServer({ databaseUrl });
+  options: Omit<DataApiServerOptions, 'databaseUrl'> = {},
+  settings: DataApiSettings = {},
+): Promise<{ db: DataApiDatabase; server: DataApiServer; close(): Promise<void> }> {
+  const server = await startDataApiServer({ ...options, databaseUrl });
   const client = new RDSDataClient({
     endpoint: server.endpoint,
     region: 'us-east-1',
@@ -24,9 +30,11 @@ export async function localDataApi(
       secretArn: 'arn:aws:secretsmanager:us-east-1:000000000000:secret:local',
       database: databaseName,
     },
+    settings,
   );
   return {
     db,
+    server,
     async close() {
       client.destroy();
       await server.close();

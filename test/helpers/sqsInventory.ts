@@ -37,7 +37,13 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
   static async create(
     server: SqsServer,
     label: string,
-    options: { mode?: SqsRetryMode; fifo?: boolean; budget?: RetryBudget } = {},
+    options: {
+      mode?: SqsRetryMode;
+      fifo?: boolean;
+      budget?: RetryBudget;
+      /** The source queue's visibility timeout (default 6 s). */
+      visibilityTimeoutSeconds?: number;
+    } = {},
   ): Promise<SqsInventoryBench> {
     const budget = options.budget ?? TEST_RETRY_BUDGET;
     const scratch = await createScratch({ ...SERVICES, sqsEndpoint: server.endpoint }, label, {
@@ -50,7 +56,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
         {
           mode: options.mode ?? 'visibility',
           fifo: options.fifo ?? false,
-          visibilityTimeoutSeconds: 6,
+          visibilityTimeoutSeconds: options.visibilityTimeoutSeconds ?? 6,
           requestTimeoutMs: 2_000,
           maxAttempts: 1,
         },

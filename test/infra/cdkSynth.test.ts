@@ -61,5 +61,6 @@ describe.each(['sqs', 'rabbitmq'] as const)('cdk synth -c transport=%s', (transp
     console.info(
       `cdk synth ${transport}: ${r.ms} ms; templates ${templateBytes.join(', ')} B; bundles ${sizes.join(', ')} B`,
     );
-  });
+    // ~35 s alone; the synth itself is bounded at 180 s (spawnSync), on a machine busy with other work
+  }, 200_000);
 });

@@ -13,10 +13,13 @@ import {
 import {
   budgetOf,
   ConfigError,
+  DEFAULT_REDRIVE_LIMIT,
   ENV_NAMES,
   type Env,
   loadEnv,
+  RETENTION_ENV,
   retentionOf,
+  transactionTimeoutsOf,
 } from '../../shared/config/env.js';
 
 /**
@@ -50,29 +53,36 @@ const BUDGET: RetryBudget = {
 };
 const RETENTION: Retention = {
   parkingMs: 2 * DAY,
-  inboxMs: 4 * DAY,
+  inboxMs: 6 * DAY,
   publishedOutboxMs: DAY,
   redriveWindowMs: DAY / 2,
+  redriveLimit: 2,
 };
 
 interface SynthesizedFunction {
   service: string;
   variables: Record<string, string>;
   deployTime: string[];
+  /** The function's `Timeout` (s). */
+  timeout: number;
 }
 
 function functionsOf(stack: Stack): SynthesizedFunction[] {
   const resources = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   return Object.values(resources).flatMap((r) => {
-    const raw = ((r as { Properties: { Environment?: { Variables?: Record<string, unknown> } } })
-      .Properties.Environment?.Variables ?? {}) as Record<string, unknown>;
+    const props = (
+      r as {
+        Properties: { Timeout?: number; Environment?: { Variables?: Record<string, unknown> } };
+      }
+    ).Properties;
+    const raw = (props.Environment?.Variables ?? {}) as Record<string, unknown>;
     const service = raw.POWERTOOLS_SERVICE_NAME;
     if (typeof service !== 'string') return []; // the CDK provider framework's own function
     const deployTime = Object.keys(raw).filter((k) => typeof raw[k] !== 'string');
     const variables = Object.fromEntries(
       Object.entries(raw).map(([k, v]) => [k, typeof v === 'string' ? v : DEPLOY_TIME_VALUE]),
     );
-    return [{ service, variables, deployTime }];
+    return [{ service, variables, deployTime, timeout: props.Timeout ?? 3 }];
   });
 }
 
@@ -80,7 +90,7 @@ function synth(transport: 'sqs' | 'rabbitmq', config: PipelineConfig) {
   // no bundling in tests (esbuild runs on `cdk synth`): the templates are what we assert
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
-  const database = dataApiAccess(data.cluster, data.databaseName);
+  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
   const pipeline =
     transport === 'sqs'
       ? new SqsPipelineStack(app, 'Sqs', { config, database })
@@ -97,10 +107,11 @@ function parse(fn: SynthesizedFunction): Env {
 }
 
 const EXPECTED_SERVICES = {
-  sqs: ['maintenance', 'outbox-relay', 'place-order', 'reserve-inventory-sqs'],
+  sqs: ['maintenance', 'order-results-sqs', 'outbox-relay', 'place-order', 'reserve-inventory-sqs'],
   rabbitmq: [
     'broker-setup',
     'maintenance',
+    'order-results-rabbitmq',
     'outbox-relay',
     'place-order',
     'reserve-inventory-rabbitmq',
@@ -121,11 +132,27 @@ describe.each([
       for (const fn of pipeline) {
         const env = parse(fn);
         expect(budgetOf(env), fn.service).toEqual(config.budget);
+        // every retention setting the inbox rule reads, as given (not the runtime's defaults)
         expect(retentionOf(env), fn.service).toEqual({
           redriveWindowMs: DEFAULT_REDRIVE_WINDOW_MS,
+          redriveLimit: DEFAULT_REDRIVE_LIMIT,
           ...config.retention,
         });
+        for (const name of Object.values(RETENTION_ENV)) {
+          expect(fn.variables[name], `${fn.service} ${name}`).toBeDefined();
+        }
         expect(env.TRANSPORT, fn.service).toBe(transport);
+        // the transaction bounds come from the function's real timeout, not the 5 s default
+        expect(fn.variables.FUNCTION_TIMEOUT_MS, fn.service).toBe(String(fn.timeout * 1000));
+        expect(transactionTimeoutsOf(env).statementTimeoutMs, fn.service).toBe(
+          Math.floor(fn.timeout * 1000 * 0.8),
+        );
+        // the SQS consumers carry their queue's visibility, so loadEnv checked the 6× rule
+        const consumesSqs =
+          fn.service === 'reserve-inventory-sqs' || fn.service === 'order-results-sqs';
+        expect(env.SQS_VISIBILITY_TIMEOUT_S, fn.service).toBe(
+          consumesSqs ? config.sqs.visibilityTimeoutSeconds : undefined,
+        );
         expect(env.DB_DRIVER, fn.service).toBe('data-api');
         for (const k of ['DATA_API_RESOURCE_ARN', 'DATA_API_SECRET_ARN'] as const) {
           expect(env[k], `${fn.service} ${k}`).toBeDefined();
@@ -159,7 +186,9 @@ describe('function environments: data stack and the rules at synth', () => {
   it('the migrate function parses with loadEnv and reads the migrations its bundle ships', () => {
     const { data } = synth('sqs', pipelineConfig());
     expect(data.map((f) => f.service)).toEqual(['migrate']);
-    const env = parse(data[0] as SynthesizedFunction);
+    const fn = data[0] as SynthesizedFunction;
+    const env = parse(fn);
+    expect(fn.variables.FUNCTION_TIMEOUT_MS).toBe(String(fn.timeout * 1000));
     expect(env.DB_DRIVER).toBe('data-api');
     expect(env.MIGRATIONS_DIR).toBe('/var/task/migrations');
   });
@@ -167,7 +196,7 @@ describe('function environments: data stack and the rules at synth', () => {
   it('a budget or retention the functions would refuse fails synthesis, naming the variable', () => {
     expect(() => pipelineConfig(BUDGET, { ...RETENTION, inboxMs: 2 * DAY })).toThrow(ConfigError);
     expect(() => pipelineConfig(BUDGET, { ...RETENTION, inboxMs: 2 * DAY })).toThrow(
-      /INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS/,
+      /INBOX_RETENTION_MS: \d+ must exceed RETRY_MAX_AGE_MS \+ REDRIVE_LIMIT × \(PARKING_RETENTION_MS \+ REDRIVE_WINDOW_MS \+ RETRY_MAX_AGE_MS\)/,
     );
     expect(() => pipelineConfig({ ...BUDGET, ladderMs: [10_000, 2_000] })).toThrow(
       /RETRY_LADDER_MS\.1: the ladder must not decrease/,

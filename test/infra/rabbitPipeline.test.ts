@@ -31,7 +31,7 @@ function synth(broker?: Partial<BrokerSettings>) {
   const data = new DataStack(app, 'Data');
   const pipeline = new RabbitPipelineStack(app, 'Rabbit', {
     config,
-    database: dataApiAccess(data.cluster, data.databaseName),
+    database: dataApiAccess(data.cluster, data.databaseName, data.appSecret),
     broker,
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
@@ -98,6 +98,20 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
     expect(() => mqBatchingWindowSeconds(1500)).toThrow(/whole seconds/);
   });
 
+  it('order-results reads orders.inventory-results through its own Amazon MQ event source', () => {
+    t.rabbit.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      Queues: [RABBITMQ_NAMES.inventoryResultsQueue],
+      FunctionName: { Ref: Match.stringLikeRegexp('^orderresultsrabbitmq') },
+      BatchSize: AMAZON_MQ_TRIGGER.batchSize,
+      SourceAccessConfigurations: [
+        { Type: 'BASIC_AUTH', URI: { Ref: Match.stringLikeRegexp('BrokerCredentials') } },
+        { Type: 'VIRTUAL_HOST', URI: '/' },
+      ],
+      EventSourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Broker'), 'Arn'] },
+    });
+    t.rabbit.resourceCountIs('AWS::Lambda::EventSourceMapping', 2);
+  });
+
   it('topology and policies are applied on deploy, re-applied when what they declare changes', () => {
     t.rabbit.hasResourceProperties('Custom::BrokerTopology', {
       version: Match.stringLikeRegexp('^[0-9a-f]{16}$'),
@@ -108,7 +122,7 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
       const data = new DataStack(app, 'Data');
       const stack = new RabbitPipelineStack(app, 'Rabbit', {
         config: pipelineConfig({ ...config.budget, ladderMs: budgetLadder }),
-        database: dataApiAccess(data.cluster, data.databaseName),
+        database: dataApiAccess(data.cluster, data.databaseName, data.appSecret),
       });
       const [resource] = Object.values(
         Template.fromStack(stack).findResources('Custom::BrokerTopology'),
@@ -148,6 +162,7 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
     expect([...byService.keys()].sort()).toEqual([
       'broker-setup',
       'maintenance',
+      'order-results-rabbitmq',
       'outbox-relay',
       'place-order',
       'reserve-inventory-rabbitmq',

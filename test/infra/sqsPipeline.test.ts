@@ -19,7 +19,7 @@ function synth() {
   const data = new DataStack(app, 'Data');
   const pipeline = new SqsPipelineStack(app, 'Sqs', {
     config,
-    database: dataApiAccess(data.cluster, data.databaseName),
+    database: dataApiAccess(data.cluster, data.databaseName, data.appSecret),
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return { app, data: Template.fromStack(data), sqs: Template.fromStack(pipeline) };
@@ -58,15 +58,45 @@ describe('CDK: data stack and SQS pipeline stack', () => {
     t.sqs.resourcePropertiesCountIs(
       'AWS::Lambda::Function',
       { Runtime: 'nodejs24.x', Architectures: ['arm64'] },
-      4,
+      5,
     );
-    t.sqs.resourceCountIs('AWS::Logs::LogGroup', 5); // 4 functions + API access logs
+    t.sqs.resourceCountIs('AWS::Logs::LogGroup', 6); // 5 functions + API access logs
     t.sqs.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
           ...functionEnvironment({ budget: config.budget }),
           DB_DRIVER: 'data-api',
           TRANSPORT: 'sqs',
+        }),
+      },
+    });
+  });
+
+  it('order-results reads the results queue on an SQS event source with partial batch responses', () => {
+    const results = t.sqs.findResources('AWS::SQS::Queue', {
+      Properties: { QueueName: config.names.inventoryResultsQueue },
+    });
+    const [resultsId, resultsQueue] = Object.entries(results)[0] ?? [];
+    expect(resultsId).toBeDefined();
+    // AWS's rule for SQS event sources (≥ 6 × the function timeout), and a parking queue
+    expect(resultsQueue).toMatchObject({
+      Properties: {
+        VisibilityTimeout: config.sqs.visibilityTimeoutSeconds,
+        RedrivePolicy: { maxReceiveCount: config.sqs.maxReceiveCount },
+      },
+    });
+    t.sqs.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [resultsId, 'Arn'] },
+      FunctionName: { Ref: Match.stringLikeRegexp('^orderresultssqs') },
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      ScalingConfig: { MaximumConcurrency: config.sqs.maxConcurrency },
+    });
+    t.sqs.hasResourceProperties('AWS::Lambda::Function', {
+      Timeout: config.timeoutsSeconds.reserve,
+      Environment: {
+        Variables: Match.objectLike({
+          POWERTOOLS_SERVICE_NAME: 'order-results-sqs',
+          RESULTS_QUEUE_URL: { Ref: resultsId },
         }),
       },
     });
@@ -97,7 +127,10 @@ describe('CDK: data stack and SQS pipeline stack', () => {
   });
 
   it('alarms on one SNS topic: parking arrivals, oldest message, outbox backlog / age / attention, function errors', () => {
-    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 7);
+    // parking ×2, source age and backlog; 5 per outbox ×2; relay errors and throttles, reserve and
+    // maintenance errors, order-results errors; the results queues' 4 (QueueBoundAlarms)
+    // (test/infra/alarms.test.ts asserts what each one watches)
+    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 23);
     t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'ApproximateNumberOfMessagesVisible',
       Threshold: 0,

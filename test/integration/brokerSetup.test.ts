@@ -3,18 +3,23 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
+import {
+  DEFAULT_RETENTION,
+  DEFAULT_RETRY_BUDGET,
+  rabbitRetryDelays,
+} from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import {
   declaredTopology,
   parseBrokerSecret,
+  pipelinePermissions,
   publishQueueMetrics,
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
 } from '../../shared/transport/rabbitmq/index.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
-import { AMQP_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
+import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 
 const moto = SQS_SERVERS.find((s) => s.name === 'moto');
@@ -28,6 +33,7 @@ const moto = SQS_SERVERS.find((s) => s.name === 'moto');
 describe.skipIf(!moto)('broker-setup custom resource with credentials from Secrets Manager', () => {
   let v: TestVhost;
   const saved = { ...process.env };
+  const pipelineUser = uniqueName('pipeline');
 
   beforeAll(async () => {
     v = await createTestVhost('broker-setup');
@@ -48,11 +54,18 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
         }),
       }),
     );
+    const pipelineSecret = await new SecretsManagerClient({ region: 'us-east-1' }).send(
+      new CreateSecretCommand({
+        Name: `broker-pipeline-${v.vhost}`,
+        SecretString: JSON.stringify({ username: pipelineUser, password: randomUUID() }),
+      }),
+    );
     const management = new URL(RABBITMQ_MANAGEMENT_URL);
     management.username = '';
     management.password = '';
     Object.assign(process.env, {
       BROKER_SECRET_ARN: secret.ARN,
+      BROKER_PIPELINE_SECRET_ARN: pipelineSecret.ARN,
       // as Amazon MQ reports it: no credentials, no virtual host
       BROKER_AMQP_ENDPOINT: `${local.protocol}//${local.host}`,
       BROKER_MANAGEMENT_ENDPOINT: management.origin,
@@ -64,6 +77,9 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
     const { sharedRabbit } = await import('../../functions/commons/clients.js');
     await sharedRabbit().close();
     process.env = saved;
+    await v?.management
+      .request('DELETE', `/api/users/${encodeURIComponent(pipelineUser)}`)
+      .catch(() => {});
     await v?.delete();
   });
 
@@ -79,8 +95,25 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
     );
     expect(created).toMatchObject({
       PhysicalResourceId: `broker-topology:${v.vhost}`,
-      Data: { queues: declared.length, rabbitmqVersion: expect.stringMatching(/^\d+\.\d+/) },
+      Data: {
+        queues: declared.length,
+        rabbitmqVersion: expect.stringMatching(/^\d+\.\d+/),
+        pipelineUser,
+      },
     });
+    // the pipeline user of the second secret, with rights on the declared names of this vhost only
+    const perms = await v.management.request<{ vhost: string; read: string }[]>(
+      'GET',
+      `/api/users/${encodeURIComponent(pipelineUser)}/permissions`,
+    );
+    expect(perms).toEqual([
+      expect.objectContaining({
+        vhost: v.vhost,
+        read: pipelinePermissions(
+          declaredTopology(DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION).topology,
+        ).read,
+      }),
+    ]);
     const queues = await v.management.request<{ name: string; type: string }[]>(
       'GET',
       `/api/queues/${encodeURIComponent(v.vhost)}`,
@@ -97,6 +130,19 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
     });
     const firstDelay = DEFAULT_RETRY_BUDGET.ladderMs[0] as number;
     expect(byName.get(retryQueueName(firstDelay))).toMatchObject({ 'message-ttl': firstDelay });
+    // results over their delivery limit are parked, never dropped (RabbitMQ 4's default limit)
+    expect(byName.get(RABBITMQ_NAMES.inventoryResultsQueue)).toMatchObject({
+      'delivery-limit': 50,
+      'dead-letter-exchange': RABBITMQ_NAMES.resultsParkingExchange,
+      'dead-letter-strategy': 'at-least-once',
+    });
+    const rights = new RegExp(perms?.[0]?.read ?? '^$');
+    for (const name of [
+      RABBITMQ_NAMES.resultsParkingQueue,
+      RABBITMQ_NAMES.resultsParkingExchange,
+    ]) {
+      expect(rights.test(name), name).toBe(true);
+    }
 
     const updated = await handler(
       { ...event, RequestType: 'Update', PhysicalResourceId: created.PhysicalResourceId } as never,
@@ -121,8 +167,20 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
     expect(outcomes.every((o) => o.ok)).toBe(true);
     const seen = publishQueueMetrics(await backend.inspect());
     expect(seen).toEqual({
-      [RABBITMQ_NAMES.inventoryQueue]: { depth: 2, ready: 2 },
+      [RABBITMQ_NAMES.inventoryQueue]: { depth: 2, ready: 2, routeMissing: 0 },
       [RETRY_NAMES.parkingQueue]: { depth: 0, ready: 0 },
+      // the queues bounded for want of a consumer, and every declared route present
+      [RABBITMQ_NAMES.auditQueue]: { depth: 2, ready: 2 },
+      [RABBITMQ_NAMES.inventoryResultsQueue]: { depth: 0, ready: 0, routeMissing: 0 },
+      // the results parking lot (its alarm's metric)
+      [RABBITMQ_NAMES.resultsParkingQueue]: { depth: 0, ready: 0 },
+      // the retry delay queues, bounded for when their requeue route is gone
+      ...Object.fromEntries(
+        rabbitRetryDelays(DEFAULT_RETRY_BUDGET).map((d) => [
+          retryQueueName(d),
+          { depth: 0, ready: 0 },
+        ]),
+      ),
     });
   });
 });

@@ -3,6 +3,7 @@ import { startConsumer } from '../../devkit/consumers.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
 import {
+  QUEUE_BOUNDS,
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
@@ -34,6 +35,9 @@ describe('RabbitMQ consumer: topology, policies, lifecycle', () => {
         'delivery-limit': 10,
       },
     });
+    // no delivery limit: -1 from RabbitMQ 4.0 (whose default is 20), none on 3.x (which refuses -1)
+    const major = Number((await b.vhost.management.version()).split('.')[0]);
+    const unlimited = major >= 4 ? { 'delivery-limit': -1 } : {};
     for (const delay of rabbitRetryDelays(b.budget)) {
       expect(byName.get(retryQueueName(delay))?.definition).toEqual({
         'message-ttl': delay,
@@ -41,10 +45,16 @@ describe('RabbitMQ consumer: topology, policies, lifecycle', () => {
         'dead-letter-routing-key': RETRY_NAMES.requeueRoutingKey,
         'dead-letter-strategy': 'at-least-once',
         overflow: 'reject-publish',
+        'max-length': QUEUE_BOUNDS.retry.maxLength,
+        ...unlimited,
       });
     }
-    expect(byName.get(RETRY_NAMES.parkingQueue)?.definition).toHaveProperty('message-ttl');
-    expect(policies).toHaveLength(2 + rabbitRetryDelays(b.budget).length);
+    const parking = byName.get(RETRY_NAMES.parkingQueue)?.definition;
+    expect(parking).toHaveProperty('message-ttl');
+    expect(parking?.['delivery-limit']).toEqual(unlimited['delivery-limit']);
+    // + the bounds of audit.orders and orders.inventory-results, and the
+    // results parking queue
+    expect(policies).toHaveLength(5 + rabbitRetryDelays(b.budget).length);
   });
 
   it('the requeue exchange routes to inventory.orders only (never to audit.orders)', async () => {

@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startConsumer } from '../../devkit/consumers.js';
+import { waitFor } from '../../devkit/waitFor.js';
 import type { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { localDataApi } from '../helpers/dataApi.js';
@@ -22,7 +25,7 @@ describe('the pipeline through the RDS Data API adapter (local endpoint, real SD
   it('places orders, relays them, reserves once each even when delivered twice', async () => {
     await b.stock('SKU-DA', 5);
     const orders = new OrderService({ db });
-    const placed = [];
+    const placed: Awaited<ReturnType<OrderService['place']>>[] = [];
     for (const quantity of [1, 2, 3])
       placed.push(await orders.place({ sku: 'SKU-DA', quantity, correlationId: 'data-api' }));
     const again = await orders.place({
@@ -45,8 +48,24 @@ describe('the pipeline through the RDS Data API adapter (local endpoint, real SD
     for (const p of placed) await b.waitForLine(p.eventId, 'acked', 2);
     // 1 + 2 reserved, 3 rejected (only 2 left): each decided once
     expect(await b.stockOf('SKU-DA')).toEqual({ available: 5, reserved: 3 });
-    const statuses = await Promise.all(placed.map((p) => orders.get(p.orderId)));
-    expect(statuses.map((s) => s.reservation.status)).toEqual(['reserved', 'reserved', 'rejected']);
     expect(b.lines.filter((l) => l.step === 'duplicate')).toHaveLength(3);
+
+    // The order side hears the results (through the Data API too) and shows them.
+    const results = new OrderResults({ db, journal: b.journal });
+    await startConsumer(b.backend, (m) => results.process(m), {
+      mode: 'worker',
+      queue: 'results',
+      journal: b.journal,
+    });
+    const inventoryRelay = new OutboxRelay(
+      { db, publisher: b.backend.publisher('inventory_outbox') },
+      { table: 'inventory_outbox', batchSize: 100, maxAttempts: 5 },
+    );
+    expect(await inventoryRelay.runOnce()).toMatchObject({ claimed: 3, published: 3 });
+    const statuses = await waitFor(async () => {
+      const all = await Promise.all(placed.map((p) => orders.get(p.orderId)));
+      return all.every((s) => s.reservation.status !== 'pending') ? all : undefined;
+    });
+    expect(statuses.map((s) => s.reservation.status)).toEqual(['reserved', 'reserved', 'rejected']);
   });
 });

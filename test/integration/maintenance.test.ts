@@ -17,8 +17,8 @@ import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 const DAY = 24 * 3600 * 1000;
 
 /**
- * Inbox kept 3 days, published outbox rows 2 days; parking 1 day + max age 60 s + the default
- * redrive window of 1 day < 3 days.
+ * Inbox kept 3 days, published outbox rows 2 days; max age 60 s + one redrive (the default) ×
+ * (parking 1 day + the default redrive window of 1 day + max age 60 s) < 3 days.
  */
 const retention: Retention = { parkingMs: DAY, inboxMs: 3 * DAY, publishedOutboxMs: 2 * DAY };
 const budget = TEST_RETRY_BUDGET;
@@ -208,7 +208,25 @@ describe('retention maintenance', () => {
     expect(await snapshot()).toEqual(afterRun());
   });
 
-  it('refuses an inbox retention ≤ parking + max age + redrive window and deletes nothing', async () => {
+  it('refuses an inbox retention that a second park-and-redrive cycle would outlive, and deletes nothing', async () => {
+    // 3 days cover one cycle (60 s + 1 × (1 d + 1 d + 60 s)); a second redrive needs 4 d + 180 s
+    const twice: Retention = { ...retention, redriveLimit: 2 };
+    await expect(runMaintenance(t.db, { retention: twice, budget, dryRun: true })).rejects.toThrow(
+      /INBOX_RETENTION_MS: \d+ must exceed .* \(60000 \+ 2 × \(86400000 \+ 86400000 \+ 60000\) = 345780000 ms\)/,
+    );
+    await expect(runMaintenance(t.db, { retention: twice, budget })).rejects.toThrow(ConfigError);
+    expect(await snapshot()).toEqual(seeded());
+    // covering both cycles, it runs
+    await expect(
+      runMaintenance(t.db, {
+        retention: { ...twice, inboxMs: 4 * DAY + 180_001 },
+        budget,
+        dryRun: true,
+      }),
+    ).resolves.toMatchObject({ dryRun: true });
+  });
+
+  it('refuses an inbox retention ≤ max age + one cycle of parking, redrive window and max age, and deletes nothing', async () => {
     // 1 day + 60 s of max age + 1 day > 1 day: a redriven message would no longer be seen as a duplicate
     const tooShort: Retention = { ...retention, inboxMs: DAY };
     await expect(
@@ -217,10 +235,15 @@ describe('retention maintenance', () => {
     await expect(
       runMaintenance(t.db, { retention: tooShort, budget, batchSize: BATCH, dryRun: true }),
     ).rejects.toThrow(
-      /INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS/,
+      /INBOX_RETENTION_MS: \d+ must exceed RETRY_MAX_AGE_MS \+ REDRIVE_LIMIT × \(PARKING_RETENTION_MS \+ REDRIVE_WINDOW_MS \+ RETRY_MAX_AGE_MS\)/,
     );
-    // exactly parking + max age + redrive window is refused too
-    const exactly = { ...retention, redriveWindowMs: DAY, inboxMs: DAY + budget.maxAgeMs + DAY };
+    // exactly max age + one cycle (parking + redrive window + a fresh max age) is refused too
+    const exactly = {
+      ...retention,
+      redriveWindowMs: DAY,
+      redriveLimit: 1,
+      inboxMs: budget.maxAgeMs + (DAY + DAY + budget.maxAgeMs),
+    };
     await expect(runMaintenance(t.db, { retention: exactly, budget })).rejects.toThrow(ConfigError);
     await expect(
       runMaintenance(t.db, {
@@ -347,6 +370,7 @@ describe('loadRetention', () => {
       inboxMs: 21 * DAY,
       publishedOutboxMs: 7 * DAY,
       redriveWindowMs: DAY,
+      redriveLimit: 1,
     });
     expect(
       loadRetention({
@@ -359,6 +383,7 @@ describe('loadRetention', () => {
       inboxMs: 30 * DAY,
       publishedOutboxMs: 7 * DAY,
       redriveWindowMs: DAY,
+      redriveLimit: 1,
     });
   });
 

@@ -10,13 +10,16 @@ import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { loadEnv } from '../../shared/config/env.js';
+import { FaultScope } from '../../shared/faults.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
+import { KICK_SOURCE } from '../../shared/outbox/kick.js';
+import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
+import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { createTestDatabase, proxiedDatabase, type TestDatabase } from '../helpers/db.js';
 import { DATABASE_URL, RABBITMQ_MANAGEMENT_URL, SERVICES } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 
@@ -31,6 +34,33 @@ const scheduledEvent: ScheduledEvent = {
   resources: ['arn:aws:events:eu-west-1:000000000000:rule/outbox-relay'],
   detail: {},
 };
+
+/**
+ * Runs `fn` capturing what Powertools Metrics writes to stdout: the EMF documents, merged per
+ * outbox (the relay flushes the heartbeat and counts before it queries the backlog).
+ */
+async function captureEmf(fn: () => Promise<unknown>) {
+  const lines: string[] = [];
+  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    lines.push(String(chunk));
+    return true;
+  });
+  try {
+    await fn();
+  } finally {
+    spy.mockRestore();
+  }
+  const docs = lines
+    .flatMap((l) => l.split('\n'))
+    .filter((l) => l.includes('"_aws"'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const byOutbox = new Map<string, Record<string, unknown>>();
+  for (const d of docs) {
+    const outbox = String(d.Outbox);
+    byOutbox.set(outbox, { ...byOutbox.get(outbox), ...d });
+  }
+  return { docs, byOutbox };
+}
 
 describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
   let scratch: ScratchEnvironment;
@@ -96,34 +126,99 @@ describe('relay metrics (CloudWatch EMF, for the alarms)', () => {
     );
     // the metrics read the outbox tables only: no broker is needed behind the relays
     const relays = createRelays({ db: t.db, backend: memoryBackend() }, loadEnv({}));
-    const lines: string[] = [];
-    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-      lines.push(String(chunk));
-      return true;
-    });
-    try {
-      await publishOutboxMetrics(t.db, relays, [
-        { published: 7, failed: 1 },
+    const { docs, byOutbox } = await captureEmf(() =>
+      publishOutboxMetrics(t.db, relays, [
+        { published: 7, failed: 1, setAside: 2, roundErrors: 3 },
         { published: 0, failed: 0 },
-      ]);
-    } finally {
-      spy.mockRestore();
-    }
-    const emf = lines
-      .flatMap((l) => l.split('\n'))
-      .filter((l) => l.includes('"_aws"'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const outbox = emf.find((m) => m.Outbox === 'outbox');
+      ]),
+    );
+    const outbox = byOutbox.get('outbox');
     expect(outbox).toMatchObject({
       OutboxBacklog: 2,
       OutboxNeedsAttention: 1,
       OutboxPublished: 7,
       OutboxPublishFailures: 1,
+      OutboxSetAside: 2,
+      RelayRoundErrors: 3,
+      RelayHeartbeat: 1,
     });
     expect(outbox?.OutboxOldestUnpublishedAgeSeconds).toBeGreaterThanOrEqual(89);
-    expect(emf.find((m) => m.Outbox === 'inventory_outbox')).toMatchObject({ OutboxBacklog: 0 });
-    const aws = outbox?._aws as { CloudWatchMetrics: { Namespace: string }[] } | undefined;
+    expect(byOutbox.get('inventory_outbox')).toMatchObject({
+      OutboxBacklog: 0,
+      RelayHeartbeat: 1,
+      RelayRoundErrors: 0,
+    });
+    expect(docs.every((d) => d.service === 'outbox-relay')).toBe(true);
+    const aws = docs[0]?._aws as { CloudWatchMetrics: { Namespace: string }[] } | undefined;
     expect(aws?.CloudWatchMetrics[0]?.Namespace).toBe('ReliableMessaging');
+  });
+});
+
+describe('relay heartbeat and round errors (every invocation, every outbox)', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase('relay_heartbeat');
+  });
+  afterAll(() => t?.drop());
+
+  /** The deployed handler's wiring (functions/outbox-relay/index.ts) on `db`, without a broker. */
+  const relayHandler = (db: typeof t.db) => {
+    const logger = createLogger('outbox-relay-test');
+    const relays = createRelays({ db, backend: memoryBackend() }, loadEnv({}));
+    return createOutboxRelayHandler(
+      { relays, logger, report: (results) => publishOutboxMetrics(db, relays, results, logger) },
+      { drainBudgetMs: 60_000, idleWaitMs: 20, safetyMarginMs: 500 },
+    );
+  };
+
+  it('the database is unreachable: every round and the backlog query fail, the heartbeat and the round errors still go out', async () => {
+    const broken = await proxiedDatabase(t.url);
+    try {
+      broken.proxy.cut();
+      const handler = relayHandler(broken.db);
+      let summary: Awaited<ReturnType<typeof handler>> | undefined;
+      const { byOutbox } = await captureEmf(async () => {
+        summary = await handler(scheduledEvent, localLambdaContext('outbox-relay', 1_500));
+      });
+      for (const table of ['outbox', 'inventory_outbox'] as const) {
+        expect(summary?.[table]?.roundErrors, table).toBeGreaterThanOrEqual(1);
+        expect(summary?.[table]?.rounds, table).toBe(0);
+        const m = byOutbox.get(table);
+        expect(m?.[OUTBOX_METRICS.heartbeat], table).toBe(1);
+        expect(m?.[OUTBOX_METRICS.roundErrors], table).toBe(summary?.[table]?.roundErrors);
+        expect(m?.[OUTBOX_METRICS.published], table).toBe(0);
+        expect(m, table).not.toHaveProperty(OUTBOX_METRICS.backlog); // its query failed
+      }
+    } finally {
+      await broken.close();
+    }
+  });
+
+  it('rounds throw at a fault point: round errors counted per outbox beside the backlog', async () => {
+    const orders = new OrderService({ db: t.db });
+    for (let i = 0; i < 3; i++)
+      await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `h${i}` });
+    const scope = new FaultScope();
+    scope.arm('relay.after-publish', 1_000); // every round with rows throws before marking
+    const handler = relayHandler(t.db);
+    let summary: Awaited<ReturnType<typeof handler>> | undefined;
+    const { byOutbox } = await captureEmf(() =>
+      scope.run(async () => {
+        summary = await handler(scheduledEvent, localLambdaContext('outbox-relay', 1_500));
+      }),
+    );
+    expect(summary?.outbox?.roundErrors).toBeGreaterThanOrEqual(1);
+    expect(summary?.outbox?.published).toBe(0);
+    expect(byOutbox.get('outbox')).toMatchObject({
+      [OUTBOX_METRICS.heartbeat]: 1,
+      [OUTBOX_METRICS.roundErrors]: summary?.outbox?.roundErrors,
+      [OUTBOX_METRICS.backlog]: 3,
+    });
+    // inventory_outbox had nothing to claim: its rounds went fine
+    expect(byOutbox.get('inventory_outbox')).toMatchObject({
+      [OUTBOX_METRICS.heartbeat]: 1,
+      [OUTBOX_METRICS.roundErrors]: 0,
+    });
   });
 });
 
@@ -223,4 +318,130 @@ describe('npm run bench (short run)', () => {
       expect(stdout).toContain(name);
     }
   }, 120_000);
+});
+
+describe('the relay as deployed: kicked after COMMIT, ticked by the schedule', () => {
+  let t: TestDatabase;
+  const backend = memoryBackend();
+  beforeAll(async () => {
+    t = await createTestDatabase('relay_kicked');
+    await backend.prepare();
+  });
+  afterAll(() => t?.drop());
+
+  const deployed = (db: typeof t.db, state: MemoryRelayStateStore) => {
+    const logger = createLogger('outbox-relay-test');
+    const relays = createRelays({ db, backend }, loadEnv({}));
+    return createOutboxRelayHandler(
+      {
+        relays,
+        logger,
+        report: (results, read) =>
+          publishOutboxMetrics(read ? db : undefined, relays, results, logger),
+      },
+      {
+        drainBudgetMs: 50_000,
+        idleWaitMs: 20,
+        safetyMarginMs: 500,
+        kicked: { lingerMs: 300, sweep: { quietMs: 600_000, intervalMs: 3_600_000 }, state },
+      },
+    );
+  };
+  const kick = { source: KICK_SOURCE, from: 'place-order' } as const;
+
+  it('a kick drains what is there and stops after its linger, long before its budget; it records the run', async () => {
+    const orders = new OrderService({ db: t.db });
+    for (let i = 0; i < 5; i++)
+      await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `k${i}` });
+    const state = new MemoryRelayStateStore();
+    const started = Date.now();
+    const summary = await deployed(t.db, state)(kick, localLambdaContext('outbox-relay', 60_000));
+    expect(summary.mode).toBe('kick');
+    expect(summary.outbox?.published).toBe(5);
+    expect(Date.now() - started).toBeLessThan(50_000);
+    expect(state.state).toMatchObject({ pending: false });
+    expect(state.state?.lastActivityAt).toBeGreaterThanOrEqual(started);
+  });
+
+  it('a tick after a recent run touches no database: the heartbeat still goes out', async () => {
+    const broken = await proxiedDatabase(t.url);
+    try {
+      broken.proxy.cut();
+      const now = Date.now();
+      const state = new MemoryRelayStateStore();
+      state.state = { lastCheckAt: now, lastActivityAt: now, pending: false };
+      let summary: Record<string, unknown> | undefined;
+      const { byOutbox } = await captureEmf(async () => {
+        summary = await deployed(broken.db, state)(
+          scheduledEvent,
+          localLambdaContext('outbox-relay', 60_000),
+        );
+      });
+      expect(summary).toMatchObject({ mode: 'tick', outbox: { rounds: 0, roundErrors: 0 } });
+      expect(byOutbox.get('outbox')?.[OUTBOX_METRICS.heartbeat]).toBe(1);
+      expect(byOutbox.get('outbox')).not.toHaveProperty(OUTBOX_METRICS.backlog);
+      expect(state.state?.lastCheckAt).toBe(now); // nothing recorded: nothing was read
+    } finally {
+      await broken.close();
+    }
+  });
+
+  it('a tick sweeps when the last run left rows (the database was down): it publishes them and records none left', async () => {
+    const orders = new OrderService({ db: t.db });
+    const placed = await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'left' });
+    const state = new MemoryRelayStateStore();
+    state.state = { lastCheckAt: Date.now(), lastActivityAt: Date.now(), pending: true };
+    const summary = await deployed(t.db, state)(
+      scheduledEvent,
+      localLambdaContext('outbox-relay', 60_000),
+    );
+    expect(summary).toMatchObject({ mode: 'sweep', outbox: { published: 1 } });
+    expect(state.state?.pending).toBe(false);
+    const { rows } = await t.db.query('SELECT published_at FROM outbox WHERE id = $1', [
+      placed.eventId,
+    ]);
+    expect(rows[0]?.published_at).not.toBeNull();
+  });
+
+  it('a kicked run that cannot declare its topology (broker down) fails, and records rows as possibly left', async () => {
+    const state = new MemoryRelayStateStore();
+    const now = Date.now();
+    state.state = { lastCheckAt: now, lastActivityAt: now, pending: false };
+    const logger = createLogger('outbox-relay-test');
+    const handler = createOutboxRelayHandler(
+      {
+        relays: createRelays({ db: t.db, backend }, loadEnv({})),
+        logger,
+        prepare: async () => {
+          throw new Error('broker unreachable');
+        },
+      },
+      {
+        drainBudgetMs: 50_000,
+        idleWaitMs: 20,
+        safetyMarginMs: 500,
+        kicked: { lingerMs: 300, sweep: { quietMs: 600_000, intervalMs: 3_600_000 }, state },
+      },
+    );
+    await expect(handler(kick, localLambdaContext('outbox-relay', 60_000))).rejects.toThrow(
+      'broker unreachable',
+    );
+    expect(state.state?.pending).toBe(true);
+  });
+
+  it('a kicked run that cannot reach the database records rows as possibly left, so the next tick sweeps', async () => {
+    const broken = await proxiedDatabase(t.url);
+    try {
+      broken.proxy.cut();
+      const state = new MemoryRelayStateStore();
+      const summary = await deployed(broken.db, state)(
+        kick,
+        localLambdaContext('outbox-relay', 60_000),
+      );
+      expect(summary.outbox?.roundErrors).toBeGreaterThanOrEqual(1);
+      expect(state.state?.pending).toBe(true);
+    } finally {
+      await broken.close();
+    }
+  });
 });

@@ -9,6 +9,8 @@ import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
+import { redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';
+import { redriveStartsAFreshWindow } from '../helpers/redriveWindow.js';
 import { RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
 
 const cli = (args: string[], env: Record<string, string>) =>
@@ -108,5 +110,59 @@ describe('redrive from the RabbitMQ parking lot (CLI)', () => {
     const again = b.lines.filter((l) => l.step === 'received' && orders[0]?.id === l.messageId);
     expect(again.at(-1)?.attempt).toBe(0);
     expect(await b.depth(RABBITMQ_NAMES.auditQueue)).toBe(20);
+  });
+});
+
+describe('a redriven message gets a fresh retry window (RabbitMQ worker)', () => {
+  let b: InventoryBench;
+  beforeAll(async () => {
+    b = await InventoryBench.create('redrive_window');
+  });
+  afterAll(() => b?.close());
+
+  it('parked for its age, redriven: the whole ladder again, parked again saying it was redriven once', () =>
+    redriveStartsAFreshWindow(b, {
+      publish: (e) => b.publish(e),
+      start: (db) => b.worker({ db }),
+    }));
+});
+
+describe('the redrive limit (RabbitMQ, CLI)', () => {
+  let b: InventoryBench;
+  beforeAll(async () => {
+    b = await InventoryBench.create('redrive_limit', { ...TEST_RETRY_BUDGET, maxAttempts: 0 });
+  });
+  afterAll(() => b?.close());
+
+  it('redriven once and parked again: refused at REDRIVE_LIMIT 1 and left parked, allowed at 2; --beyond-limit says the risk', async () => {
+    const env = { AMQP_URL: b.vhost.amqpUrl };
+    await redriveRefusedAtTheLimit(b, {
+      transport: 'rabbitmq',
+      env,
+      publish: (e) => b.publish(e),
+      start: (db) => b.worker({ db }),
+      redrive: async (id, runEnv) => {
+        if (runEnv.REDRIVE_LIMIT)
+          return runCli(['parked', 'redrive', '--transport', 'rabbitmq', '--ids', id], runEnv);
+        // before the refusal: a dry run with the override would move it, and says what that risks
+        const beyond = await runCli(
+          [
+            'parked',
+            'redrive',
+            '--transport',
+            'rabbitmq',
+            '--ids',
+            id,
+            '--dry-run',
+            '--beyond-limit',
+          ],
+          runEnv,
+        );
+        expect(beyond).toMatchObject({ code: 0 });
+        expect(beyond.stdout).toContain('dry run: scanned 1, matched 1, moved 0, skipped 0');
+        expect(beyond.stderr).toContain('apply its effect a second time');
+        return runCli(['parked', 'redrive', '--transport', 'rabbitmq', '--ids', id], runEnv);
+      },
+    });
   });
 });

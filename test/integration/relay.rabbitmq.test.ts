@@ -18,6 +18,7 @@ import {
 } from '../../shared/transport/rabbitmq/index.js';
 import type { Publisher } from '../../shared/transport/types.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
+import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates } from '../helpers/child.js';
 import type { TestDatabase } from '../helpers/db.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL, SERVICES } from '../helpers/services.js';
@@ -38,12 +39,13 @@ describe('outbox relay → RabbitMQ', () => {
   let orders: OrderService;
 
   /** A RabbitMQ backend on this file's vhost (through `url` when given, e.g. a proxy). */
-  const backendFor = (url?: string) =>
+  const backendFor = (url?: string, extra: { routeCheck?: false } = {}) =>
     scratch.backend(
       'rabbitmq',
       { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-test' },
       {
         ...(url ? { url } : {}),
+        ...extra,
         reconnect: { baseMs: 50, maxMs: 500 },
         publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
       },
@@ -51,11 +53,13 @@ describe('outbox relay → RabbitMQ', () => {
   const vhost = () => scratch.vhost?.vhost as string;
 
   beforeAll(async () => {
+    // a test below runs `npm run dev`, which reads its settings from the templates
+    await devTemplates('rabbitmq');
     scratch = await createScratch(SERVICES, 'relay_rabbitmq');
     t = scratch.database;
     orders = new OrderService({ db: t.db });
     assertConn = await testConnection(scratch.vhost?.amqpUrl as string);
-  });
+  }, DEV_TEMPLATES_TIMEOUT_MS);
   afterAll(async () => {
     await assertConn?.close().catch(() => {});
     await scratch?.close();
@@ -250,6 +254,9 @@ describe('outbox relay → RabbitMQ', () => {
   });
 
   it('unroutable publish (bindings removed): the row is not marked, attempts and last_error are set', async () => {
+    // The broker's own answer (mandatory → returned), as without the management API: with the
+    // route check on, the message is held back as `route-missing` (queues.rabbitmq.test.ts).
+    const unchecked = backendFor(undefined, { routeCheck: false });
     await backend.withChannel(async (ch) => {
       await ch.unbindQueue(
         RABBITMQ_NAMES.inventoryQueue,
@@ -264,7 +271,12 @@ describe('outbox relay → RabbitMQ', () => {
         quantity: 1,
         correlationId: 'unroutable',
       });
-      const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(backend) }, options);
+      const relay = new OutboxRelay({ db: t.db, publisher: publisherFor(unchecked) }, options);
+      // The database's clock before the round: the failure is marked later, so its next attempt
+      // is at least the first backoff step (base/2 with equal jitter) after this instant. Measured
+      // against this, not against now() when the test reads it back (a loaded machine may read it
+      // after the short backoff has passed).
+      const before = await t.db.query<{ at: string }>('SELECT clock_timestamp()::text AS at');
 
       expect(await relay.runOnce()).toMatchObject({ claimed: 1, published: 0, failed: 1 });
 
@@ -272,15 +284,17 @@ describe('outbox relay → RabbitMQ', () => {
         published_at: Date | null;
         attempts: number;
         last_error: string;
-        due_in: number;
+        backoff_ms: number;
       }>(
         `SELECT published_at, attempts, last_error,
-                extract(epoch FROM next_attempt_at - now())::float8 AS due_in FROM outbox WHERE id = $1`,
-        [eventId],
+                extract(epoch FROM next_attempt_at - $2::timestamptz)::float8 * 1000 AS backoff_ms
+           FROM outbox WHERE id = $1`,
+        [eventId, before.rows[0]?.at ?? null],
       );
       expect(rows[0]).toMatchObject({ published_at: null, attempts: 1 });
       expect(rows[0]?.last_error).toMatch(/^unroutable: returned: 312 NO_ROUTE/);
-      expect(rows[0]?.due_in).toBeGreaterThan(0); // backed off, not retried hot
+      // backed off, not retried hot
+      expect(rows[0]?.backoff_ms).toBeGreaterThanOrEqual(options.retryBaseMs / 2);
 
       // after maxAttempts the row needs attention and leaves the batches
       for (let i = 1; i < options.maxAttempts; i++) {
@@ -293,6 +307,7 @@ describe('outbox relay → RabbitMQ', () => {
       expect(await relay.runOnce()).toMatchObject({ claimed: 0 });
     } finally {
       await backend.prepare('publish');
+      await unchecked.close();
     }
   });
 

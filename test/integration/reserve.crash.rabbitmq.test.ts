@@ -1,9 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { runDev, startDev } from '../helpers/child.js';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev, startDev } from '../helpers/child.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: the consumer process dies', () => {
   let b: InventoryBench;
+  beforeAll(() => devTemplates('rabbitmq'), DEV_TEMPLATES_TIMEOUT_MS);
   afterEach(() => b?.close());
 
   it('reserve.after-commit:exit → after a restart the message comes again; reserved once, one inbox row', async () => {

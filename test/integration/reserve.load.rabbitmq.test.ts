@@ -63,7 +63,8 @@ describe('reserve inventory on RabbitMQ under load', () => {
     const rejected = counts.find((c) => c.status === 'rejected')?.n ?? 0;
     expect(rejected).toBeGreaterThan(0);
     const { rows: events } = await b.t.db.query<{ n: number }>(
-      'SELECT count(*)::int AS n FROM inventory_outbox',
+      `SELECT count(*)::int AS n FROM inventory_outbox
+        WHERE event_type = 'inventory.reservation_rejected'`,
     );
     expect(events[0]?.n).toBe(rejected); // one rejection event per rejected order, none twice
     expect(b.lines.filter((l) => l.step === 'duplicate')).toHaveLength(50);

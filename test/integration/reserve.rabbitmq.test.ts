@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { encodeEnvelope } from '../../shared/envelope/envelope.js';
+import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
@@ -146,6 +146,37 @@ describe('reserve inventory on RabbitMQ (worker mode)', () => {
       outcome: 'stale',
     });
     expect(await b.stockOf('SKU-D')).toEqual({ available: 10, reserved: 0 });
+  });
+
+  it('a cancel naming another sku than its reservation → parked permanent with a diagnosis, stock and reservation untouched', async () => {
+    await b.stock('SKU-M1', 10);
+    await b.stock('SKU-M2', 10);
+    const created = b.orderCreated('SKU-M1', 3);
+    await b.publish(created);
+    await b.waitForLine(created.id, 'effect-committed');
+    const cancelled = newEnvelope({
+      type: 'order.cancelled',
+      aggregate: { type: 'order', id: created.aggregate.id, version: 2 },
+      data: { orderId: created.aggregate.id, sku: 'SKU-M2', quantity: 3 },
+      correlationId: created.correlation_id,
+      producer: 'order-service',
+    });
+    await b.publish(cancelled);
+    await b.waitForLine(cancelled.id, 'parked');
+    const parked = (await b.parked(100)).find((p) => p.diagnosis.messageId === cancelled.id);
+    expect(parked?.diagnosis).toMatchObject({ reason: 'permanent', errorClass: 'permanent' });
+    expect(parked?.diagnosis.error).toMatch(
+      /order\.cancelled names sku SKU-M2 but order .* was recorded with sku SKU-M1/,
+    );
+    // not applied: the reservation still holds its units on SKU-M1, nothing moved on SKU-M2
+    expect(await b.reservation(created.aggregate.id)).toMatchObject({
+      status: 'reserved',
+      order_version: 1,
+    });
+    expect(await b.stockOf('SKU-M1')).toEqual({ available: 10, reserved: 3 });
+    expect(await b.stockOf('SKU-M2')).toEqual({ available: 10, reserved: 0 });
+    // the claim was undone: a redrive after the fix is decided again, not taken for a duplicate
+    expect(await b.inboxRows(cancelled.id)).toBe(0);
   });
 
   it('a v2 whose v1 never comes is parked as missing predecessor after the age limit', async () => {

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { holdStockLock } from '../../devkit/dbControls.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { runDev } from '../helpers/child.js';
+import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
 
@@ -27,6 +27,7 @@ describe.each(SQS_SERVERS)(
   'reserve inventory on SQS ($name): crashes, slow work, FIFO, parking',
   (server) => {
     let b: SqsInventoryBench;
+    beforeAll(() => devTemplates('sqs'), DEV_TEMPLATES_TIMEOUT_MS);
     afterEach(() => b?.close());
 
     it('reserve.after-commit:exit → the message comes back after the visibility timeout → one reservation', async () => {
@@ -41,6 +42,9 @@ describe.each(SQS_SERVERS)(
         SQS_QUEUE_PREFIX: b.prefix,
         SQS_VISIBILITY_TIMEOUT_S: '6',
         FUNCTION_TIMEOUT_MS: '1000',
+        // one poller: each long poll the killed process leaves open on the server may still take
+        // the message when it is visible again (as on SQS), and the deployed mapping runs 5
+        SQS_MAX_CONCURRENCY: '1',
       });
       expect(child.signal, child.stderr).toBe('SIGKILL');
       expect(child.journal.filter((j) => j.messageId === e.id).map((j) => j.step)).toEqual([

@@ -1,14 +1,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runSoak } from '../../soak/soak.js';
 import { summary } from '../../soak/summary.js';
+import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates } from '../helpers/child.js';
 import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
 
 /**
  * The chaos soak (`npm run soak`), tiny: 200 orders per transport while the relay, the consumer
- * and the API are SIGKILLed, database connections terminated and the broker taken down. On
+ * and the API are SIGKILLed, database connections terminated and the broker taken down; on
+ * RabbitMQ also with the reserve function behind the Amazon MQ trigger emulation, whose database
+ * sessions are terminated mid-batch. On
  * RabbitMQ the outage is a TCP proxy cut, never `rabbitmqctl stop_app`: the broker is shared with
  * every other test file running in parallel. On SQS the soak's own fauxqs server (persistent
  * state) is killed and restarted. Own database, virtual host and server; it waits on conditions.
@@ -16,6 +19,8 @@ import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/serv
 describe('chaos soak, smoke size', () => {
   const logDir = mkdtempSync(join(tmpdir(), 'rm-soak-smoke-'));
   afterAll(() => rmSync(logDir, { recursive: true, force: true }));
+  // its roles are `npm run dev` processes, which read their settings from the templates
+  beforeAll(() => devTemplates('rabbitmq', 'sqs'), DEV_TEMPLATES_TIMEOUT_MS);
 
   const services = {
     databaseUrl: DATABASE_URL,
@@ -24,20 +29,23 @@ describe('chaos soak, smoke size', () => {
   };
 
   it.each([
-    ['rabbitmq', 'broker-outage:rabbitmq-proxy'],
-    ['sqs', 'broker-outage:sqs-server-restart'],
+    ['rabbitmq', 'worker', 'broker-outage:rabbitmq-proxy'],
+    ['rabbitmq', 'amazonmq', 'broker-outage:rabbitmq-proxy'],
+    ['sqs', 'trigger', 'broker-outage:sqs-server-restart'],
   ] as const)(
-    '%s: 200 orders under faults → every order decided or parked, nothing twice, stock exact, outbox published',
-    async (transport, outage) => {
+    '%s (%s): 200 orders under faults → every order decided or parked, nothing twice, stock exact, outbox published',
+    async (transport, consumer, outage) => {
       const lines: string[] = [];
       const report = await runSoak({
         transport,
+        ...(consumer === 'amazonmq' ? { consumer } : {}),
         orders: 200,
         poison: 2,
         durationMs: 10_000,
         seed: 20_261_129,
         brokerFault: 'proxy',
         brokerOutages: 1,
+        badRows: 2,
         faultGapMs: [800, 2_000],
         drainTimeoutMs: 60_000,
         clients: 4,
@@ -59,11 +67,23 @@ describe('chaos soak, smoke size', () => {
       ).toBe(198);
       expect(report.duplicates.doubleEffects).toBe(0);
       expect(report.faults[outage], text).toBe(1);
+      // the bad outbox rows written among the orders: set aside with their reason, the rest flowed
+      expect(report.faults['bad-outbox-row'], text).toBe(2);
+      expect(report.outbox, text).toMatchObject({ badRows: 2, setAside: 2 });
       const injected = Object.entries(report.faults)
         .filter(([k]) => k !== 'db-connections-terminated')
         .reduce((a, [, n]) => a + n, 0);
       expect(injected, text).toBeGreaterThanOrEqual(4);
+      if (consumer === 'amazonmq') {
+        // the consumer's database sessions were terminated while the trigger emulation consumed
+        expect(report.faults['db-terminate-consumer'], text).toBe(3);
+        // …at least one of them inside a batch's transaction (the fault the ladder answers)
+        expect(report.faults['db-terminate-consumer:mid-transaction'], text).toBeGreaterThanOrEqual(
+          1,
+        );
+        expect(report.settings.consumer).toBe('Amazon MQ trigger emulation');
+      }
     },
-    120_000,
+    180_000,
   );
 });

@@ -63,7 +63,7 @@ describe('retry budget', () => {
         inboxMs: DEFAULT_RETENTION.parkingMs,
       }),
     ).toThrow(
-      /INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS/,
+      /INBOX_RETENTION_MS: \d+ must exceed RETRY_MAX_AGE_MS \+ REDRIVE_LIMIT × \(PARKING_RETENTION_MS \+ REDRIVE_WINDOW_MS \+ RETRY_MAX_AGE_MS\)/,
     );
   });
 

@@ -56,10 +56,12 @@ describe('configuration: defaults', () => {
       inboxMs: 21 * DAY,
       publishedOutboxMs: 7 * DAY,
       redriveWindowMs: DAY,
+      redriveLimit: 1,
     });
     expect(retentionOf(env)).toEqual(DEFAULT_RETENTION);
     expect(env.FAULTS).toEqual(new Map());
-    expect(env.SQS_VISIBILITY_TIMEOUT_S).toBe(30);
+    // unset: checked only where a function consumes an SQS queue (the deployed consumers set it)
+    expect(env.SQS_VISIBILITY_TIMEOUT_S).toBe(undefined);
     expect(env.FUNCTION_TIMEOUT_MS).toBe(5_000);
     // the loaded budget is a copy: changing it leaves the defaults alone
     budgetOf(env).ladderMs.push(1);
@@ -68,9 +70,8 @@ describe('configuration: defaults', () => {
 
   it('the defaults satisfy every cross-field rule', () => {
     const env = loadEnv({});
-    expect(visibilityTimeoutRule(env.SQS_VISIBILITY_TIMEOUT_S, env.FUNCTION_TIMEOUT_MS)).toBe(
-      undefined,
-    );
+    // the SQS backend's local queues have a 30 s visibility timeout
+    expect(visibilityTimeoutRule(30, env.FUNCTION_TIMEOUT_MS)).toBe(undefined);
     expect(
       inboxRetentionRule(
         {
@@ -78,8 +79,9 @@ describe('configuration: defaults', () => {
           parkingMs: env.PARKING_RETENTION_MS,
           maxAgeMs: env.RETRY_MAX_AGE_MS,
           redriveWindowMs: env.REDRIVE_WINDOW_MS,
+          redriveLimit: env.REDRIVE_LIMIT,
         },
-        { parkingMs: 'p', maxAgeMs: 'a', redriveWindowMs: 'w' },
+        { parkingMs: 'p', maxAgeMs: 'a', redriveWindowMs: 'w', redriveLimit: 'n' },
       ),
     ).toBe(undefined);
     expect(DEFAULT_REDRIVE_WINDOW_MS).toBe(DAY);
@@ -103,7 +105,9 @@ describe('configuration: defaults', () => {
 
 describe('configuration: cross-field rules fail at load, naming the variables', () => {
   it('SQS_VISIBILITY_TIMEOUT_S must be at least 6 × FUNCTION_TIMEOUT_MS', () => {
-    const message = configError(() => loadEnv({ FUNCTION_TIMEOUT_MS: '6000' }));
+    const message = configError(() =>
+      loadEnv({ SQS_VISIBILITY_TIMEOUT_S: '30', FUNCTION_TIMEOUT_MS: '6000' }),
+    );
     expect(message).toMatch(
       /^invalid configuration: SQS_VISIBILITY_TIMEOUT_S: 30 s must be at least 6 × FUNCTION_TIMEOUT_MS \(6 × 6 s = 36 s\)/,
     );
@@ -115,6 +119,8 @@ describe('configuration: cross-field rules fail at load, naming the variables', 
       SQS_VISIBILITY_TIMEOUT_S: 36,
     });
     expect(loadEnv({ SQS_VISIBILITY_TIMEOUT_S: '10', FUNCTION_TIMEOUT_MS: '1500' })).toBeDefined();
+    // a function that consumes no SQS queue (the relay, 60 s) is not held to a queue it lacks
+    expect(loadEnv({ FUNCTION_TIMEOUT_MS: '60000' }).FUNCTION_TIMEOUT_MS).toBe(60_000);
   });
 
   it('the SQS trigger emulation checks the queue attribute with the same rule', () => {
@@ -125,11 +131,12 @@ describe('configuration: cross-field rules fail at load, naming the variables', 
     expect(() => validateVisibility(36, 6_000)).not.toThrow();
   });
 
-  it('INBOX_RETENTION_MS must exceed PARKING_RETENTION_MS + RETRY_MAX_AGE_MS + REDRIVE_WINDOW_MS', () => {
-    const floor = DEFAULT_RETENTION.parkingMs + DEFAULT_RETRY_BUDGET.maxAgeMs + DAY;
+  it('INBOX_RETENTION_MS must exceed RETRY_MAX_AGE_MS + REDRIVE_LIMIT × (PARKING_RETENTION_MS + REDRIVE_WINDOW_MS + RETRY_MAX_AGE_MS)', () => {
+    const age = DEFAULT_RETRY_BUDGET.maxAgeMs;
+    const floor = age + (DEFAULT_RETENTION.parkingMs + DAY + age);
     const message = configError(() => loadEnv({ INBOX_RETENTION_MS: String(floor) }));
     expect(message).toMatch(
-      /^invalid configuration: INBOX_RETENTION_MS: \d+ must exceed PARKING_RETENTION_MS \+ RETRY_MAX_AGE_MS \+ REDRIVE_WINDOW_MS \(1209600000 \+ 900000 \+ 86400000 = 1296900000 ms\)/,
+      /^invalid configuration: INBOX_RETENTION_MS: \d+ must exceed RETRY_MAX_AGE_MS \+ REDRIVE_LIMIT × \(PARKING_RETENTION_MS \+ REDRIVE_WINDOW_MS \+ RETRY_MAX_AGE_MS\) \(900000 \+ 1 × \(1209600000 \+ 86400000 \+ 900000\) = 1297800000 ms\)/,
     );
     expect(retentionOf(loadEnv({ INBOX_RETENTION_MS: String(floor + 1) })).inboxMs).toBe(floor + 1);
     // each term counts: a longer parking retention, max age or redrive window breaks the defaults
@@ -140,7 +147,38 @@ describe('configuration: cross-field rules fail at load, naming the variables', 
       loadEnv({ PARKING_RETENTION_MS: String(14 * DAY), REDRIVE_WINDOW_MS: String(7 * DAY - 1) }),
     ).toThrow(/INBOX_RETENTION_MS/);
     expect(() => loadEnv({ RETRY_MAX_AGE_MS: String(7 * DAY) })).toThrow(/INBOX_RETENTION_MS/);
-    expect(() => loadEnv({ REDRIVE_WINDOW_MS: String(7 * DAY - 900_001) })).not.toThrow();
+    expect(() => loadEnv({ REDRIVE_WINDOW_MS: String(7 * DAY - 2 * age - 1) })).not.toThrow();
+  });
+
+  it('the inbox retention covers every park-and-redrive cycle allowed, each with a fresh retry window', () => {
+    const age = DEFAULT_RETRY_BUDGET.maxAgeMs;
+    const cycle = DEFAULT_RETENTION.parkingMs + DAY + age;
+    // parking + max age + window is not enough for one redrive: the redriven message is retried
+    // again for a whole max age (a fresh window) before it can be parked a second time
+    expect(() => loadEnv({ INBOX_RETENTION_MS: String(14 * DAY + DAY + age + 1) })).toThrow(
+      /INBOX_RETENTION_MS: /,
+    );
+    // a second redrive is a second cycle: 21 days no longer cover it
+    expect(() => loadEnv({ REDRIVE_LIMIT: '2' })).toThrow(
+      /INBOX_RETENTION_MS: \d+ must exceed .*\(900000 \+ 2 × /,
+    );
+    expect(() =>
+      loadEnv({ REDRIVE_LIMIT: '2', INBOX_RETENTION_MS: String(age + 2 * cycle) }),
+    ).toThrow(/INBOX_RETENTION_MS/);
+    expect(
+      retentionOf(loadEnv({ REDRIVE_LIMIT: '2', INBOX_RETENTION_MS: String(age + 2 * cycle + 1) })),
+    ).toMatchObject({ redriveLimit: 2, inboxMs: age + 2 * cycle + 1 });
+    // no redrive at all: the retries alone
+    expect(
+      retentionOf(
+        loadEnv({
+          REDRIVE_LIMIT: '0',
+          INBOX_RETENTION_MS: String(age + 1),
+          RETRY_MAX_AGE_MS: String(age),
+        }),
+      ).redriveLimit,
+    ).toBe(0);
+    expect(() => loadEnv({ REDRIVE_LIMIT: '-1' })).toThrow(/REDRIVE_LIMIT: /);
   });
 
   it('the wrappers apply the same rules', () => {
@@ -230,6 +268,7 @@ describe('configuration: budget and retention variables', () => {
       parkingMs: DAY,
       publishedOutboxMs: 2 * DAY,
       redriveWindowMs: DAY / 2,
+      redriveLimit: 1,
     });
   });
 
@@ -289,7 +328,13 @@ describe('functionEnvironment', () => {
       transport: 'sqs',
       dataApi: { resourceArn: 'arn:cluster', secretArn: 'arn:secret', database: 'db' },
       budget: { ladderMs: [1_000, 5_000], maxAttempts: 4, maxAgeMs: 90_000, jitter: 0.05 },
-      retention: { parkingMs: DAY, inboxMs: 3 * DAY, publishedOutboxMs: DAY, redriveWindowMs: 0 },
+      retention: {
+        parkingMs: DAY,
+        inboxMs: 5 * DAY,
+        publishedOutboxMs: DAY,
+        redriveWindowMs: 0,
+        redriveLimit: 3,
+      },
       relay: { drainBudgetMs: 40_000, idleWaitMs: 50 },
       sqs: {
         sourceQueueUrl: 'https://sqs/source',

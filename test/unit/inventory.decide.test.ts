@@ -101,9 +101,18 @@ describe('decide: one message', () => {
 
   it('releases without a stock change when the stock row is not there', () => {
     const state = reservation({ sku: 'SKU-GONE' });
-    expect(decide(cancelled(), input({ state }))).toMatchObject({
+    expect(decide(cancelled({ sku: 'SKU-GONE' }), input({ state }))).toMatchObject({
       kind: 'released',
       stock: undefined,
+    });
+  });
+
+  it('refuses a cancel that names another sku than the reservation, with a diagnosis', () => {
+    const state = reservation({ sku: 'SKU-A', quantity: 3 });
+    const e = cancelled({ sku: 'SKU-B', quantity: 3 });
+    expect(decide(e, input({ state }))).toEqual({
+      kind: 'invalid',
+      error: `order.cancelled names sku SKU-B but order ${e.orderId} was recorded with sku SKU-A (reserved)`,
     });
   });
 

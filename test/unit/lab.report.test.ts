@@ -34,6 +34,7 @@ const report: LabReport = {
   startedAt: '2026-11-29T00:00:00.000Z',
   durationMs: 60_000,
   settings: 'scaled',
+  code: 'sources',
   machine: '2 × cpu',
   versions: { rabbitmq: '3.10.8' },
   allHeld: false,
@@ -75,6 +76,7 @@ describe('Lab reports', () => {
   it('markdown carries the summary and a section per scenario with reasons for n/a', () => {
     const md = renderMarkdown(report);
     expect(md).toContain('| [demo](#demo) |');
+    expect(md).toContain('| scenario | RabbitMQ worker (RabbitMQ 3.10.8) | SQS visibility |');
     expect(md).toContain('1 (after 1.0 s)');
     expect(md).toContain('not about order. Instead: like visibility');
   });

@@ -74,6 +74,25 @@ describe('retry policy', () => {
     });
   });
 
+  it('starts the window again at the last redrive: an old message gets the whole ladder', () => {
+    const old = ago(10 * 60_000); // occurred long before the 60 s window
+    const e = { error: transient() };
+    expect(policy.outcome(message(0), old, e)).toMatchObject({ kind: 'park', reason: 'max_age' });
+    const redriven = (attempt: number, at: number) => ({
+      attempt,
+      redrive: { count: 1, lastAt: ago(at) },
+    });
+    expect(policy.outcome(redriven(0, 0), old, e)).toMatchObject({ kind: 'retry', attempt: 1 });
+    expect(policy.outcome(redriven(2, 3_000), old, e)).toMatchObject({ kind: 'retry', attempt: 3 });
+    expect(policy.outcome(redriven(3, 6_000), old, e)).toMatchObject({ reason: 'exhausted' });
+    // the window still ends: 58.5 s after the redrive the next step would pass 60 s
+    expect(policy.outcome(redriven(1, 58_500), old, e)).toMatchObject({ reason: 'max_age' });
+    // a redrive stamp older than occurred_at (a clock skew) does not extend anything
+    expect(
+      policy.outcome({ attempt: 0, redrive: { count: 1, lastAt: ago(20 * 60_000) } }, old, e),
+    ).toMatchObject({ reason: 'max_age' });
+  });
+
   it('measures no age for a message it could not decode', () => {
     expect(policy.outcome(message(0), undefined, { error: statement() })).toMatchObject({
       kind: 'retry',

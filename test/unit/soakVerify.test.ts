@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { ORDER_RESULTS_CONSUMER } from '../../shared/orders/OrderResults.js';
 import type { Diagnosis } from '../../shared/transport/types.js';
+import type { BadRow } from '../../soak/chaos.js';
 import { makePlan, type Plan } from '../../soak/plan.js';
 import { readJournals, verify } from '../../soak/verify.js';
 
@@ -11,6 +13,8 @@ import { readJournals, verify } from '../../soak/verify.js';
  * reported. The database is replaced by canned rows.
  */
 interface World {
+  /** The order side's inbox claims (consumer `order-results`). */
+  resultClaims?: { message_id: string }[];
   orders: { id: string; sku: string; quantity: number; created_event_id: string }[];
   reservations: {
     order_id: string;
@@ -27,6 +31,7 @@ interface World {
     event_type: string;
     unpublished: boolean;
     needs_attention: boolean;
+    last_error?: string | null;
   }[];
   inventory: {
     id: string;
@@ -109,9 +114,14 @@ function settle(plan: Plan): World {
   return w;
 }
 
-function check(plan: Plan, w: World) {
+function check(plan: Plan, w: World, badRows: BadRow[] = []) {
   const db = {
-    query: async (sql: string) => {
+    query: async (sql: string, params: unknown[] = []) => {
+      // the order side's claims (consumer `order-results`): by default one per inventory result
+      if (sql.includes('FROM processed_messages') && params[0] === ORDER_RESULTS_CONSUMER) {
+        const rows = w.resultClaims ?? w.inventory.map((e) => ({ message_id: e.id }));
+        return { rows, rowCount: rows.length };
+      }
       const rows = sql.includes('FROM orders')
         ? w.orders
         : sql.includes('FROM reservations')
@@ -129,7 +139,13 @@ function check(plan: Plan, w: World) {
       return { rows, rowCount: rows.length };
     },
   } as unknown as PgDatabase;
-  return verify({ db, plan, parked: w.parked, journals: readJournals(w.journal.join('\n')) });
+  return verify({
+    db,
+    plan,
+    parked: w.parked,
+    journals: readJournals(w.journal.join('\n')),
+    badRows,
+  });
 }
 
 describe('soak verification', () => {
@@ -150,6 +166,13 @@ describe('soak verification', () => {
   const firstReserved = (w: World) => w.reservations.find((r) => r.status === 'reserved');
   it.each<[string, (w: World) => void, RegExp]>([
     ['a lost order', (w) => w.orders.pop(), /orders lost/],
+    [
+      'the order side claimed a message that is no inventory result',
+      (w) => {
+        w.resultClaims = [{ message_id: randomUUID() }];
+      },
+      /order-side claims of no inventory result: 1/,
+    ],
     [
       'stock reserved twice for one order',
       (w) => {
@@ -234,5 +257,56 @@ describe('soak verification', () => {
     const v = await check(plan, w);
     expect(v.ok).toBe(false);
     expect(v.violations.join('\n')).toMatch(violation);
+  });
+});
+
+describe('soak verification: bad outbox rows (written by the chaos, set aside by the relay)', () => {
+  const plan = makePlan({ seed: 7, orders: 100, poison: 2 });
+  const withBadRow = (row: Partial<World['outbox'][number]>) => {
+    const w = settle(plan);
+    const bad: BadRow = {
+      id: randomUUID(),
+      kind: 'newer-major',
+      reason: 'schema_version: major 2',
+    };
+    w.outbox.unshift({
+      id: bad.id,
+      aggregate_id: randomUUID(),
+      event_type: 'order.created',
+      unpublished: true,
+      needs_attention: true,
+      last_error: 'set aside: invalid envelope: schema_version: major 2 is not supported',
+      ...row,
+    });
+    return { w, bad };
+  };
+
+  it('a bad row set aside with its reason passes, and is reported', async () => {
+    const { w, bad } = withBadRow({});
+    const v = await check(plan, w, [bad]);
+    expect(v.violations).toEqual([]);
+    expect(v.outbox).toMatchObject({ badRows: 1, setAside: 1, unpublished: 0, needsAttention: 0 });
+    expect(v.outbox.setAsideReasons[0]).toMatch(/newer-major: invalid envelope: schema_version/);
+  });
+
+  it.each<[string, Partial<World['outbox'][number]>, RegExp]>([
+    ['published', { unpublished: false, needs_attention: false }, /not set aside/],
+    ['retried for ever', { needs_attention: false, last_error: 'nacked' }, /not set aside/],
+    ['set aside for another reason', { last_error: 'set aside: too large' }, /not set aside/],
+  ])('reports a bad row %s', async (_name, row, violation) => {
+    const { w, bad } = withBadRow(row);
+    const v = await check(plan, w, [bad]);
+    expect(v.ok).toBe(false);
+    expect(v.violations.join('\n')).toMatch(violation);
+  });
+
+  it('reports a bad row that reached the consumer, and another row needing attention', async () => {
+    const { w, bad } = withBadRow({});
+    w.claims.push({ message_id: bad.id, n: 1 });
+    const good = w.outbox[5];
+    if (good) Object.assign(good, { unpublished: true, needs_attention: true });
+    const v = await check(plan, w, [bad]);
+    expect(v.violations.join('\n')).toMatch(/bad outbox rows that reached the consumer: 1/);
+    expect(v.violations.join('\n')).toMatch(/outbox not fully published: 1 in outbox/);
   });
 });

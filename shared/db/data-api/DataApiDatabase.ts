@@ -7,13 +7,17 @@ import {
   RollbackTransactionCommand,
   type SqlParameter,
 } from '@aws-sdk/client-rds-data';
-import { DbError, TransientDbError } from '../errors.js';
+import { DatabaseResumingError, DbError, TransientDbError } from '../errors.js';
 import { mapSqlState } from '../sqlState.js';
 import { mapOutsideQuotes, splitStatements } from '../statements.js';
+import {
+  type DeadlineAware,
+  effectiveTimeouts,
+  setConfigStatement,
+  type TransactionOptions,
+  type TransactionTimeouts,
+} from '../transactionBounds.js';
 import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 /** "YYYY-MM-DD HH:MM:SS.FFF" in UTC, the format the Data API's TIMESTAMP typeHint takes. */
 function dataApiTimestamp(d: Date): string {
@@ -21,27 +25,24 @@ function dataApiTimestamp(d: Date): string {
 }
 
 /**
- * One positional parameter as a Data API `SqlParameter`. Strings that are UUIDs or ISO-8601
- * timestamps get their `typeHint` (without it the Data API sends them as text, and PostgreSQL
- * refuses `uuid = text`); Dates become TIMESTAMP; JSON travels as text and is cast in the SQL.
+ * One positional parameter as a Data API `SqlParameter`. The type comes from the statement, never
+ * from the value: a string travels as it is, without a `typeHint` (the service sends it as
+ * character varying), so a statement that needs another type says so with a cast (`$1::uuid`,
+ * `$2::timestamptz`, `$3::jsonb`). A string is never parsed: a correlation id that looks like a
+ * timestamp or an upper-case UUID reaches the database unchanged. Only a `Date` (a JavaScript
+ * type, not a guess) becomes TIMESTAMP, in UTC.
  */
 export function toSqlParameter(name: string, value: SqlParam): SqlParameter {
   if (value === null) return { name, value: { isNull: true } };
-  if (value instanceof Date)
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw new DbError(`parameter ${name}: invalid Date`);
     return { name, value: { stringValue: dataApiTimestamp(value) }, typeHint: 'TIMESTAMP' };
+  }
   if (typeof value === 'boolean') return { name, value: { booleanValue: value } };
   if (typeof value === 'number') {
     return Number.isInteger(value)
       ? { name, value: { longValue: value } }
       : { name, value: { doubleValue: value } };
-  }
-  if (UUID.test(value)) return { name, value: { stringValue: value }, typeHint: 'UUID' };
-  if (ISO_TIMESTAMP.test(value)) {
-    return {
-      name,
-      value: { stringValue: dataApiTimestamp(new Date(value)) },
-      typeHint: 'TIMESTAMP',
-    };
   }
   return { name, value: { stringValue: value } };
 }
@@ -82,6 +83,7 @@ export function mapDataApiError(err: unknown): Error {
       return mapSqlState(state, message, err);
     }
     case 'DatabaseResumingException': // a paused Aurora Serverless v2 cluster is waking up
+      return new DatabaseResumingError(message, { cause: err });
     case 'DatabaseUnavailableException':
     case 'StatementTimeoutException':
     case 'ServiceUnavailableError':
@@ -104,17 +106,24 @@ export interface DataApiOptions {
   database: string;
 }
 
+/** An open transaction; `aborted` once it was rolled back from outside (the deadline). */
+interface OpenTransaction {
+  transactionId: string;
+  aborted?: string;
+}
+
 class DataApiExecutor implements SqlExecutor {
   constructor(
     private readonly client: RDSDataClient,
     private readonly options: DataApiOptions,
-    private readonly transactionId?: string,
+    private readonly tx?: OpenTransaction,
   ) {}
 
   async query<T extends object = Row>(
     sql: string,
     params: readonly SqlParam[] = [],
   ): Promise<QueryResult<T>> {
+    if (this.tx?.aborted) throw new TransientDbError(`transaction ${this.tx.aborted}`);
     if (splitStatements(sql).length > 1) {
       throw new DbError('the RDS Data API runs one statement per call; split the script');
     }
@@ -125,7 +134,7 @@ class DataApiExecutor implements SqlExecutor {
           sql: toNamed(sql),
           parameters: params.map((p, i) => toSqlParameter(`p${i + 1}`, p)),
           includeResultMetadata: true,
-          ...(this.transactionId ? { transactionId: this.transactionId } : {}),
+          ...(this.tx ? { transactionId: this.tx.transactionId } : {}),
         }),
       );
       const columns = out.columnMetadata ?? [];
@@ -144,18 +153,29 @@ class DataApiExecutor implements SqlExecutor {
   }
 }
 
+/** Settings of the adapter beyond the target database. */
+export interface DataApiSettings {
+  /** Bounds set in every transaction (`set_config(…, true)`, one call); unset = none. */
+  transactionTimeouts?: TransactionTimeouts;
+}
+
 /**
  * The RDS Data API adapter of the SQL port: the same use cases run against Aurora Serverless v2
  * over HTTPS, without a connection pool. Transactions are Begin/Commit/Rollback with the
  * transaction id on every statement; statements in one transaction run one at a time (the service
- * refuses concurrent calls in a transaction).
+ * refuses concurrent calls in a transaction). With `transactionTimeouts`, each transaction starts
+ * with one more call that sets its bounds: the service would otherwise keep an abandoned one, and
+ * its row locks, for 3 minutes.
  */
-export class DataApiDatabase implements SqlDatabase {
+export class DataApiDatabase implements SqlDatabase, DeadlineAware {
   private readonly executor: DataApiExecutor;
+  private deadline: number | undefined;
+  private readonly open = new Set<OpenTransaction>();
 
   constructor(
     private readonly deps: { client: RDSDataClient },
     private readonly options: DataApiOptions,
+    private readonly settings: DataApiSettings = {},
   ) {
     this.executor = new DataApiExecutor(deps.client, options);
   }
@@ -167,33 +187,79 @@ export class DataApiDatabase implements SqlDatabase {
     return this.executor.query<T>(sql, params);
   }
 
-  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    let transactionId: string;
+  setDeadline(deadlineEpochMs: number | undefined): void {
+    this.deadline = deadlineEpochMs;
+  }
+
+  /**
+   * Rolls back every open transaction (RollbackTransaction), so its locks go now rather than at
+   * the service's 3-minute expiry; their callbacks then fail with a transient error. A rollback
+   * the service refuses (a statement of that transaction still running) is left to the
+   * transaction's bounds.
+   */
+  async abortTransactions(reason: string): Promise<number> {
+    const open = [...this.open];
+    this.open.clear();
+    await Promise.all(
+      open.map((tx) => {
+        tx.aborted = `aborted: ${reason}`;
+        return this.rollback(tx.transactionId);
+      }),
+    );
+    return open.length;
+  }
+
+  private rollback(transactionId: string): Promise<void> {
+    const { resourceArn, secretArn } = this.options;
+    return this.deps.client
+      .send(new RollbackTransactionCommand({ resourceArn, secretArn, transactionId }))
+      .then(
+        () => {},
+        () => {}, // expired or already gone: nothing was committed either way
+      );
+  }
+
+  async transaction<T>(
+    fn: (tx: SqlExecutor) => Promise<T>,
+    options?: TransactionOptions,
+  ): Promise<T> {
+    const bounds = setConfigStatement(
+      effectiveTimeouts(this.settings.transactionTimeouts, options, this.deadline),
+    );
+    let tx: OpenTransaction;
     try {
       const begun = await this.deps.client.send(new BeginTransactionCommand(this.options));
-      transactionId = begun.transactionId as string;
+      tx = { transactionId: begun.transactionId as string };
     } catch (err) {
       throw mapDataApiError(err);
     }
+    this.open.add(tx);
     const { resourceArn, secretArn } = this.options;
-    let result: T;
     try {
-      // errors from `fn` are already mapped by the executor, or are the application's own
-      result = await fn(new DataApiExecutor(this.deps.client, this.options, transactionId));
-    } catch (err) {
-      await this.deps.client
-        .send(new RollbackTransactionCommand({ resourceArn, secretArn, transactionId }))
-        .catch(() => {}); // expired or already gone: nothing was committed either way
-      throw err;
+      let result: T;
+      const executor = new DataApiExecutor(this.deps.client, this.options, tx);
+      try {
+        if (bounds) await executor.query(bounds);
+        // errors from `fn` are already mapped by the executor, or are the application's own
+        result = await fn(executor);
+        if (tx.aborted) throw new TransientDbError(`transaction ${tx.aborted}`);
+      } catch (err) {
+        if (!tx.aborted) await this.rollback(tx.transactionId);
+        throw tx.aborted && !(err instanceof TransientDbError)
+          ? new TransientDbError(`transaction ${tx.aborted}`, { cause: err })
+          : err;
+      }
+      try {
+        await this.deps.client.send(
+          new CommitTransactionCommand({ resourceArn, secretArn, transactionId: tx.transactionId }),
+        );
+      } catch (err) {
+        throw mapDataApiError(err);
+      }
+      return result;
+    } finally {
+      this.open.delete(tx);
     }
-    try {
-      await this.deps.client.send(
-        new CommitTransactionCommand({ resourceArn, secretArn, transactionId }),
-      );
-    } catch (err) {
-      throw mapDataApiError(err);
-    }
-    return result;
   }
 
   async close(): Promise<void> {}

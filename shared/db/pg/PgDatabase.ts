@@ -2,6 +2,13 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { DbError, TransientDbError } from '../errors.js';
 import { mapSqlState } from '../sqlState.js';
+import {
+  type DeadlineAware,
+  effectiveTimeouts,
+  setLocalStatements,
+  type TransactionOptions,
+  type TransactionTimeouts,
+} from '../transactionBounds.js';
 import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
 
 // Node socket errors that mean "the database was not reachable", not "the SQL was wrong".
@@ -98,12 +105,18 @@ export interface PgDatabaseOptions {
   statementTimeoutMillis?: number;
   /** `plan_cache_mode` for the session (default `force_custom_plan`); `null` sends no option. */
   planCacheMode?: 'auto' | 'force_custom_plan' | 'force_generic_plan' | null;
+  /** Bounds set with `SET LOCAL` in every transaction (unset = none, the session's settings). */
+  transactionTimeouts?: TransactionTimeouts;
 }
 
 /** The node-postgres adapter of the SQL port, backed by a `pg.Pool`. */
-export class PgDatabase implements SqlDatabase {
+export class PgDatabase implements SqlDatabase, DeadlineAware {
   readonly pool: pg.Pool;
   private readonly executor: PgExecutor;
+  private readonly timeouts: TransactionTimeouts | undefined;
+  private deadline: number | undefined;
+  /** Open transactions, each with the way to end it from outside (closing its connection). */
+  private readonly open = new Set<{ abort(): void }>();
   private closed = false;
 
   constructor(options: PgDatabaseOptions) {
@@ -126,6 +139,23 @@ export class PgDatabase implements SqlDatabase {
     // An idle client losing its connection must not crash the process; the next query reconnects.
     this.pool.on('error', () => {});
     this.executor = new PgExecutor(this.pool);
+    this.timeouts = options.transactionTimeouts;
+  }
+
+  setDeadline(deadlineEpochMs: number | undefined): void {
+    this.deadline = deadlineEpochMs;
+  }
+
+  /**
+   * Ends every open transaction by closing its connection: the server rolls back at once when
+   * the session is idle in the transaction, and after the running statement otherwise (which its
+   * `statement_timeout` bounds). The transaction's callback then fails with a transient error.
+   */
+  async abortTransactions(_reason: string): Promise<number> {
+    const open = [...this.open];
+    this.open.clear();
+    for (const t of open) t.abort();
+    return open.length;
   }
 
   query<T extends object = Row>(
@@ -135,25 +165,60 @@ export class PgDatabase implements SqlDatabase {
     return this.executor.query<T>(sql, params);
   }
 
-  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+  async transaction<T>(
+    fn: (tx: SqlExecutor) => Promise<T>,
+    options?: TransactionOptions,
+  ): Promise<T> {
+    const begin = [
+      'BEGIN',
+      ...setLocalStatements(effectiveTimeouts(this.timeouts, options, this.deadline)),
+    ];
     let broken: Error | undefined;
+    let aborted: string | undefined;
     // A checked-out client whose connection drops between two queries emits 'error': without a
     // listener that would crash the process. Note it; the next query fails and we destroy it.
     const onError = (err: Error) => {
       broken = err;
+      // The connection is gone (e.g. the server ended an idle-in-transaction session): hand it
+      // back now, in case the callback never settles (a stuck handler would hold it for ever).
+      release?.(err);
     };
+    let release: ((err?: Error) => void) | undefined;
     let client: pg.PoolClient;
     try {
       client = await this.checkOut(onError);
     } catch (err) {
       throw mapPgError(err);
     }
+    let released = false;
+    release = (err?: Error) => {
+      if (released) return;
+      released = true;
+      client.removeListener('error', onError);
+      client.release(err);
+    };
+    const entry = {
+      // Close the connection and hand it back now: the callback may never settle (a stuck handler).
+      abort: () => {
+        aborted = 'aborted at the invocation deadline';
+        (
+          client as unknown as { connection?: { stream?: { destroy(): void } } }
+        ).connection?.stream?.destroy();
+        release?.(new Error(aborted));
+      },
+    };
+    this.open.add(entry);
     try {
-      await client.query('BEGIN');
+      await client.query(begin.join('; '));
       const result = await fn(new PgExecutor(client));
+      if (aborted) throw new TransientDbError(`transaction ${aborted}`);
       await client.query('COMMIT');
       return result;
     } catch (err) {
+      if (aborted) {
+        broken = new Error(aborted);
+        throw new TransientDbError(`transaction ${aborted}`, { cause: err });
+      }
       try {
         await client.query('ROLLBACK');
       } catch (rollbackErr) {
@@ -161,8 +226,8 @@ export class PgDatabase implements SqlDatabase {
       }
       throw mapPgError(err);
     } finally {
-      client.removeListener('error', onError);
-      client.release(broken);
+      this.open.delete(entry);
+      release(broken);
     }
   }
 

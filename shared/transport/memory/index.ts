@@ -1,6 +1,7 @@
+import { DEFAULT_REDRIVE_LIMIT } from '../../config/env.js';
 import { ConsumerDriver } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
-import { matches, pacer } from '../../consumer/parking.js';
+import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import type {
   Backend,
@@ -15,6 +16,8 @@ import type {
   PrepareReport,
   Publisher,
   PublishOutcome,
+  Redrive,
+  RedriveSkip,
   RetryRequest,
   RunningConsumer,
   Settle,
@@ -33,6 +36,7 @@ interface Stored {
   firstFailureAt?: string | undefined;
   enqueuedAt: number;
   redelivered: boolean;
+  redrive?: Redrive | undefined;
 }
 
 interface MemoryDelivery extends Delivery {
@@ -48,6 +52,8 @@ export interface MemoryBackendConfig {
   batchSize?: number;
   /** Pause after a give-back before the next delivery (ms), doubling up to 1 s. Default 10. */
   giveBackBackoffMs?: number;
+  /** Redrives per message allowed (`REDRIVE_LIMIT`). Default {@link DEFAULT_REDRIVE_LIMIT}. */
+  redriveLimit?: number;
 }
 
 const CAPABILITIES: Capabilities = {
@@ -66,6 +72,7 @@ const inbound = (m: Stored): InboundMessage => ({
   type: m.type,
   schemaVersion: m.schemaVersion,
   correlationId: m.correlationId,
+  ...(m.redrive ? { redrive: m.redrive } : {}),
 });
 
 /**
@@ -225,10 +232,18 @@ export class MemoryBackend implements Backend {
           matched: 0,
           moved: [] as string[],
           dryRun: options.dryRun ?? false,
+          skipped: [] as RedriveSkip[],
         };
+        const limit = this.config.redriveLimit ?? DEFAULT_REDRIVE_LIMIT;
         for (const p of [...this.parked]) {
-          if (!matches({ diagnosis: p.diagnosis, via: 'consumer' }, selection)) continue;
+          const entry: ParkedEntry = { diagnosis: p.diagnosis, via: 'consumer' };
+          if (!matches(entry, selection)) continue;
           result.matched++;
+          const skip = overRedriveLimit(entry, limit, options);
+          if (skip) {
+            result.skipped.push(skip); // stays parked, its diagnosis untouched
+            continue;
+          }
           if (options.dryRun) continue;
           await pace();
           this.parked.splice(this.parked.indexOf(p), 1);
@@ -238,6 +253,11 @@ export class MemoryBackend implements Backend {
             firstFailureAt: undefined,
             redelivered: false,
             enqueuedAt: Date.now(),
+            // a fresh retry window, counted
+            redrive: {
+              count: (p.stored.redrive?.count ?? 0) + 1,
+              lastAt: new Date().toISOString(),
+            },
           });
           this.signal();
           result.moved.push(p.stored.id);

@@ -30,12 +30,18 @@ export function amazonMqDeliveries(event: RabbitMQEvent): AmazonMqDelivery[] {
  * The settle contract behind the Amazon MQ (RabbitMQ) trigger. That trigger has no partial batch
  * response: returning normally acknowledges every message of the batch, throwing hands the whole
  * batch back. So acks take effect per batch; retries and parking are confirmed copies published
- * inside the invocation (the same copies as the worker's); giving back is throwing. A database
- * outage gives the whole batch back (the broker redelivers it after the trigger's backoff).
+ * inside the invocation (the same copies as the worker's); giving back is throwing.
+ *
+ * A database outage is settled per message like any transient failure, as the worker and both
+ * SQS modes do: the broker is up, so each message gets its confirmed retry copy on the ladder (and
+ * is parked `exhausted`/`transient` once the budget is spent) and the handler returns normally.
+ * Giving the batch back instead would be a hot requeue loop outside the budget, ended only by the
+ * quorum queue's `delivery-limit` (which RabbitMQ 4.3 no longer counts for requeues). The handler
+ * throws only when a copy cannot be published (the broker is unreachable too).
  */
 export class AmazonMqSettle implements Settle<AmazonMqDelivery> {
   readonly ackMode = 'batch';
-  readonly onInfrastructureFailure = 'give-back';
+  readonly onInfrastructureFailure = 'retry';
 
   constructor(private readonly copies: RabbitCopies) {}
 

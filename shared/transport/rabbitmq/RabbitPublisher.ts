@@ -3,6 +3,7 @@ import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import type { Publisher, PublishOutcome } from '../types.js';
 import type { ConfirmedChannel, ConfirmResult } from './ConfirmedChannel.js';
 import { RABBITMQ_DEFAULTS, SCHEMA_VERSION_HEADER } from './constants.js';
+import type { RouteCheck } from './routes.js';
 
 export interface RabbitPublisherOptions {
   exchange: string;
@@ -23,6 +24,13 @@ export interface RabbitPublisherOptions {
  * fails that message as `unroutable`. Whatever is unconfirmed when `confirmTimeoutMs` passes has
  * an unknown fate: it fails as `timeout` and the channel is dropped, so late confirms of this batch
  * cannot be mistaken for anything else.
+ *
+ * With a `RouteCheck`, a message whose routing key needs a declared route to a consumer queue
+ * that the broker does not have (seen within the check's interval) is not sent and fails as
+ * `route-missing`: a tap bound to `order.#` must not make a lost `inventory.orders` binding look
+ * delivered, and holding it back (rather than sending it and failing it after the confirm) sends
+ * no copies to the tap on every retry, nor a duplicate to the consumer when the route comes back
+ * while the last look still says it is missing.
  */
 export class RabbitPublisher implements Publisher {
   private readonly window: number;
@@ -31,7 +39,7 @@ export class RabbitPublisher implements Publisher {
   private readonly routingKey: (envelope: Envelope) => string;
 
   constructor(
-    private readonly deps: { channel: ConfirmedChannel },
+    private readonly deps: { channel: ConfirmedChannel; routes?: RouteCheck | undefined },
     private readonly options: RabbitPublisherOptions,
   ) {
     this.window = options.window ?? RABBITMQ_DEFAULTS.publishWindow;
@@ -53,6 +61,11 @@ export class RabbitPublisher implements Publisher {
       const error = (err as Error).message;
       return envelopes.map((e) => ({ id: e.id, ok: false, reason: 'connection', error }));
     }
+    const keys = envelopes.map((e) => this.routingKey(e));
+    // Looked up before publishing (no I/O while the cached look is fresh).
+    const missing = await this.deps.routes
+      ?.missingFor(this.options.exchange, new Set(keys))
+      .catch(() => undefined);
     const outcomes: (PublishOutcome | undefined)[] = new Array(envelopes.length);
     let timedOut = false;
     // A batch lives on one channel: once it closed, the rest fails at once (`connection`).
@@ -82,13 +95,18 @@ export class RabbitPublisher implements Publisher {
         while (inFlight >= this.window && !timedOut && !closed) await next();
         if (timedOut) break;
         const envelope = envelopes[index] as Envelope;
+        const gone = missing?.get(keys[index] as string);
+        if (gone) {
+          outcomes[index] = { id: envelope.id, ok: false, reason: 'route-missing', error: gone };
+          continue;
+        }
         if (closed) {
           outcomes[index] = toOutcome(envelope.id, this.deps.channel.channelFailure());
           continue;
         }
         const { confirmed, written } = this.deps.channel.publish(
           this.options.exchange,
-          this.routingKey(envelope),
+          keys[index] as string,
           encodeEnvelope(envelope),
           {
             contentType: 'application/json',
@@ -118,15 +136,17 @@ export class RabbitPublisher implements Publisher {
       clearTimeout(deadline);
       ch.removeListener('close', onClose);
     }
-    return envelopes.map(
-      (e, i) =>
-        outcomes[i] ?? {
+    return envelopes.map((e, i) => {
+      const outcome = outcomes[i];
+      return (
+        outcome ?? {
           id: e.id,
           ok: false,
           reason: 'timeout',
           error: `no confirm within ${this.confirmTimeoutMs} ms`,
-        },
-    );
+        }
+      );
+    });
   }
 
   /** The connection is shared and closed by its owner; nothing to release here. */

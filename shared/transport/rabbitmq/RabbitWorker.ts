@@ -145,7 +145,9 @@ export class RabbitWorker implements RunningConsumer {
 
   private onDelivery(ch: ConfirmChannel, msg: ConsumeMessage | null): void {
     if (!msg) {
-      // The broker cancelled the consumer (queue deleted): start again, with backoff.
+      // The broker cancelled the consumer (queue deleted): declare the topology again and start
+      // again, with backoff.
+      this.deps.connection.redeclare();
       if (!this.stopping) void this.restart('consumer cancelled by the broker');
       return;
     }

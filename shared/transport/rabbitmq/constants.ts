@@ -15,6 +15,13 @@ export const RABBITMQ_NAMES = {
   inventoryExchange: 'inventory',
   /** The order service's queue for inventory results. */
   inventoryResultsQueue: 'orders.inventory-results',
+  /**
+   * `orders.inventory-results` dead-letters here (its delivery limit): the results parking lot,
+   * behind an exchange of its own so it never mixes with inventory's parking.
+   */
+  resultsParkingExchange: 'orders.inventory-results.dlx',
+  resultsParkingQueue: 'orders.inventory-results.parking',
+  resultsParkingRoutingKey: 'orders.inventory-results.parking',
 } as const;
 
 export const RETRY_NAMES = {
@@ -79,6 +86,15 @@ export const RABBITMQ_DEFAULTS = {
   prefetch: AMAZON_MQ_TRIGGER.batchSize,
   /** Quorum-queue deliveries of one message before the broker dead-letters it itself. */
   deliveryLimit: 10,
+  /**
+   * The same for `orders.inventory-results`, whose consumer has no retry ladder: every give-back
+   * while its database is down is a delivery (the worker backs off 0.2 → 5 s, the Amazon MQ
+   * trigger redelivers after its own backoff), so the limit is high enough to ride out a short
+   * outage and still ends a loop; over it the result goes to its parking queue, never dropped.
+   * (On 4.3 a plain requeue no longer counts: behind the Amazon MQ trigger the results then wait
+   * for the database, retried at the trigger's backoff; docs/design.md §4.)
+   */
+  resultsDeliveryLimit: 50,
   /** Policy priority: above Amazon MQ's AWS-DEFAULT-POLICY-* so ours is the one that applies. */
   policyPriority: 10,
   /** Confirms awaited at once by a publisher. */
@@ -88,4 +104,56 @@ export const RABBITMQ_DEFAULTS = {
   /** Reconnect backoff (connection recovery and a worker's channel): base·2^(n−1), capped. */
   reconnectBaseMs: 200,
   reconnectMaxMs: 5_000,
+  /**
+   * How long the publisher trusts its last look at the bindings its consumer queues need
+   * (management API, one request per exchange): a lost route is found within this time.
+   */
+  routeCheckIntervalMs: 10_000,
+  /** A route check the management API does not answer in time counts as "not known". */
+  routeCheckTimeoutMs: 2_000,
+} as const;
+
+/**
+ * The bounds of queues that could otherwise grow for ever (policy keys `max-length`, `overflow`,
+ * `message-ttl`; docs/design.md, "RabbitMQ topology"). `max-length` counts ready messages only.
+ * The alarms fire at `ALARM_FRACTION` of each bound.
+ */
+export const QUEUE_BOUNDS = {
+  /**
+   * `audit.orders` has no consumer here (it stands for another consumer of every order event): a
+   * tap may lose its oldest events (`drop-head`) but must never refuse a publish, which would fail
+   * the relay's confirm and hold every order event back for a queue nobody reads.
+   */
+  audit: {
+    maxLength: 100_000,
+    messageTtlMs: 7 * 24 * 3_600_000,
+    overflow: 'drop-head',
+    deliveryLimit: 20,
+  },
+  /**
+   * `orders.inventory-results` is consumed by the order side: if that consumer stops, refusing
+   * publishes (`reject-publish`: the relay gets a nack, the rows stay in `inventory_outbox`)
+   * keeps every result; dropping would lose order status changes. No TTL for the same reason.
+   */
+  inventoryResults: { maxLength: 100_000, overflow: 'reject-publish' },
+  /**
+   * The parking lot keeps its TTL (the parking retention) and refuses parks beyond the bound:
+   * a refused park leaves the message held in `inventory.orders` (at-least-once dead
+   * lettering), never dropped.
+   */
+  parking: { maxLength: 100_000, overflow: 'reject-publish' },
+  /**
+   * The results parking lot: the same (parking retention, refused beyond the bound: a refused
+   * dead letter stays held in `orders.inventory-results`).
+   */
+  resultsParking: { maxLength: 100_000, overflow: 'reject-publish' },
+  /**
+   * Each retry delay queue (`inventory.orders.retry.<ms>`) empties itself by its TTL, but only
+   * while its dead-letter route (`inventory.orders.requeue` → `inventory.orders`) takes the
+   * expired copies: at-least-once dead lettering holds them otherwise, and a database outage
+   * fills them. Beyond the bound a retry copy is refused (`reject-publish`): the copy is not
+   * confirmed, so the consumer gives the message back instead of acknowledging it; none is lost.
+   */
+  retry: { maxLength: 100_000, overflow: 'reject-publish' },
+  alarmFraction: 0.8,
 } as const;

@@ -1,7 +1,7 @@
 import type { Message } from 'amqplib';
 import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
 import { TransportError } from '../errors.js';
-import type { Diagnosis, InboundMessage, RetryRequest } from '../types.js';
+import type { Diagnosis, InboundMessage, Redrive, RetryRequest } from '../types.js';
 import type { ConfirmedChannel } from './ConfirmedChannel.js';
 import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './constants.js';
 
@@ -81,19 +81,36 @@ export function inboundFromRaw(raw: RawMessage, redelivered: boolean): InboundMe
     type: raw.properties.type,
     schemaVersion: headerString(h, HEADERS.schemaVersion),
     correlationId: raw.properties.correlationId,
+    ...redriveOf(h),
   };
+}
+
+/** The redrive stamp (`x-redrive-count`, `x-redriven-at`) of a message, if it was redriven. */
+export function redriveOf(h: Record<string, unknown>): { redrive?: Redrive } {
+  const count = Number(headerString(h, HEADERS.redriveCount) ?? 0);
+  const lastAt = headerString(h, HEADERS.redrivenAt);
+  return Number.isInteger(count) && count > 0 && lastAt ? { redrive: { count, lastAt } } : {};
 }
 
 const truncate = (s: string, max = MAX_ERROR_HEADER) =>
   s.length > max ? `${s.slice(0, max - 1)}…` : s;
 
-/** The message's headers without the broker's dead-lettering ones. */
+/**
+ * The message's headers without the ones the broker keeps: dead lettering (`x-death`,
+ * `x-first-death-*`, and the `x-last-death-*` that 4.0.5 adds and 3.10 does not) and the quorum
+ * queue's `x-delivery-count` (which 4.0.5 sets only from the first return on, where 3.10 sends 0:
+ * a copy carrying the original's would show a stale count there).
+ */
 export function baseHeaders(raw: RawMessage): Record<string, unknown> {
   const {
     'x-death': _d,
     'x-first-death-exchange': _e,
     'x-first-death-queue': _q,
     'x-first-death-reason': _r,
+    'x-last-death-exchange': _le,
+    'x-last-death-queue': _lq,
+    'x-last-death-reason': _lr,
+    'x-delivery-count': _c,
     ...rest
   } = raw.properties.headers;
   return rest;

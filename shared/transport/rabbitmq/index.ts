@@ -1,13 +1,12 @@
 import type { ConfirmChannel } from 'amqplib';
 import { type Retention, type RetryBudget, rabbitRetryDelays } from '../../config/budget.js';
-import { ConfigError, type Env } from '../../config/env.js';
+import { ConfigError, DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import type {
   Backend,
   Capabilities,
-  Inspection,
   MessageHandler,
   ParkingLot,
   PrepareReport,
@@ -27,10 +26,12 @@ import {
 } from './constants.js';
 import { RabbitCopies } from './copies.js';
 import { rabbitParkingLot } from './parking.js';
+import { publishRouteStatus, type RabbitInspection } from './queueMetrics.js';
 import { RabbitConnection } from './RabbitConnection.js';
 import { RabbitManagement } from './RabbitManagement.js';
 import { RabbitPublisher } from './RabbitPublisher.js';
 import { RabbitWorker } from './RabbitWorker.js';
+import { RouteCheck, type RouteStatus } from './routes.js';
 import {
   applyPolicies,
   buildPolicies,
@@ -50,18 +51,39 @@ export type { RabbitMQEvent, RmqMessage } from './amazonMqEvent.js';
 export { rmqQueueKey, toRmqMessage } from './amazonMqEvent.js';
 export { type BrokerCredentials, parseBrokerSecret, readBrokerSecret } from './brokerSecret.js';
 export {
+  ensurePipelineUser,
+  PIPELINE_USER_TAGS,
+  pipelinePermissions,
+  type VhostPermissions,
+} from './brokerUsers.js';
+export {
   AMAZON_MQ_TRIGGER,
   HEADERS,
   OUTBOX_EXCHANGE,
+  QUEUE_BOUNDS,
   RABBITMQ_DEFAULTS,
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
   SCHEMA_VERSION_HEADER,
 } from './constants.js';
-export { publishQueueMetrics, QUEUE_METRICS } from './queueMetrics.js';
+export {
+  publishQueueMetrics,
+  publishRouteStatus,
+  QUEUE_METRICS,
+  type RabbitInspection,
+} from './queueMetrics.js';
+export { HEALTHY_AFTER_MS, RabbitConnection } from './RabbitConnection.js';
 export { amqpUrlForVhost, RabbitManagement } from './RabbitManagement.js';
-export { declaredTopology, type Policy, vhostOf } from './topology.js';
+export { RouteCheck, type RouteStatus, requiredRoutes, topicMatches } from './routes.js';
+export {
+  applyPolicies,
+  declaredTopology,
+  type Policy,
+  policyForBroker,
+  UNLIMITED_DELIVERIES,
+  vhostOf,
+} from './topology.js';
 
 /** Where the broker is and how this backend uses it. */
 export interface RabbitMqBackendConfig {
@@ -80,13 +102,25 @@ export interface RabbitMqBackendConfig {
   consumer: string;
   /** Quorum-queue delivery limit of `inventory.orders` (the broker's own backstop). */
   deliveryLimit?: number;
+  /** Quorum-queue delivery limit of `orders.inventory-results` (then its parking queue). */
+  resultsDeliveryLimit?: number;
   connectionName?: string;
   publish?: { window?: number; confirmTimeoutMs?: number; connectTimeoutMs?: number };
-  reconnect?: { baseMs?: number; maxMs?: number };
+  /** Reconnect backoff; it starts over only after a connection stayed up `healthyAfterMs`. */
+  reconnect?: { baseMs?: number; maxMs?: number; healthyAfterMs?: number };
+  /**
+   * Publishers verify the declared routes to consumer queues (management API, cached for
+   * `intervalMs`); `false` turns it off. Default on.
+   */
+  routeCheck?: false | { intervalMs?: number; timeoutMs?: number };
+  /** Called after each fresh look at the routes (deployed: the `RouteMissing` metric). */
+  onRouteStatus?: (status: RouteStatus) => void;
   logger?: Logger;
 }
 
 export interface WorkerOptions {
+  /** The queue to consume (default `inventory.orders`). */
+  queue?: string;
   journal?: Journal | undefined;
   /** Worker channels in this process (each with its own transaction). */
   concurrency?: number;
@@ -119,6 +153,10 @@ export class RabbitMqBackend implements Backend {
   private readonly publishers = new Map<string, Publisher>();
   private readonly consumers: RunningConsumer[] = [];
   private managementClient: Promise<RabbitManagement> | undefined;
+  /** The routes the relay's publishes need (the core topology's consumer queues). */
+  readonly routes: RouteCheck;
+  /** What this process declares again after every reconnect (publishing, consuming). */
+  private readonly redeclared = new Set<'publish' | 'consume'>();
 
   constructor(readonly config: RabbitMqBackendConfig) {
     this.connection = new RabbitConnection(
@@ -127,6 +165,9 @@ export class RabbitMqBackend implements Backend {
         connectionName: config.connectionName ?? 'reliable-messaging',
         initialReconnectDelayMs: config.reconnect?.baseMs ?? RABBITMQ_DEFAULTS.reconnectBaseMs,
         maxReconnectDelayMs: config.reconnect?.maxMs ?? RABBITMQ_DEFAULTS.reconnectMaxMs,
+        ...(config.reconnect?.healthyAfterMs !== undefined
+          ? { healthyAfterMs: config.reconnect.healthyAfterMs }
+          : {}),
       },
       config.logger,
     );
@@ -137,6 +178,17 @@ export class RabbitMqBackend implements Backend {
       budget: config.budget,
       confirmTimeoutMs: config.publish?.confirmTimeoutMs,
     });
+    const check = config.routeCheck === false ? {} : (config.routeCheck ?? {});
+    this.routes = new RouteCheck(
+      {
+        management: config.managementUrl ? () => this.management() : undefined,
+        vhost: config.vhost,
+        topology: CORE_TOPOLOGY,
+        logger: config.logger,
+        onStatus: config.onRouteStatus,
+      },
+      check,
+    );
   }
 
   /** The management API client (Amazon MQ's console endpoint when deployed). */
@@ -169,7 +221,11 @@ export class RabbitMqBackend implements Backend {
       vhost: this.config.vhost,
       budget: this.config.budget,
       retention: this.config.retention,
-      policy: { deliveryLimit: this.config.deliveryLimit ?? RABBITMQ_DEFAULTS.deliveryLimit },
+      policy: {
+        deliveryLimit: this.config.deliveryLimit ?? RABBITMQ_DEFAULTS.deliveryLimit,
+        resultsDeliveryLimit:
+          this.config.resultsDeliveryLimit ?? RABBITMQ_DEFAULTS.resultsDeliveryLimit,
+      },
     });
     return {
       queues: buildTopology(this.config.budget).queues.length,
@@ -182,6 +238,7 @@ export class RabbitMqBackend implements Backend {
   async applyPolicies(options: { deliveryLimit?: number; only?: string[] } = {}): Promise<void> {
     const policies = buildPolicies(this.config.budget, this.config.retention, {
       deliveryLimit: options.deliveryLimit ?? this.config.deliveryLimit,
+      resultsDeliveryLimit: this.config.resultsDeliveryLimit,
     }).filter((p) => !options.only || options.only.includes(p.name));
     await applyPolicies(await this.management(), this.config.vhost, policies);
   }
@@ -196,8 +253,12 @@ export class RabbitMqBackend implements Backend {
     if (!exchange) throw new Error(`no RabbitMQ exchange for stream "${stream}"`);
     let p = this.publishers.get(exchange);
     if (!p) {
+      this.redeclareOnConnect('publish');
       p = new RabbitPublisher(
-        { channel: this.publishChannel },
+        {
+          channel: this.publishChannel,
+          ...(this.config.routeCheck === false ? {} : { routes: this.routes }),
+        },
         {
           exchange,
           window: this.config.publish?.window,
@@ -210,11 +271,12 @@ export class RabbitMqBackend implements Backend {
     return p;
   }
 
-  /** Worker-mode consumers of `inventory.orders` in this process, started. */
+  /** Worker-mode consumers of `inventory.orders` (or `options.queue`) in this process, started. */
   async startWorker(
     handler: MessageHandler,
     options: WorkerOptions = {},
   ): Promise<RunningConsumer> {
+    this.redeclareOnConnect('consume');
     const workers = Array.from(
       { length: options.concurrency ?? 1 },
       () =>
@@ -228,7 +290,7 @@ export class RabbitMqBackend implements Backend {
             logger: this.config.logger,
           },
           {
-            queue: RABBITMQ_NAMES.inventoryQueue,
+            queue: options.queue ?? RABBITMQ_NAMES.inventoryQueue,
             consumer: this.config.consumer,
             prefetch: options.prefetch,
             maxBatch: options.maxBatch,
@@ -257,6 +319,22 @@ export class RabbitMqBackend implements Backend {
     return running;
   }
 
+  /**
+   * Declares the topology this process depends on after every (re)connect, before channels are
+   * handed out: the event exchanges for publishers, the worker's queues and bindings (retry
+   * buckets and parking included) for consumers. Policies live on the vhost and apply again by
+   * themselves. A queue or exchange deleted while the process was disconnected is back.
+   */
+  private redeclareOnConnect(scope: 'publish' | 'consume'): void {
+    if (this.redeclared.has(scope)) return;
+    this.redeclared.add(scope);
+    const topology =
+      scope === 'publish'
+        ? { exchanges: CORE_TOPOLOGY.exchanges, queues: [] }
+        : buildTopology(this.config.budget);
+    this.connection.declareOnConnect((ch) => declareTopology(ch, topology));
+  }
+
   /** The consumer driver behind the Amazon MQ trigger (the reserve function's handler). */
   amazonMqDriver(
     handler: MessageHandler,
@@ -274,7 +352,11 @@ export class RabbitMqBackend implements Backend {
   }
 
   parkingLot(): ParkingLot {
-    return rabbitParkingLot({ connection: this.connection, copies: this.copies });
+    return rabbitParkingLot({
+      connection: this.connection,
+      copies: this.copies,
+      redriveLimit: this.config.retention.redriveLimit ?? DEFAULT_REDRIVE_LIMIT,
+    });
   }
 
   /**
@@ -283,7 +365,7 @@ export class RabbitMqBackend implements Backend {
    * dead lettering, when it answers. RabbitMQ does not expose the age of a quorum queue's head.
    * Rejects with `TransportUnavailableError` when the broker does not answer.
    */
-  async inspect(): Promise<Inspection> {
+  async inspect(): Promise<RabbitInspection> {
     // A queue that does not exist counts as empty; a broker that does not answer is an error.
     const ready = (queue: string) =>
       this.withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount).catch(
@@ -293,31 +375,61 @@ export class RabbitMqBackend implements Backend {
         },
       );
     const retryQueues = rabbitRetryDelays(this.config.budget).map(retryQueueName);
-    const [inventory, parked, ...retrying] = await Promise.all([
+    const [inventory, parked, audit, results, resultsParked, ...retrying] = await Promise.all([
       ready(RABBITMQ_NAMES.inventoryQueue),
       ready(RETRY_NAMES.parkingQueue),
+      ready(RABBITMQ_NAMES.auditQueue),
+      ready(RABBITMQ_NAMES.inventoryResultsQueue),
+      ready(RABBITMQ_NAMES.resultsParkingQueue),
       ...retryQueues.map(ready),
     ]);
-    let inFlight = 0;
-    let held = 0;
+    // A fresh look at the routes (not the publishers' cache): undefined when it cannot be known.
+    const looks = await Promise.all(
+      [RABBITMQ_NAMES.ordersExchange, RABBITMQ_NAMES.inventoryExchange].map((x) =>
+        this.routes.status(x, 0),
+      ),
+    );
+    const routesMissing = looks.every((l) => l !== undefined)
+      ? Object.assign({}, ...looks.map((l) => l?.missingByQueue))
+      : undefined;
+    // In flight and held for dead lettering: only the management API knows (one call, every queue
+    // of the vhost). Held copies count towards a queue's `max-length` although they are not
+    // ready (measured on 3.10: a retry queue whose requeue route is gone refuses copies once its
+    // expired ones reach the bound), so a bound's metric is ready + held.
+    const stats = new Map<string, { messages_unacknowledged?: number; messages_dlx?: number }>();
     if (this.config.managementUrl) {
-      const q = await this.management()
+      const list = await this.management()
         .then((m) =>
-          m.request<{ messages_unacknowledged?: number; messages_dlx?: number }>(
+          m.request<{ name: string; messages_unacknowledged?: number; messages_dlx?: number }[]>(
             'GET',
-            `/api/queues/${encodeURIComponent(this.config.vhost)}/${encodeURIComponent(RABBITMQ_NAMES.inventoryQueue)}`,
+            `/api/queues/${encodeURIComponent(this.config.vhost)}?columns=name,messages_unacknowledged,messages_dlx`,
           ),
         )
         .catch(() => undefined);
-      inFlight = q?.messages_unacknowledged ?? 0;
-      held = q?.messages_dlx ?? 0;
+      for (const q of list ?? []) stats.set(q.name, q);
     }
+    const inFlight = stats.get(RABBITMQ_NAMES.inventoryQueue)?.messages_unacknowledged ?? 0;
+    const held = stats.get(RABBITMQ_NAMES.inventoryQueue)?.messages_dlx ?? 0;
+    const length = (queue: string, ready: number | undefined) =>
+      (ready ?? 0) + (stats.get(queue)?.messages_dlx ?? 0);
     return {
       ready: inventory ?? 0,
       inFlight,
       retrying: retrying.reduce((a, b) => a + b, 0),
       parked: parked ?? 0,
       heldForDeadLettering: held,
+      // What `max-length` counts (ready, and held for dead lettering where the management API
+      // answers): these are what the bounds and their alarms compare.
+      bounded: {
+        [RABBITMQ_NAMES.auditQueue]: audit ?? 0,
+        [RABBITMQ_NAMES.inventoryResultsQueue]: length(
+          RABBITMQ_NAMES.inventoryResultsQueue,
+          results,
+        ),
+        [RABBITMQ_NAMES.resultsParkingQueue]: resultsParked ?? 0,
+        ...Object.fromEntries(retryQueues.map((q, i) => [q, length(q, retrying[i])])),
+      },
+      routesMissing,
     };
   }
 
@@ -385,6 +497,9 @@ export function rabbitmqConfigFromEnv(
       ? { managementUrl: async () => withCredentials(management, await credentials()) }
       : {}),
     vhost: env.BROKER_VHOST,
+    // Deployed: every fresh look at the routes is a `RouteMissing` datapoint at once, so a lost
+    // route alarms within the alarm's one-minute period (not only at the relay's report).
+    onRouteStatus: (status) => publishRouteStatus(status),
     ...rest,
     publish,
   };

@@ -1,5 +1,5 @@
 import type { GetMessage } from 'amqplib';
-import { matches, pacer } from '../../consumer/parking.js';
+import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
 import { pollUntil } from '../../util/async.js';
 import type {
   ParkedEntry,
@@ -10,7 +10,13 @@ import type {
   RedriveSelection,
 } from '../types.js';
 import { HEADERS, RETRY_NAMES } from './constants.js';
-import { headerString, type RabbitCopies, type RawMessage, rawFromAmqp } from './copies.js';
+import {
+  headerString,
+  type RabbitCopies,
+  type RawMessage,
+  rawFromAmqp,
+  redriveOf,
+} from './copies.js';
 import type { RabbitConnection } from './RabbitConnection.js';
 
 /**
@@ -19,10 +25,11 @@ import type { RabbitConnection } from './RabbitConnection.js';
  * automatic: an operator runs it after fixing the cause.
  *
  * Reading uses basic.get without acking, then closes the channel: unacked messages return to the
- * queue. (On RabbitMQ 4 a return by channel close does not count towards a delivery limit; the
- * parking queue has no delivery limit or dead-letter target of ours on 3.x.) A quorum queue takes
- * them back asynchronously, after the close completed, so both operations wait until the messages
- * they held are ready again: a `list` right after a `list` sees the same parking lot.
+ * queue. Each return counts as a delivery (`x-delivery-count`, on 3.10 and 4.0.5 alike), so the
+ * parking queue's policy turns the delivery limit off (RabbitMQ 4's default of 20 would drop every
+ * parked message, silently, at the 21st read: measured on 4.0.5). A quorum queue takes them back
+ * asynchronously, after the close completed, so both operations wait until the messages they held
+ * are ready again: a `list` right after a `list` sees the same parking lot.
  */
 export interface ParkedMessage extends ParkedEntry {
   raw: RawMessage;
@@ -43,6 +50,7 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
     schemaVersion: headerString(h, HEADERS.schemaVersion) ?? null,
     attempts: Number(headerString(h, HEADERS.attempt) ?? 0),
     correlationId: raw.properties.correlationId ?? null,
+    ...redriveDiagnosis(h),
   };
   const parkedAt = headerString(h, HEADERS.parkedAt);
   if (parkedAt) {
@@ -77,6 +85,12 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
       consumer: 'broker',
     },
   };
+}
+
+/** The diagnosis fields of a redriven message (none for one never redriven). */
+function redriveDiagnosis(h: Record<string, unknown>) {
+  const { redrive } = redriveOf(h);
+  return redrive ? { redriveCount: redrive.count, lastRedriveAt: redrive.lastAt } : {};
 }
 
 const RETURN_TIMEOUT_MS = 5_000;
@@ -120,10 +134,12 @@ export async function listParked(
  * Moves the selected parked messages back to `inventory.orders` with the same message id, the
  * attempt count reset and the diagnosis headers removed (a redrive stamp is added), at most `rate`
  * per second. Each is acked in parking only after its copy was confirmed and routed. Messages that
- * do not match stay in parking. Scans at most the messages present when it starts.
+ * do not match stay in parking, and so do matched ones already redriven `deps.redriveLimit` times
+ * (or `options.redriveLimit`), reported in `skipped`, unless `options.beyondLimit`. Scans at most
+ * the messages present when it starts.
  */
 export async function redriveParked(
-  deps: { connection: RabbitConnection; copies: RabbitCopies },
+  deps: { connection: RabbitConnection; copies: RabbitCopies; redriveLimit: number },
   selection: RedriveSelection,
   options: RedriveOptions = {},
 ): Promise<RedriveResult> {
@@ -137,6 +153,7 @@ export async function redriveParked(
       matched: 0,
       moved: [],
       dryRun: options.dryRun ?? false,
+      skipped: [],
     };
     for (let i = 0; i < messageCount; i++) {
       const msg: GetMessage | false = await ch.get(RETRY_NAMES.parkingQueue, { noAck: false });
@@ -145,6 +162,11 @@ export async function redriveParked(
       const parked = parkedFromRaw(rawFromAmqp(msg));
       if (!matches(parked, selection)) continue; // stays unacked: back in parking when we close
       result.matched++;
+      const skip = overRedriveLimit(parked, deps.redriveLimit, options);
+      if (skip) {
+        result.skipped.push(skip); // stays unacked: back in parking, its diagnosis untouched
+        continue;
+      }
       if (options.dryRun) continue;
       await pace();
       await deps.copies.redrive(parked.raw);
@@ -155,7 +177,7 @@ export async function redriveParked(
     }
     return result;
   });
-  // The ones left unacked (not matched, or a dry run) go back when the channel closed.
+  // The ones left unacked (not matched, at the limit, or a dry run) go back when the channel closed.
   if (outcome.scanned > outcome.moved.length) {
     await untilReturned(deps.connection, ready - outcome.moved.length);
   }
@@ -166,6 +188,8 @@ export async function redriveParked(
 export function rabbitParkingLot(deps: {
   connection: RabbitConnection;
   copies: RabbitCopies;
+  /** Redrives per message allowed (`REDRIVE_LIMIT`). */
+  redriveLimit: number;
 }): ParkingLot {
   return {
     list: (limit) => listParked(deps.connection, limit),

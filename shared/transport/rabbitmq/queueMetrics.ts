@@ -2,40 +2,71 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS_NAMESPACE } from '../../outbox/metrics.js';
 import type { Inspection } from '../types.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from './constants.js';
+import type { RouteStatus } from './routes.js';
 
 /** Queue metrics the RabbitMQ pipeline's alarms watch (namespace ReliableMessaging, dimension Queue). */
 export const QUEUE_METRICS = {
   /** Ready + unacknowledged messages. */
   depth: 'QueueDepth',
   ready: 'QueueReady',
+  /** Declared bindings of a consumer queue that the broker does not have (0 when every route exists). */
+  routeMissing: 'RouteMissing',
 } as const;
 
+/** What the RabbitMQ backend's `inspect()` adds for the metrics. */
+export interface RabbitInspection extends Inspection {
+  /** Ready messages of the queues bounded by policy (audit, results, results parking, retry delays). */
+  bounded?: Record<string, number>;
+  /** Missing declared bindings per consumer queue; absent when the routes could not be looked at. */
+  routesMissing?: Record<string, number> | undefined;
+}
+
+const queueMetrics = (serviceName: string, queue: string) =>
+  new Metrics({ namespace: METRICS_NAMESPACE, serviceName, defaultDimensions: { Queue: queue } });
+
 /**
- * Publishes the depths of `inventory.orders` and its parking queue from the backend's
- * inspection. Amazon MQ vends no per-queue CloudWatch metrics for RabbitMQ 4 brokers and
- * recommends polling the management API once a minute or less often: the relay does it on its
- * one-minute schedule. Returns what it published, by queue.
+ * Publishes the depths of `inventory.orders`, its parking queue and the bounded queues
+ * (`audit.orders`, `orders.inventory-results`, `orders.inventory-results.parking`, each retry
+ * delay queue) from the
+ * backend's inspection, and `RouteMissing`
+ * per consumer queue when the routes could be looked at. Amazon MQ vends no per-queue CloudWatch
+ * metrics for RabbitMQ 4 brokers and recommends polling the management API once a minute or less
+ * often: the relay does it on its one-minute schedule. Returns what it published, by queue.
  */
 export function publishQueueMetrics(
-  inspection: Inspection,
+  inspection: RabbitInspection,
   serviceName = 'outbox-relay',
-): Record<string, { depth: number; ready: number }> {
-  const queues = {
+): Record<string, { depth: number; ready: number; routeMissing?: number }> {
+  const queues: Record<string, { depth: number; ready: number; routeMissing?: number }> = {
     [RABBITMQ_NAMES.inventoryQueue]: {
       depth: inspection.ready + inspection.inFlight,
       ready: inspection.ready,
     },
     [RETRY_NAMES.parkingQueue]: { depth: inspection.parked, ready: inspection.parked },
   };
+  for (const [queue, ready] of Object.entries(inspection.bounded ?? {})) {
+    queues[queue] = { depth: ready, ready };
+  }
+  for (const [queue, missing] of Object.entries(inspection.routesMissing ?? {})) {
+    queues[queue] = { depth: 0, ready: 0, ...queues[queue], routeMissing: missing };
+  }
   for (const [queue, q] of Object.entries(queues)) {
-    const m = new Metrics({
-      namespace: METRICS_NAMESPACE,
-      serviceName,
-      defaultDimensions: { Queue: queue },
-    });
+    const m = queueMetrics(serviceName, queue);
     m.addMetric(QUEUE_METRICS.depth, MetricUnit.Count, q.depth);
     m.addMetric(QUEUE_METRICS.ready, MetricUnit.Count, q.ready);
+    if (q.routeMissing !== undefined) {
+      m.addMetric(QUEUE_METRICS.routeMissing, MetricUnit.Count, q.routeMissing);
+    }
     m.publishStoredMetrics();
   }
   return queues;
+}
+
+/** `RouteMissing` per consumer queue of one look at an exchange's routes (the publishers' check). */
+export function publishRouteStatus(status: RouteStatus, serviceName = 'outbox-relay'): void {
+  for (const [queue, missing] of Object.entries(status.missingByQueue)) {
+    const m = queueMetrics(serviceName, queue);
+    m.addMetric(QUEUE_METRICS.routeMissing, MetricUnit.Count, missing);
+    m.publishStoredMetrics();
+  }
 }

@@ -15,6 +15,7 @@ import type {
   Settled,
 } from '../types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS, SQS_LIMITS, type SqsRetryMode } from './constants.js';
+import { parkedErrorAttributes, receivedRedrive, redriveAttributes } from './redrive.js';
 import { identityAttributes } from './SqsPublisher.js';
 
 const str = (value: string): MessageAttributeValue => ({ DataType: 'String', StringValue: value });
@@ -42,19 +43,27 @@ export class SqsGiveBackError extends TransportError {
  */
 export function sqsDelivery(record: SQSRecord, mode: SqsRetryMode): SqsDelivery {
   const receives = Number(record.attributes.ApproximateReceiveCount ?? '1');
+  // moved back by a move task with its park diagnosis: a fresh window, attempts from 0
+  const { redrive, movedBack } = receivedRedrive(
+    (name) => attr(record, name),
+    record.attributes.SentTimestamp,
+  );
   const attempt =
     mode === 'visibility'
       ? Math.max(0, receives - 1)
-      : Number(attr(record, SQS_ATTRIBUTES.attempt) ?? 0);
+      : movedBack
+        ? 0
+        : Number(attr(record, SQS_ATTRIBUTES.attempt) ?? 0);
   const message: InboundMessage = {
     messageId: attr(record, SQS_ATTRIBUTES.eventId),
     body: Buffer.from(record.body, 'utf8'),
     attempt: Number.isInteger(attempt) && attempt >= 0 ? attempt : 0,
     redelivered: receives > 1,
-    firstFailureAt: attr(record, SQS_ATTRIBUTES.firstFailureAt),
+    firstFailureAt: movedBack ? undefined : attr(record, SQS_ATTRIBUTES.firstFailureAt),
     type: attr(record, SQS_ATTRIBUTES.eventType),
     schemaVersion: attr(record, SQS_ATTRIBUTES.schemaVersion),
     correlationId: attr(record, SQS_ATTRIBUTES.correlationId),
+    ...(redrive ? { redrive } : {}),
   };
   return { message, record };
 }
@@ -64,11 +73,33 @@ export interface SqsSettleOptions {
   parkingUrl: string;
   mode: SqsRetryMode;
   fifo?: boolean;
+  /** The budget's jitter (`RETRY_JITTER`, ±fraction of each step); 0 or unset: none. */
+  jitter?: number;
+  /** Random source for the jitter (tests). */
+  random?: () => number;
+}
+
+/**
+ * The delay of an SQS retry, in whole seconds (the unit of `DelaySeconds` and of a visibility
+ * timeout): the ladder step with the budget's jitter, uniform over the whole seconds within
+ * step·(1 − jitter) … step·(1 + jitter), the range RabbitMQ's jitter buckets span. A step whose
+ * range holds no whole second but its own rounding (1 s ± 10 %) is not jittered; one whose range
+ * holds none at all (1.5 s ± 10 %) is rounded up, as without jitter.
+ */
+export function sqsRetryDelaySeconds(stepMs: number, jitter = 0, random = Math.random): number {
+  const plain = Math.ceil(stepMs / 1000);
+  if (jitter <= 0) return plain;
+  const lo = Math.ceil((stepMs * (1 - jitter)) / 1000);
+  const hi = Math.floor((stepMs * (1 + jitter)) / 1000);
+  if (hi <= lo) return hi === lo ? lo : plain;
+  return Math.min(hi, lo + Math.floor(random() * (hi - lo + 1)));
 }
 
 /**
  * The settle contract behind the Lambda SQS trigger with ReportBatchItemFailures:
  * - ack: nothing to do; a record not reported in `batchItemFailures` is deleted by the trigger;
+ * - every retry delay is the ladder step with the budget's jitter, in whole seconds
+ *   ({@link sqsRetryDelaySeconds});
  * - retry, mode `visibility`: ChangeMessageVisibility to the ladder delay (inside the 12 h cap),
  *   and the record is reported failed: SQS delivers the same message again after the delay,
  *   `ApproximateReceiveCount` counts the attempts;
@@ -99,36 +130,42 @@ export class SqsSettle implements Settle<SqsDelivery> {
 
   async retryLater(d: SqsDelivery, retry: RetryRequest, now = new Date()): Promise<Settled> {
     const { record } = d;
-    const delaySeconds = Math.ceil(retry.delayMs / 1000);
-    const detail = `in ${retry.delayMs} ms, ${this.options.mode}`;
+    const delaySeconds = sqsRetryDelaySeconds(
+      retry.delayMs,
+      this.options.jitter,
+      this.options.random,
+    );
     if (this.options.mode === 'visibility') {
       const firstReceive = Number(
         record.attributes.ApproximateFirstReceiveTimestamp ?? now.getTime(),
       );
       const left =
         SQS_LIMITS.visibilityCapSeconds - Math.ceil((now.getTime() - firstReceive) / 1000) - 60;
+      const visibility = Math.max(0, Math.min(delaySeconds, left));
       await this.deps.client.send(
         new ChangeMessageVisibilityCommand({
           QueueUrl: this.options.sourceUrl,
           ReceiptHandle: record.receiptHandle,
-          VisibilityTimeout: Math.max(0, Math.min(delaySeconds, left)),
+          VisibilityTimeout: visibility,
         }),
       );
-      return { state: 'returned', detail };
+      return { state: 'returned', detail: `in ${visibility * 1000} ms, visibility` };
     }
+    const delay = Math.min(SQS_LIMITS.maxDelaySeconds, delaySeconds);
     await this.deps.client.send(
       new SendMessageCommand({
         QueueUrl: this.options.sourceUrl,
         MessageBody: record.body,
-        DelaySeconds: Math.min(SQS_LIMITS.maxDelaySeconds, delaySeconds),
+        DelaySeconds: delay,
         MessageAttributes: {
           ...identityAttributes((name) => attr(record, name)),
           [SQS_ATTRIBUTES.attempt]: str(String(retry.attempt)),
           [SQS_ATTRIBUTES.firstFailureAt]: str(retry.firstFailureAt),
+          ...redriveAttributes(d.message.redrive),
         },
       }),
     );
-    return { state: 'ack', detail };
+    return { state: 'ack', detail: `in ${delay * 1000} ms, resend` };
   }
 
   async park(d: SqsDelivery, diagnosis: Diagnosis): Promise<Settled> {
@@ -143,8 +180,7 @@ export class SqsSettle implements Settle<SqsDelivery> {
             [SQS_ATTRIBUTES.attempt]: str(String(diagnosis.attempts)),
             [SQS_ATTRIBUTES.firstFailureAt]: str(diagnosis.firstFailureAt),
             [SQS_DIAGNOSIS.parkReason]: str(diagnosis.reason),
-            [SQS_DIAGNOSIS.errorClass]: str(diagnosis.errorClass),
-            [SQS_DIAGNOSIS.error]: str(diagnosis.error || '-'),
+            ...parkedErrorAttributes(diagnosis.errorClass, diagnosis.error, d.message.redrive),
             [SQS_DIAGNOSIS.consumer]: str(diagnosis.consumer),
           },
           ...(this.options.fifo

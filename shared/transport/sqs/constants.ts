@@ -41,6 +41,8 @@ export const SQS_ATTRIBUTES = {
   correlationId: 'correlation_id',
   attempt: 'retry_attempt',
   firstFailureAt: 'first_failure_at',
+  /** "<count> <ISO time>": redriven from the parking lot, how often and when last. */
+  redrive: 'redrive',
 } as const;
 
 /**
@@ -49,6 +51,7 @@ export const SQS_ATTRIBUTES = {
  */
 export const SQS_DIAGNOSIS = {
   parkReason: 'park_reason',
+  /** Not on a redriven message: its class leads `error` ("transient: …"), for the stamp's room. */
   errorClass: 'error_class',
   error: 'error',
   /** The consumer and its version. */

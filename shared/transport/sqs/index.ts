@@ -1,11 +1,6 @@
-import {
-  CreateQueueCommand,
-  GetQueueAttributesCommand,
-  GetQueueUrlCommand,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
+import { GetQueueAttributesCommand, GetQueueUrlCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { Retention, RetryBudget } from '../../config/budget.js';
-import type { Env } from '../../config/env.js';
+import { DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
@@ -23,7 +18,7 @@ import type {
 import { createSqsClient } from './client.js';
 import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
 import { sqsParkingLot } from './parking.js';
-import { defaultSqsQueueSettings, ensureSqsQueues } from './queues.js';
+import { defaultSqsQueueSettings, ensureQueue, ensureSqsQueues } from './queues.js';
 import { SqsPublisher, sqsFailureReason } from './SqsPublisher.js';
 import { type SqsDelivery, SqsSettle } from './SqsSettle.js';
 
@@ -38,7 +33,13 @@ export {
   sqsQueueNames,
 } from './constants.js';
 export { envelopeAttributes } from './SqsPublisher.js';
-export { type SqsDelivery, SqsGiveBackError, sqsDelivery } from './SqsSettle.js';
+export {
+  type SqsDelivery,
+  SqsGiveBackError,
+  SqsSettle,
+  sqsDelivery,
+  sqsRetryDelaySeconds,
+} from './SqsSettle.js';
 
 /** The queues of the SQS pipeline, resolved. */
 export interface SqsPipelineQueues {
@@ -121,17 +122,20 @@ export class SqsBackend implements Backend {
 
   /** Creates (or updates) every queue of the pipeline. Idempotent. */
   async prepare(): Promise<PrepareReport> {
+    const visibilityTimeoutSeconds =
+      this.config.visibilityTimeoutSeconds ?? SQS_DEFAULTS.visibilityTimeoutSeconds;
     const queues = await ensureSqsQueues(this.client, this.names(), this.config.retention, {
       ...defaultSqsQueueSettings(this.config.budget),
-      visibilityTimeoutSeconds:
-        this.config.visibilityTimeoutSeconds ?? SQS_DEFAULTS.visibilityTimeoutSeconds,
+      visibilityTimeoutSeconds,
     });
-    const { QueueUrl } = await this.client.send(
-      new CreateQueueCommand({
-        QueueName: `${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`,
-      }),
+    // read by the order-results function through the same kind of mapping as the source queue:
+    // the same visibility timeout (≥ 6 × its timeout), as the stack gives it
+    const resultsUrl = await ensureQueue(
+      this.client,
+      `${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`,
+      { VisibilityTimeout: String(visibilityTimeoutSeconds) },
     );
-    const all = { ...queues, resultsUrl: QueueUrl as string };
+    const all = { ...queues, resultsUrl };
     this.resolved = Promise.resolve(all);
     return { queues: 3, policies: 0 };
   }
@@ -197,13 +201,30 @@ export class SqsBackend implements Backend {
   /** The settle contract and consumer driver behind the Lambda SQS trigger. */
   async lambdaDriver(
     handler: MessageHandler,
-    options: { journal?: Journal | undefined } = {},
+    options: {
+      journal?: Journal | undefined;
+      /**
+       * `inventory` (default): the inventory queue, with its retries and parking queue;
+       * `results`: the order side's results queue (its handler only acknowledges or gives back).
+       */
+      queue?: 'inventory' | 'results';
+    } = {},
   ): Promise<{ driver: ConsumerDriver<SqsDelivery>; mode: SqsRetryMode; fifo: boolean }> {
     const q = await this.queues();
-    const fifo = q.sourceUrl.endsWith('.fifo');
+    const results = options.queue === 'results';
+    if (results && !q.resultsUrl) throw new Error('the SQS backend has no results queue URL');
+    const sourceUrl = results ? q.resultsUrl : q.sourceUrl;
+    const fifo = sourceUrl.endsWith('.fifo');
     const settle = new SqsSettle(
       { client: this.client },
-      { sourceUrl: q.sourceUrl, parkingUrl: q.parkingUrl, mode: this.config.mode, fifo },
+      // The results queue has no parking queue of ours: a park there is refused (returned).
+      {
+        sourceUrl,
+        parkingUrl: results ? '' : q.parkingUrl,
+        mode: this.config.mode,
+        fifo,
+        jitter: this.config.budget.jitter,
+      },
     );
     return {
       driver: new ConsumerDriver(
@@ -223,6 +244,7 @@ export class SqsBackend implements Backend {
         sourceUrl: q.sourceUrl,
         parkingUrl: q.parkingUrl,
         ...(q.parkingArn ? { parkingArn: q.parkingArn } : {}),
+        redriveLimit: this.config.retention.redriveLimit ?? DEFAULT_REDRIVE_LIMIT,
       });
     })();
     lot.catch(() => {});

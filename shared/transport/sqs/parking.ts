@@ -2,14 +2,18 @@ import {
   ChangeMessageVisibilityBatchCommand,
   DeleteMessageCommand,
   GetQueueAttributesCommand,
+  ListMessageMoveTasksCommand,
+  type ListMessageMoveTasksResultEntry,
   type Message,
   ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
   StartMessageMoveTaskCommand,
 } from '@aws-sdk/client-sqs';
-import { matches, pacer } from '../../consumer/parking.js';
+import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
+import { sleep } from '../../util/async.js';
 import type {
+  MoveTaskReport,
   ParkedEntry,
   ParkingLot,
   ParkReason,
@@ -18,6 +22,7 @@ import type {
   RedriveSelection,
 } from '../types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS } from './constants.js';
+import { decodeParkedError, decodeRedrive, encodeRedrive } from './redrive.js';
 import { identityAttributes } from './SqsPublisher.js';
 
 const attr = (m: Message, name: string) => m.MessageAttributes?.[name]?.StringValue;
@@ -26,6 +31,7 @@ export function parkedFromSqs(m: Message): ParkedEntry {
   const sent = Number(m.Attributes?.SentTimestamp ?? Date.now());
   const parkedAt = new Date(sent).toISOString();
   const reason = attr(m, SQS_DIAGNOSIS.parkReason);
+  const redrive = decodeRedrive(attr(m, SQS_ATTRIBUTES.redrive));
   const common = {
     messageId: attr(m, SQS_ATTRIBUTES.eventId) ?? null,
     type: attr(m, SQS_ATTRIBUTES.eventType) ?? null,
@@ -33,6 +39,7 @@ export function parkedFromSqs(m: Message): ParkedEntry {
     attempts: Number(attr(m, SQS_ATTRIBUTES.attempt) ?? 0),
     parkedAt,
     correlationId: attr(m, SQS_ATTRIBUTES.correlationId) ?? null,
+    ...(redrive ? { redriveCount: redrive.count, lastRedriveAt: redrive.lastAt } : {}),
   };
   if (reason) {
     return {
@@ -41,8 +48,7 @@ export function parkedFromSqs(m: Message): ParkedEntry {
         ...common,
         firstFailureAt: attr(m, SQS_ATTRIBUTES.firstFailureAt) ?? parkedAt,
         reason: reason as ParkReason,
-        errorClass: attr(m, SQS_DIAGNOSIS.errorClass) ?? 'unknown',
-        error: attr(m, SQS_DIAGNOSIS.error) ?? '',
+        ...decodeParkedError(attr(m, SQS_DIAGNOSIS.error), attr(m, SQS_DIAGNOSIS.errorClass)),
         consumer: attr(m, SQS_DIAGNOSIS.consumer) ?? 'unknown',
       },
     };
@@ -61,17 +67,64 @@ export function parkedFromSqs(m: Message): ParkedEntry {
   };
 }
 
+const MOVE_TASK_DONE = new Set(['COMPLETED', 'FAILED', 'CANCELLED']);
+
+/**
+ * Waits until the move task `handle` of `sourceArn` ended (COMPLETED, FAILED or CANCELLED), polling
+ * `ListMessageMoveTasks` every second, at most `options.timeoutMs` (then it reports `RUNNING`: the
+ * task goes on without us). SQS lists the most recent tasks first and names a task's handle only
+ * while it runs, and a queue has at most one running task: a finished task is the most recent one.
+ */
+export async function untilMoveTaskEnds(
+  client: SQSClient,
+  sourceArn: string,
+  handle: string,
+  options: { timeoutMs?: number; pollMs?: number } = {},
+): Promise<MoveTaskReport> {
+  const deadline = Date.now() + (options.timeoutMs ?? 15 * 60_000);
+  const report = (t: ListMessageMoveTasksResultEntry | undefined, status: string) => ({
+    handle,
+    status: status as MoveTaskReport['status'],
+    moved: Number(t?.ApproximateNumberOfMessagesMoved ?? 0),
+    ...(t?.ApproximateNumberOfMessagesToMove !== undefined
+      ? { toMove: Number(t.ApproximateNumberOfMessagesToMove) }
+      : {}),
+    ...(t?.FailureReason ? { failureReason: t.FailureReason } : {}),
+  });
+  let last: ListMessageMoveTasksResultEntry | undefined;
+  for (;;) {
+    const { Results = [] } = await client.send(
+      new ListMessageMoveTasksCommand({ SourceArn: sourceArn, MaxResults: 10 }),
+    );
+    const ours = Results.find((t) => t.TaskHandle === handle);
+    const latest = ours ?? (Results[0]?.TaskHandle ? undefined : Results[0]);
+    if (latest) last = latest;
+    if (latest?.Status && MOVE_TASK_DONE.has(latest.Status)) return report(latest, latest.Status);
+    if (Date.now() >= deadline) return report(last, 'RUNNING');
+    await sleep(Math.min(options.pollMs ?? 1_000, Math.max(0, deadline - Date.now())));
+  }
+}
+
 /**
  * The SQS parking lot. Reading receives messages and makes them visible again at once. Redrive:
- * `StartMessageMoveTask` when everything is selected and the endpoint supports it (AWS), otherwise
+ * `StartMessageMoveTask` when everything is selected and the endpoint supports it (AWS), and the
+ * result only once the task ended (`task`: its status, counts and failure reason), otherwise
  * receive → send to the source queue (same event id, attempt reset) → delete, at most `rate` per
  * second; non-selected messages are made visible again.
+ *
+ * The redrive limit: a matched message already redriven `redriveLimit` times stays parked and is
+ * reported in `skipped` (unless `beyondLimit`). A move task cannot filter, so before starting one
+ * the parking lot is scanned: if any message is at the limit, no task is started and the others
+ * are moved one by one instead. Gap: a message parked at the limit between that scan and the task
+ * is moved by the task (its redrive is still counted on arrival).
  */
 export function sqsParkingLot(deps: {
   client: SQSClient;
   sourceUrl: string;
   parkingUrl: string;
   parkingArn?: string;
+  /** Redrives per message allowed (`REDRIVE_LIMIT`). */
+  redriveLimit: number;
 }): ParkingLot {
   const { client, parkingUrl, sourceUrl } = deps;
 
@@ -141,32 +194,53 @@ export function sqsParkingLot(deps: {
         !selection.since &&
         !selection.until &&
         !selection.ids;
+      const atLimit = (m: Message) =>
+        overRedriveLimit(parkedFromSqs(m), deps.redriveLimit, options) !== undefined;
+      let messages: Message[] | undefined;
       if (everything && !options.dryRun && deps.parkingArn) {
-        try {
-          await client.send(
-            new StartMessageMoveTaskCommand({
-              SourceArn: deps.parkingArn,
-              ...(options.rate
-                ? { MaxNumberOfMessagesPerSecond: Math.min(500, Math.ceil(options.rate)) }
-                : {}),
-            }),
-          );
+        if (!options.beyondLimit) {
+          // a move task would move the ones at the limit too: look first
+          messages = await scan(Math.max(1, await depth()));
+          if (!messages.some(atLimit)) {
+            await release(messages);
+            messages = undefined;
+          }
+        }
+        let handle: string | undefined;
+        if (!messages) {
+          try {
+            const started = await client.send(
+              new StartMessageMoveTaskCommand({
+                SourceArn: deps.parkingArn,
+                ...(options.rate
+                  ? { MaxNumberOfMessagesPerSecond: Math.min(500, Math.ceil(options.rate)) }
+                  : {}),
+              }),
+            );
+            handle = started.TaskHandle ?? '';
+          } catch {
+            // not supported by this endpoint (neither emulator has it): move them one by one
+          }
+        }
+        if (handle !== undefined) {
+          const task = await untilMoveTaskEnds(client, deps.parkingArn, handle, options);
           return {
             scanned: 0,
-            matched: 0,
-            moved: ['(all: StartMessageMoveTask started)'],
+            matched: task.toMove ?? task.moved,
+            moved: [],
             dryRun: false,
+            skipped: [],
+            task,
           };
-        } catch {
-          // not supported by this endpoint (neither emulator has it): move them one by one
         }
       }
-      const messages = await scan(Math.max(1, await depth()));
+      messages ??= await scan(Math.max(1, await depth()));
       const result: RedriveResult = {
         scanned: messages.length,
         matched: 0,
         moved: [],
         dryRun: options.dryRun ?? false,
+        skipped: [],
       };
       const untouched: Message[] = [];
       const pace = pacer(options.rate);
@@ -177,7 +251,9 @@ export function sqsParkingLot(deps: {
           continue;
         }
         result.matched++;
-        if (options.dryRun) {
+        const skip = overRedriveLimit(parked, deps.redriveLimit, options);
+        if (skip || options.dryRun) {
+          if (skip) result.skipped.push(skip); // stays parked, its diagnosis untouched
           untouched.push(m);
           continue;
         }
@@ -190,6 +266,11 @@ export function sqsParkingLot(deps: {
             MessageAttributes: {
               ...keep,
               [SQS_ATTRIBUTES.attempt]: { DataType: 'String', StringValue: '0' },
+              // a fresh retry window, counted (the diagnosis stays behind)
+              [SQS_ATTRIBUTES.redrive]: encodeRedrive({
+                count: (decodeRedrive(attr(m, SQS_ATTRIBUTES.redrive))?.count ?? 0) + 1,
+                lastAt: new Date().toISOString(),
+              }),
             },
             // FIFO: back into its own message group; a fresh deduplication id (a redrive is new)
             ...(sourceUrl.endsWith('.fifo')

@@ -36,7 +36,8 @@ export interface SqsQueues {
   parkingArn: string;
 }
 
-async function ensureQueue(
+/** Creates a queue with these attributes, or updates them when it exists. */
+export async function ensureQueue(
   client: SQSClient,
   name: string,
   attributes: Record<string, string>,

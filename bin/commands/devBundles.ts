@@ -1,0 +1,107 @@
+import { ensureLocalSqs } from '../../devkit/emulators/sqsServer.js';
+import {
+  type RunningEventSource,
+  startAmazonMqEventSource,
+  startSchedule,
+  startSqsEventSource,
+} from '../../devkit/lambda/eventSources.js';
+import { LocalPipeline, synthesizedAssembly } from '../../devkit/lambda/localPipeline.js';
+import { requireServices } from '../../devkit/preflight.js';
+import { loadEnv } from '../../shared/config/env.js';
+import { vhostOf } from '../../shared/transport/rabbitmq/index.js';
+
+/**
+ * `npm run dev -- --bundles`: the deployment run locally from what `cdk synth` bundled (devkit/
+ * lambda, docs/local-bundles.md): the migrations (and on RabbitMQ the broker topology) applied by
+ * their custom resources, the HTTP API by the template's routes on `PORT`, the relay and
+ * maintenance on their schedule rules, both consumers behind their event source mappings, every
+ * function in Lambda-shaped Node 24 processes with its template's environment. The database is
+ * `DATABASE_URL`'s (through the local Data API endpoint), the broker `AMQP_URL`'s virtual host,
+ * the queues `SQS_QUEUE_PREFIX`'s on `SQS_ENDPOINT` or the embedded fauxqs server.
+ */
+export async function runBundles(opts: {
+  transport: string;
+  role: string;
+  port?: string;
+}): Promise<void> {
+  const env = loadEnv();
+  const transport = opts.transport as 'rabbitmq' | 'sqs';
+  const all = opts.role === 'all';
+  await requireServices({
+    postgres: env.DATABASE_URL,
+    ...(transport === 'rabbitmq'
+      ? { rabbitmq: env.AMQP_URL, rabbitManagement: env.RABBITMQ_MANAGEMENT_URL }
+      : {}),
+  });
+  const { assembly, synth } = await synthesizedAssembly({
+    transport,
+    log: (line) => console.log(line),
+  });
+  console.log(
+    `bundles: ${synth.dir} (${synth.cached ? 'cached' : `cdk synth ${(synth.durationMs / 1000).toFixed(0)} s`})`,
+  );
+  const local =
+    transport === 'sqs'
+      ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT })
+      : undefined;
+  const vhost = vhostOf(env.AMQP_URL);
+  const pipeline = await LocalPipeline.start(assembly, {
+    name: 'rm_dev',
+    services: {
+      databaseUrl: env.DATABASE_URL,
+      amqpUrl: env.AMQP_URL,
+      managementUrl: env.RABBITMQ_MANAGEMENT_URL,
+      sqsEndpoint: local?.endpoint,
+    },
+    sqsQueuePrefix: env.SQS_QUEUE_PREFIX,
+    ...(transport === 'rabbitmq' ? { vhost } : {}),
+    onLog: (fn, line) => {
+      // warnings and errors here; everything in the functions' log files
+      if (/"level":"(WARN|ERROR|CRITICAL)"|^[A-Za-z.]*Error\b/.test(line))
+        console.log(`[${fn}] ${line}`);
+    },
+  });
+  const running: RunningEventSource[] = [];
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`${signal}: stopping the functions and their triggers…`);
+    // the functions first: an invocation in flight (a relay draining for 50 s) ends at once
+    await pipeline.close();
+    for (const r of running.reverse()) await r.stop().catch(() => {});
+    await local?.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+
+  const deployed = await pipeline.deploy();
+  console.log(
+    `deploy: ${deployed.map((r) => `${r.request.LogicalResourceId} ${r.status}`).join(', ')} (database user ${pipeline.appUser}${transport === 'rabbitmq' ? `, broker user ${pipeline.brokerUser}` : ''})`,
+  );
+  const d = pipeline.deployment;
+  if (all || opts.role === 'api') {
+    const api = await d.startHttpApi(opts.port ? Number(opts.port) : env.PORT);
+    console.log(`api: place-order bundle behind the template's routes on ${api.url}`);
+  }
+  if (all || opts.role === 'relay') {
+    running.push(startSchedule(d, 'outbox-relay'), startSchedule(d, 'maintenance'));
+    console.log('relay: outbox-relay and maintenance bundles on their schedule rules');
+  }
+  if (all || opts.role === 'consumer') {
+    for (const id of ['reserve-inventory', 'order-results']) {
+      running.push(
+        transport === 'sqs'
+          ? await startSqsEventSource(d, `${id}-sqs`)
+          : await startAmazonMqEventSource(d, `${id}-rabbitmq`, { amqpUrl: env.AMQP_URL, vhost }),
+      );
+    }
+    console.log(
+      `consumer: both consumer bundles behind their ${transport === 'sqs' ? 'SQS' : 'Amazon MQ'} event sources`,
+    );
+  }
+  console.log(
+    `logs: ${d.fn('outbox-relay').logFile.replace(/outbox-relay\.log$/, '<function>.log')}`,
+  );
+}

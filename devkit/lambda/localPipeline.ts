@@ -1,0 +1,129 @@
+import pg from 'pg';
+import type { JournalEntry } from '../../shared/consumer/journal.js';
+import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
+import { withDatabase } from '../scratch.js';
+import { type DeployedAssembly, readAssembly } from './assembly.js';
+import {
+  type CustomResourceResult,
+  LocalDeployment,
+  type LocalDeploymentOptions,
+  type LocalServices,
+} from './LocalDeployment.js';
+import { type SynthOptions, type SynthResult, synthesize } from './synth.js';
+
+/**
+ * This project's deployment stood up locally from `cdk synth`: the data stack and one pipeline
+ * stack, with the secrets holding local identities of their own (so that parallel runs never share
+ * a database login or a broker user) and cleaned up afterwards:
+ * - the Aurora master secret → the user of `databaseUrl` (it creates roles, as the master does);
+ * - the app secret (`pipeline_fn` in AWS) → `<name>_fn`, created by the migrate bundle;
+ * - the broker administrator (`admin`) → the local broker's user (guest);
+ * - the broker's pipeline user (`pipeline`) → `<name>_pipeline`, created by broker-setup.
+ */
+export interface LocalPipelineOptions
+  extends Omit<LocalDeploymentOptions, 'secretValue' | 'environment' | 'vhost'> {
+  services: LocalServices;
+  /** A unique, lowercase name (the scratch environment's): the local identities derive from it. */
+  name: string;
+  /** The RabbitMQ pipeline's virtual host (isolation): `BROKER_VHOST` and the event sources'. */
+  vhost?: string;
+}
+
+export class LocalPipeline {
+  private constructor(
+    readonly deployment: LocalDeployment,
+    readonly appUser: string,
+    readonly brokerUser: string,
+    private readonly options: LocalPipelineOptions,
+  ) {}
+
+  static async start(
+    assembly: DeployedAssembly,
+    options: LocalPipelineOptions,
+  ): Promise<LocalPipeline> {
+    const appUser = `${options.name}_fn`;
+    const brokerUser = `${options.name}_pipeline`;
+    const db = new URL(options.services.databaseUrl);
+    const broker = new URL(options.services.amqpUrl);
+    const deployment = await LocalDeployment.start(assembly, {
+      ...options,
+      ...(options.vhost
+        ? { environment: { BROKER_VHOST: options.vhost }, vhost: options.vhost }
+        : {}),
+      secretValue: ({ path, generated }) => {
+        if (path.endsWith('/Db/Secret')) {
+          return {
+            ...generated,
+            username: decodeURIComponent(db.username || 'postgres'),
+            password: decodeURIComponent(db.password) || 'local',
+          };
+        }
+        if (path.endsWith('/AppSecret')) return { ...generated, username: appUser };
+        if (path.endsWith('/BrokerAdminCredentials')) {
+          return {
+            username: decodeURIComponent(broker.username),
+            password: decodeURIComponent(broker.password),
+          };
+        }
+        if (path.endsWith('/BrokerCredentials')) return { ...generated, username: brokerUser };
+        return generated;
+      },
+    });
+    return new LocalPipeline(deployment, appUser, brokerUser, options);
+  }
+
+  /**
+   * What `cdk deploy` runs before anything else: the migrations custom resource (schema, app
+   * user) and, on RabbitMQ, the broker topology custom resource (queues, policies, pipeline
+   * user). Throws when one fails.
+   */
+  async deploy(): Promise<CustomResourceResult[]> {
+    const results = [await this.deployment.customResource('Migrations', 'Create')];
+    if (this.deployment.assembly.stacks.some((s) => s.template.Resources?.BrokerTopology)) {
+      results.push(await this.deployment.customResource('BrokerTopology', 'Create'));
+    }
+    const failed = results.find((r) => r.status === 'FAILED');
+    if (failed && failed.status === 'FAILED') throw new Error(`deploy failed: ${failed.reason}`);
+    return results;
+  }
+
+  /** Stops every function and stand-in, then removes the local database login and broker user. */
+  async close(): Promise<void> {
+    await this.deployment.stop();
+    const admin = new pg.Client({
+      connectionString: withDatabase(this.options.services.databaseUrl, 'postgres'),
+    });
+    try {
+      await admin.connect();
+      // the scratch database (which holds the grants) must be dropped first
+      await admin.query(`DROP ROLE IF EXISTS ${this.appUser}`).catch(() => {});
+    } finally {
+      await admin.end().catch(() => {});
+    }
+    await new RabbitManagement(this.options.services.managementUrl)
+      .request('DELETE', `/api/users/${encodeURIComponent(this.brokerUser)}`)
+      .catch(() => {});
+  }
+}
+
+/** Synthesizes (or reuses) the app for a transport and reads its assembly. */
+export async function synthesizedAssembly(
+  options: SynthOptions,
+): Promise<{ assembly: DeployedAssembly; synth: SynthResult }> {
+  const synth = await synthesize(options);
+  return { assembly: readAssembly(synth.dir), synth };
+}
+
+/**
+ * A function's log line as a journal entry (`{"message":"journal","journal":{…}}`, what the
+ * consumer driver logs for each step), or undefined.
+ */
+export function journalEntryOf(line: string): JournalEntry | undefined {
+  if (!line.startsWith('{') || !line.includes('"journal"')) return undefined;
+  try {
+    const parsed = JSON.parse(line) as { message?: string; journal?: JournalEntry };
+    return parsed.message === 'journal' ? parsed.journal : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,20 @@
+import { Journal } from '../../shared/consumer/journal.js';
+import { createLogger } from '../../shared/logger.js';
+import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
+import { OrderResults } from '../../shared/orders/OrderResults.js';
+import { sharedDb, sharedRabbit } from '../commons/clients.js';
+import { createReserveInventoryRabbitHandler } from '../reserve-inventory-rabbitmq/handler.js';
+
+const logger = createLogger('order-results-rabbitmq');
+const journal = new Journal(logger);
+const useCase = new OrderResults({ db: sharedDb(), logger, journal });
+
+/**
+ * Lambda entry point (Amazon MQ event source mapping on `orders.inventory-results`): the same
+ * trigger handler as reserve-inventory, around the order side's results use case. It only
+ * acknowledges (returns) or gives the batch back (throws), so no copy is ever published.
+ */
+export const handler = createReserveInventoryRabbitHandler({
+  driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), { journal }),
+  logger,
+}).use(transactionDeadline({ db: sharedDb(), logger }));

@@ -1,0 +1,24 @@
+import { Journal } from '../../shared/consumer/journal.js';
+import { createLogger } from '../../shared/logger.js';
+import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
+import { OrderResults } from '../../shared/orders/OrderResults.js';
+import { sharedDb, sharedSqs } from '../commons/clients.js';
+import { createReserveInventorySqsHandler } from '../reserve-inventory-sqs/handler.js';
+
+const logger = createLogger('order-results-sqs');
+const journal = new Journal(logger);
+const useCase = new OrderResults({ db: sharedDb(), logger, journal });
+// The deployed queue URLs come from the environment (RESULTS_QUEUE_URL): no call to SQS here.
+const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m), {
+  journal,
+  queue: 'results',
+});
+
+/**
+ * Lambda entry point (SQS event source mapping on `orders-inventory-results` with
+ * ReportBatchItemFailures): the same trigger handler as reserve-inventory, around the order
+ * side's results use case.
+ */
+export const handler = createReserveInventorySqsHandler({ ...consumer, logger }).use(
+  transactionDeadline({ db: sharedDb(), logger }),
+);

@@ -1,0 +1,67 @@
+import { type App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { type BrokerSettings, DEFAULT_BROKER, pipelineConfigFromContext } from './config.js';
+import { DataStack } from './stacks/DataStack.js';
+import { RabbitPipelineStack } from './stacks/RabbitPipelineStack.js';
+import { dataApiAccess, SqsPipelineStack } from './stacks/SqsPipelineStack.js';
+
+/**
+ * The stacks of the CDK app, from its context: `-c transport=sqs|rabbitmq`. The data stack holds
+ * Aurora Serverless v2 with the Data API; the pipeline stack the broker or queues and the
+ * functions. Settings come from infra/config.ts, derived from the runtime's own config module;
+ * `-c pipeline='{"sqs":{"batchSize":3}}'` overrides single ones (`PipelineOverrides`). A function
+ * of its own so that tooling can build the same app in-process (devkit/lambda/synth.ts).
+ */
+export function addPipeline(app: App): void {
+  const config = pipelineConfigFromContext(app.node.tryGetContext('pipeline'));
+  const transport = app.node.tryGetContext('transport') ?? 'sqs';
+  if (transport !== 'sqs' && transport !== 'rabbitmq') {
+    throw new Error(`-c transport=${transport}: expected "sqs" or "rabbitmq"`);
+  }
+  if (app.node.tryGetContext('emulator') === 'moto') {
+    // moto runs CloudFormation for queues, functions, event source mappings and rules, but has no
+    // Aurora, CloudWatch alarms or API Gateway v2: deploy the SQS pipeline alone with stand-in ARNs.
+    new SqsPipelineStack(app, 'ReliableMessagingSqs', {
+      config,
+      database: {
+        clusterArn: 'arn:aws:rds:us-east-1:123456789012:cluster:emulated',
+        secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated',
+        databaseName: 'reliable_messaging',
+        grant: () => {},
+      },
+      alarms: false,
+      httpApi: false,
+    });
+    return;
+  }
+  const minCapacity = Number(app.node.tryGetContext('minCapacity') ?? 0);
+  const data = new DataStack(app, 'ReliableMessagingData', {
+    minCapacity,
+    deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
+  });
+  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  if (transport === 'sqs') {
+    new SqsPipelineStack(app, 'ReliableMessagingSqs', { config, database });
+  } else {
+    new RabbitPipelineStack(app, 'ReliableMessagingRabbitMq', {
+      config,
+      database,
+      broker: brokerSettings(app),
+    });
+  }
+  if (app.node.tryGetContext('nag') !== 'off')
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
+}
+
+/** `-c brokerEngine=3.13 -c brokerInstance=mq.m7g.large -c brokerDeployment=cluster`. */
+function brokerSettings(app: App): BrokerSettings {
+  const deployment = app.node.tryGetContext('brokerDeployment') ?? DEFAULT_BROKER.deployment;
+  if (deployment !== 'single' && deployment !== 'cluster') {
+    throw new Error(`-c brokerDeployment=${deployment}: expected "single" or "cluster"`);
+  }
+  return {
+    engineVersion: app.node.tryGetContext('brokerEngine') ?? DEFAULT_BROKER.engineVersion,
+    instanceType: app.node.tryGetContext('brokerInstance') ?? DEFAULT_BROKER.instanceType,
+    deployment,
+  };
+}

@@ -1,0 +1,144 @@
+import { expect, inject } from 'vitest';
+import { JournalRecorder } from '../../devkit/journalRecorder.js';
+import type { LocalDeployment } from '../../devkit/lambda/LocalDeployment.js';
+import {
+  journalEntryOf,
+  LocalPipeline,
+  synthesizedAssembly,
+} from '../../devkit/lambda/localPipeline.js';
+import type { SynthResult } from '../../devkit/lambda/synth.js';
+import {
+  createScratchDatabase,
+  createScratchVhost,
+  type ScratchDatabase,
+  type ScratchVhost,
+} from '../../devkit/scratch.js';
+import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
+import { OrderService } from '../../shared/orders/OrderService.js';
+import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './services.js';
+
+/**
+ * The deployed bundles of one transport stood up for one test file: `cdk synth` (cached by
+ * source digest, shared by every file of the run), a database and (RabbitMQ) a virtual host of
+ * their own, queues with the file's prefix on the run's fauxqs, secrets in the run's moto (or one
+ * of its own when moto is not on PATH), and the journal lines every function logs.
+ */
+export interface BundleFixture {
+  pipeline: LocalPipeline;
+  deployment: LocalDeployment;
+  db: ScratchDatabase;
+  vhost: ScratchVhost | undefined;
+  journal: JournalRecorder;
+  /** Every line each function wrote (its CloudWatch Logs, EMF metrics included). */
+  logs: Map<string, string[]>;
+  synth: SynthResult;
+  name: string;
+  close(): Promise<void>;
+}
+
+export async function bundleFixture(
+  transport: 'sqs' | 'rabbitmq',
+  label: string,
+  options: { context?: Record<string, string> } = {},
+): Promise<BundleFixture> {
+  const { assembly, synth } = await synthesizedAssembly({
+    transport,
+    ...(options.context ? { context: options.context } : {}),
+  });
+  const name = uniqueName(label);
+  const servers = inject('services').sqs;
+  const db = await createScratchDatabase(DATABASE_URL, name, { migrated: false });
+  const closers: (() => Promise<unknown>)[] = [() => db.drop()];
+  const close = async () => {
+    for (const c of closers.reverse()) await c().catch(() => {});
+  };
+  try {
+    const vhost =
+      transport === 'rabbitmq'
+        ? await createScratchVhost(RABBITMQ_MANAGEMENT_URL, AMQP_URL, name)
+        : undefined;
+    if (vhost) closers.push(() => vhost.delete());
+    const journal = new JournalRecorder();
+    const logs = new Map<string, string[]>();
+    const pipeline = await LocalPipeline.start(assembly, {
+      name,
+      services: {
+        databaseUrl: db.url,
+        amqpUrl: AMQP_URL,
+        managementUrl: RABBITMQ_MANAGEMENT_URL,
+        sqsEndpoint: servers.find((s) => s.name === 'fauxqs')?.endpoint,
+        secretsEndpoint: servers.find((s) => s.name === 'moto')?.endpoint,
+      },
+      sqsQueuePrefix: `${name.replace(/_/g, '-')}-`,
+      ...(vhost ? { vhost: vhost.vhost } : {}),
+      // every AWS request the functions send, by service and operation
+      countCalls: true,
+      onLog: (fn, line) => {
+        logs.set(fn, [...(logs.get(fn) ?? []), line]);
+        const entry = journalEntryOf(line);
+        if (entry) journal.journal.record(entry);
+      },
+    });
+    // before the database goes: the functions hold connections to it through the Data API
+    closers.push(() => pipeline.close());
+    return {
+      pipeline,
+      deployment: pipeline.deployment,
+      db,
+      vhost,
+      journal,
+      logs,
+      synth,
+      name,
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/**
+ * The relay's scheduled tick as deployed, after the kicked runs: with nothing left and the last
+ * run just now, a tick publishes the heartbeat and makes no Data API call; with a row no kick
+ * announced (written behind the producers' back) and an hour of quiet in the relay's state, the
+ * tick sweeps and publishes it.
+ */
+export async function relayTicks(f: BundleFixture): Promise<void> {
+  await f.deployment.asyncIdle();
+  const relay = f.deployment.fn('outbox-relay');
+  const tick = () =>
+    relay.invokeOrThrow<Record<string, unknown>>(
+      scheduledEvent({ ruleArn: 'arn:aws:events:us-east-1:000000000000:rule/RelaySchedule' }),
+    );
+  f.deployment.calls.reset();
+  const logged = f.logs.get('outbox-relay')?.length ?? 0;
+  expect(await tick()).toMatchObject({ mode: 'tick' });
+  const counts = f.deployment.calls.counts();
+  expect(Object.keys(counts).filter((k) => k.startsWith('rds-data:'))).toEqual([]);
+  expect(counts['ssm:GetParameter']).toBe(1);
+  const emf = (f.logs.get('outbox-relay') ?? [])
+    .slice(logged)
+    .filter((l) => l.includes('"_aws"'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  expect(emf.filter((m) => m.RelayHeartbeat === 1).map((m) => m.Outbox)).toEqual([
+    'outbox',
+    'inventory_outbox',
+  ]);
+
+  const lost = await new OrderService({ db: f.db.db }).place({
+    sku: 'SKU-LOST-KICK',
+    quantity: 1,
+    correlationId: 'lost-kick',
+  });
+  const anHourAgo = Date.now() - 61 * 60_000;
+  await f.deployment.setParameter(
+    'RelayState',
+    JSON.stringify({ lastCheckAt: anHourAgo, lastActivityAt: anHourAgo, pending: false }),
+  );
+  expect(await tick()).toMatchObject({ mode: 'sweep', outbox: { published: 1 } });
+  const { rows } = await f.db.db.query('SELECT published_at FROM outbox WHERE id = $1', [
+    lost.eventId,
+  ]);
+  expect(rows[0]?.published_at).not.toBeNull();
+}

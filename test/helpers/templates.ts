@@ -1,0 +1,23 @@
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { type PipelineConfig, pipelineConfig } from '../../infra/config.js';
+import { DataStack } from '../../infra/stacks/DataStack.js';
+import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
+import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
+
+/**
+ * The data stack and both pipeline stacks synthesized in-process with `config` (default: what
+ * `cdk synth` deploys), without bundling: the templates the infra tests read.
+ */
+export function synthPipelines(config: PipelineConfig = pipelineConfig()) {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const data = new DataStack(app, 'Data');
+  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  const rabbit = new RabbitPipelineStack(app, 'Rabbit', { config, database });
+  const sqs = new SqsPipelineStack(app, 'Sqs', { config, database });
+  return {
+    data: Template.fromStack(data),
+    rabbit: Template.fromStack(rabbit),
+    sqs: Template.fromStack(sqs),
+  };
+}

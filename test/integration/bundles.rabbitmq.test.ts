@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import type { ChannelModel } from 'amqplib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type RunningEventSource,
+  startAmazonMqEventSource,
+} from '../../devkit/lambda/eventSources.js';
+import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
+import { waitFor } from '../../devkit/waitFor.js';
+import { loadMigrations } from '../../shared/db/migrate.js';
+import { RABBITMQ_NAMES, RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
+import { queueDepth, testConnection } from '../helpers/amqp.js';
+import { type BundleFixture, bundleFixture, relayTicks } from '../helpers/bundles.js';
+import { AMQP_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
+
+/**
+ * Every function of the RabbitMQ (Amazon MQ) deployment run from the bundle `cdk synth` wrote,
+ * wired by the synthesized template, against the real PostgreSQL (Data API endpoint, app user)
+ * and the local RabbitMQ in a virtual host of this file's: migrations and the broker topology on
+ * deploy, the HTTP API, the relay on its schedule event, both consumers behind their Amazon MQ
+ * event sources (as the pipeline user of the mapping's BASIC_AUTH secret), and maintenance.
+ */
+describe('the RabbitMQ deployment, run from its bundles', () => {
+  let f: BundleFixture;
+  let api: { url: string };
+  let conn: ChannelModel;
+  let management: RabbitManagement;
+  const sources: RunningEventSource[] = [];
+  const order = { orderId: '', eventId: '' };
+
+  beforeAll(async () => {
+    f = await bundleFixture('rabbitmq', 'bundles_rmq');
+    api = await f.deployment.startHttpApi();
+    management = new RabbitManagement(RABBITMQ_MANAGEMENT_URL);
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const s of sources) await s.stop().catch(() => {});
+    await conn?.close().catch(() => {});
+    await f?.close();
+  }, 60_000);
+
+  const vhost = () => encodeURIComponent(f.vhost?.vhost as string);
+
+  it('migrate on deploy: schema and app login', async () => {
+    expect(await f.deployment.customResource('Migrations', 'Create')).toMatchObject({
+      status: 'SUCCESS',
+      data: { applied: (await loadMigrations()).length, appUser: f.pipeline.appUser },
+    });
+  });
+
+  it('broker-setup (Custom::BrokerTopology, as the administrator): topology and policies in the vhost, and the pipeline user with permissions there only', async () => {
+    const created = await f.deployment.customResource('BrokerTopology', 'Create');
+    expect(created).toMatchObject({
+      status: 'SUCCESS',
+      physicalResourceId: `broker-topology:${f.vhost?.vhost}`,
+      data: { pipelineUser: f.pipeline.brokerUser },
+    });
+    const data = created.status === 'SUCCESS' ? created.data : {};
+    expect(Number(data.queues)).toBeGreaterThan(5);
+    expect(Number(data.policies)).toBeGreaterThan(5);
+    const queue = await management.request<{ arguments: Record<string, unknown> }>(
+      'GET',
+      `/api/queues/${vhost()}/${encodeURIComponent(RABBITMQ_NAMES.inventoryQueue)}`,
+    );
+    expect(queue?.arguments['x-queue-type']).toBe('quorum');
+    const policies = await management.request<
+      { pattern: string; definition: Record<string, unknown> }[]
+    >('GET', `/api/policies/${vhost()}`);
+    const inventory = policies?.find((p) =>
+      new RegExp(p.pattern).test(RABBITMQ_NAMES.inventoryQueue),
+    );
+    expect(inventory?.definition).toMatchObject({ 'delivery-limit': 10 });
+    const permissions = await management.request<{ vhost: string }[]>(
+      'GET',
+      `/api/users/${encodeURIComponent(f.pipeline.brokerUser)}/permissions`,
+    );
+    expect(permissions?.map((p) => p.vhost)).toEqual([f.vhost?.vhost]);
+    conn = await testConnection(f.vhost?.amqpUrl as string);
+  });
+
+  it('place-order behind the HTTP API routes commits the order and its outbox row', async () => {
+    await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-R', 5)");
+    const res = await fetch(`${api.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ sku: 'SKU-R', quantity: 3 }),
+    });
+    expect(res.status).toBe(201);
+    Object.assign(order, await res.json());
+    const { rows } = await f.db.db.query('SELECT published_at FROM outbox WHERE id = $1', [
+      order.eventId,
+    ]);
+    // one row (the relay it kicked may have published it already)
+    expect(rows).toHaveLength(1);
+  });
+
+  it('place-order kicked the relay: one asynchronous invocation published to the broker (as the pipeline user) and marked the row, with no schedule running', async () => {
+    await waitFor(
+      async () => {
+        const { rows } = await f.db.db.query('SELECT published_at FROM outbox WHERE id = $1', [
+          order.eventId,
+        ]);
+        return rows[0]?.published_at !== null;
+      },
+      { timeoutMs: 30_000, message: 'the outbox row marked published' },
+    );
+    expect(await queueDepth(conn, RABBITMQ_NAMES.inventoryQueue)).toBe(1);
+    // the audit tap took its copy as well
+    expect(await queueDepth(conn, RABBITMQ_NAMES.auditQueue)).toBe(1);
+    expect(f.deployment.asyncStats('outbox-relay').accepted).toBeGreaterThanOrEqual(1);
+  });
+
+  it('reserve-inventory-rabbitmq behind its Amazon MQ event source (queue, batch, window, BASIC_AUTH from the template): reservation, inbox row, result event; the batch acknowledged', async () => {
+    const source = await startAmazonMqEventSource(f.deployment, 'reserve-inventory-rabbitmq', {
+      amqpUrl: AMQP_URL,
+      vhost: f.vhost?.vhost as string,
+    });
+    sources.push(source);
+    expect(source.settings).toMatchObject({
+      queue: RABBITMQ_NAMES.inventoryQueue,
+      batchSize: 100,
+      batchWindowMs: 500,
+      functionTimeoutMs: 30_000,
+    });
+    await f.journal.waitForLine(order.eventId, 'acked', 1, 30_000);
+    const { rows } = await f.db.db.query(
+      `SELECT r.status, s.reserved,
+              (SELECT count(*)::int FROM processed_messages p WHERE p.message_id = r.message_id) AS inbox,
+              (SELECT array_agg(event_type) FROM inventory_outbox) AS results
+         FROM reservations r JOIN stock s USING (sku) WHERE r.message_id = $1`,
+      [order.eventId],
+    );
+    expect(rows).toEqual([
+      { status: 'reserved', reserved: 3, inbox: 1, results: ['inventory.reserved'] },
+    ]);
+    await waitFor(async () => (await queueDepth(conn, RABBITMQ_NAMES.inventoryQueue)) === 0, {
+      message: 'the batch acknowledged',
+    });
+    // the event source connected as the mapping's user, not the administrator (the management
+    // API lists a new connection after its next stats refresh)
+    await waitFor(
+      async () =>
+        (
+          await management.request<{ user: string; vhost: string }[]>('GET', '/api/connections')
+        )?.some((c) => c.vhost === f.vhost?.vhost && c.user === f.pipeline.brokerUser),
+      { timeoutMs: 20_000, message: "a connection of the mapping's user in the vhost" },
+    );
+  });
+
+  it('order-results-rabbitmq behind its event source: the order shows its reservation', async () => {
+    sources.push(
+      await startAmazonMqEventSource(f.deployment, 'order-results-rabbitmq', {
+        amqpUrl: AMQP_URL,
+        vhost: f.vhost?.vhost as string,
+      }),
+    );
+    await waitFor(
+      async () => {
+        const { rows } = await f.db.db.query(
+          'SELECT reservation_status FROM orders WHERE id = $1',
+          [order.orderId],
+        );
+        return rows[0]?.reservation_status === 'reserved';
+      },
+      { timeoutMs: 30_000, message: 'the order shows its reservation' },
+    );
+    expect(await queueDepth(conn, RABBITMQ_NAMES.inventoryResultsQueue)).toBe(0);
+  });
+
+  it('maintenance on its scheduled event deletes published outbox rows past their retention', async () => {
+    const old = randomUUID();
+    await f.db.db.query(
+      `INSERT INTO outbox (id, event_type, schema_version, aggregate_type, aggregate_id,
+                           aggregate_version, payload, producer, correlation_id, occurred_at, published_at)
+       VALUES ($1::uuid, 'order.created', '1.0', 'order', $1::text, 1, '{}', 'test', 'old',
+               now() - interval '30 days', now() - interval '30 days')`,
+      [old],
+    );
+    const out = await f.deployment
+      .fn('maintenance')
+      .invokeOrThrow<{ tables: Record<string, { deleted: number }> }>(
+        scheduledEvent({
+          ruleArn: 'arn:aws:events:us-east-1:000000000000:rule/MaintenanceSchedule',
+        }),
+      );
+    expect(out.tables.outbox?.deleted).toBe(1);
+  });
+
+  it('a scheduled tick reads nothing from the database and publishes the queue metrics; once a sweep is due, it publishes what a lost kick left', async () => {
+    const logged = f.logs.get('outbox-relay')?.length ?? 0;
+    await relayTicks(f);
+    // its report: the queue depths read from the management API (RabbitMQ 4 brokers vend none
+    // per queue), on every tick
+    const emf = (f.logs.get('outbox-relay') ?? [])
+      .slice(logged)
+      .filter((l) => l.includes('"_aws"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(
+      emf.some(
+        (m) => m.Queue === RABBITMQ_NAMES.inventoryQueue && typeof m.QueueDepth === 'number',
+      ),
+    ).toBe(true);
+  }, 90_000);
+});

@@ -1,0 +1,220 @@
+import { randomUUID } from 'node:crypto';
+import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningEventSource, startSqsEventSource } from '../../devkit/lambda/eventSources.js';
+import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
+import { waitFor } from '../../devkit/waitFor.js';
+import { APP_GROUP_ROLE } from '../../shared/db/appRole.js';
+import { loadMigrations } from '../../shared/db/migrate.js';
+import { createSqsClient } from '../../shared/transport/sqs/index.js';
+import { type BundleFixture, bundleFixture, relayTicks } from '../helpers/bundles.js';
+
+/**
+ * Every function of the SQS deployment run from the bundle `cdk synth` wrote, in a Lambda-shaped
+ * Node 24 process, wired by the synthesized template (environment, event source mappings, HTTP
+ * API routes, schedule, custom resource) against the real PostgreSQL (through the local Data API
+ * endpoint, as the app user) and the run's SQS server: each step checked by its effects in the
+ * database and the queues, in deployment order.
+ */
+describe('the SQS deployment, run from its bundles', () => {
+  let f: BundleFixture;
+  let api: { url: string };
+  let sqs: SQSClient;
+  const sources: RunningEventSource[] = [];
+  const order = { orderId: '', eventId: '' };
+
+  beforeAll(async () => {
+    f = await bundleFixture('sqs', 'bundles_sqs');
+    api = await f.deployment.startHttpApi();
+    sqs = createSqsClient({ endpoint: f.deployment.sqsEndpoint, maxAttempts: 1 });
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const s of sources) await s.stop().catch(() => {});
+    sqs?.destroy();
+    await f?.close();
+  }, 60_000);
+
+  const depth = async (queue: string) => {
+    const { Attributes } = await sqs.send(
+      new GetQueueAttributesCommand({
+        QueueUrl: f.deployment.queue(queue).url,
+        AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+      }),
+    );
+    return (
+      Number(Attributes?.ApproximateNumberOfMessages ?? 0) +
+      Number(Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0)
+    );
+  };
+
+  it('migrate (Custom::Migrations through the Provider framework): Create applies the schema and creates the app login; Update is a no-op; Delete keeps the data', async () => {
+    const created = await f.deployment.customResource('Migrations', 'Create');
+    expect(created).toMatchObject({
+      status: 'SUCCESS',
+      physicalResourceId: 'schema-migrations',
+      data: { applied: (await loadMigrations()).length, skipped: 0, appUser: f.pipeline.appUser },
+    });
+    const { rows: tables } = await f.db.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'
+          AND table_name IN ('orders', 'outbox', 'stock', 'reservations', 'processed_messages', 'inventory_outbox')`,
+    );
+    expect(tables[0]?.n).toBe(6);
+    const { rows: login } = await f.db.db.query<{ login: boolean; member: boolean }>(
+      `SELECT r.rolcanlogin AS login, pg_has_role(r.rolname, $2, 'MEMBER') AS member
+         FROM pg_roles r WHERE r.rolname = $1`,
+      [f.pipeline.appUser, APP_GROUP_ROLE],
+    );
+    expect(login[0]).toEqual({ login: true, member: true });
+    expect(
+      await f.deployment.customResource('Migrations', 'Update', {
+        physicalResourceId: 'schema-migrations',
+      }),
+    ).toMatchObject({ status: 'SUCCESS', data: { applied: 0 } });
+    expect(
+      await f.deployment.customResource('Migrations', 'Delete', {
+        physicalResourceId: 'schema-migrations',
+      }),
+    ).toMatchObject({ status: 'SUCCESS', physicalResourceId: 'schema-migrations' });
+    const { rows: still } = await f.db.db.query("SELECT to_regclass('public.orders') AS t");
+    expect(still[0]).toEqual({ t: 'orders' });
+  });
+
+  it("place-order behind the template's HTTP API routes: POST /orders commits the order and its outbox row, as the app user", async () => {
+    await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-B', 10)");
+    const res = await fetch(`${api.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-correlation-id': 'bundles-sqs' },
+      body: JSON.stringify({ sku: 'SKU-B', quantity: 2 }),
+    });
+    expect(res.status).toBe(201);
+    Object.assign(order, await res.json());
+    const { rows } = await f.db.db.query(
+      `SELECT o.status, x.id AS event, x.event_type, x.published_at, x.correlation_id
+         FROM orders o JOIN outbox x ON x.id = o.created_event_id WHERE o.id = $1`,
+      [order.orderId],
+    );
+    // (published_at: the relay it kicked may have published it already)
+    expect(rows).toEqual([
+      {
+        status: 'placed',
+        event: order.eventId,
+        event_type: 'order.created',
+        published_at: rows[0]?.published_at,
+        correlation_id: 'bundles-sqs',
+      },
+    ]);
+    // the Data API endpoint ran the function's calls as the user of the app secret
+    const { rows: sessions } = await f.db.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND usename = $2',
+      [f.db.name, f.pipeline.appUser],
+    );
+    expect(sessions[0]?.n).toBeGreaterThan(0);
+    const get = await fetch(`${api.url}/orders/${order.orderId}`);
+    expect(await get.json()).toMatchObject({
+      orderId: order.orderId,
+      reservation: { status: 'pending' },
+    });
+    expect((await fetch(`${api.url}/nothing`)).status).toBe(404);
+  });
+
+  it('place-order answers 503 with Retry-After: 5 while the cluster resumes from a pause', async () => {
+    f.deployment.setDatabaseResuming(true);
+    try {
+      const res = await fetch(`${api.url}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ sku: 'SKU-B', quantity: 1 }),
+      });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('retry-after')).toBe('5');
+    } finally {
+      f.deployment.setDatabaseResuming(false);
+    }
+  });
+
+  it('place-order kicked the relay: one asynchronous invocation published the order event to the source queue and marked the row, with no schedule running', async () => {
+    await waitFor(
+      async () => {
+        const { rows } = await f.db.db.query('SELECT published_at FROM outbox WHERE id = $1', [
+          order.eventId,
+        ]);
+        return rows[0]?.published_at !== null;
+      },
+      { timeoutMs: 30_000, message: 'the outbox row marked published' },
+    );
+    expect(await depth('inventory-orders')).toBe(1);
+    // through Lambda's Invoke (InvocationType Event) on the local endpoint
+    expect(f.deployment.asyncStats('outbox-relay').accepted).toBeGreaterThanOrEqual(1);
+    expect(f.deployment.calls.counts()['lambda:Invoke']).toBeGreaterThanOrEqual(1);
+  });
+
+  it('reserve-inventory-sqs behind its SQS event source (batch, concurrency, partial batch responses from the template): reservation, inbox row and result event; the message deleted', async () => {
+    const source = await startSqsEventSource(f.deployment, 'reserve-inventory-sqs');
+    sources.push(source);
+    expect(source.settings).toMatchObject({
+      batchSize: 10,
+      maxConcurrency: 5,
+      reportBatchItemFailures: true,
+      visibilityTimeoutSeconds: 180,
+      functionTimeoutMs: 30_000,
+    });
+    await f.journal.waitForLine(order.eventId, 'acked', 1, 30_000);
+    const { rows } = await f.db.db.query(
+      `SELECT r.status, r.quantity, s.reserved,
+              (SELECT count(*)::int FROM processed_messages p WHERE p.message_id = r.message_id) AS inbox,
+              (SELECT array_agg(event_type) FROM inventory_outbox) AS results
+         FROM reservations r JOIN stock s USING (sku) WHERE r.message_id = $1`,
+      [order.eventId],
+    );
+    expect(rows).toEqual([
+      { status: 'reserved', quantity: 2, reserved: 2, inbox: 1, results: ['inventory.reserved'] },
+    ]);
+    await waitFor(async () => (await depth('inventory-orders')) === 0, {
+      message: 'the message deleted from the source queue',
+    });
+  });
+
+  it('order-results-sqs behind its event source: the relay (still draining) sends the result, the order shows it', async () => {
+    sources.push(await startSqsEventSource(f.deployment, 'order-results-sqs'));
+    await waitFor(
+      async () => {
+        const { rows } = await f.db.db.query(
+          'SELECT reservation_status FROM orders WHERE id = $1',
+          [order.orderId],
+        );
+        return rows[0]?.reservation_status === 'reserved';
+      },
+      { timeoutMs: 30_000, message: 'the order shows its reservation' },
+    );
+    const get = await fetch(`${api.url}/orders/${order.orderId}`);
+    expect(await get.json()).toMatchObject({ reservation: { status: 'reserved' } });
+    expect(await depth('orders-inventory-results')).toBe(0);
+  });
+
+  it('maintenance on its daily scheduled event deletes inbox and published outbox rows past their retention', async () => {
+    const old = randomUUID();
+    await f.db.db.query(
+      `INSERT INTO processed_messages (consumer_name, message_id, processed_at)
+       VALUES ('old-consumer', $1, now() - interval '60 days')`,
+      [old],
+    );
+    const out = await f.deployment
+      .fn('maintenance')
+      .invokeOrThrow<{ tables: Record<string, { deleted: number }> }>(
+        scheduledEvent({
+          ruleArn: 'arn:aws:events:us-east-1:000000000000:rule/MaintenanceSchedule',
+        }),
+      );
+    expect(out.tables.processed_messages?.deleted).toBe(1);
+    const { rows } = await f.db.db.query(
+      'SELECT count(*)::int AS n FROM processed_messages WHERE message_id = $1',
+      [old],
+    );
+    expect(rows[0]).toEqual({ n: 0 });
+  });
+
+  it('a scheduled tick with nothing left reads nothing from the database; once a sweep is due, it publishes what a lost kick left', async () => {
+    await relayTicks(f);
+  }, 90_000);
+});
