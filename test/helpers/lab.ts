@@ -18,6 +18,12 @@ export function labServices(): LabServices {
 }
 
 /**
+ * A scenario makes several waits of up to `waitMs` (40 s) each; the test's own limit sits above a
+ * slow run on a loaded machine so that a failing wait, not the test timeout, reports what hung.
+ */
+export const LAB_TEST_TIMEOUT_MS = 180_000;
+
+/**
  * One test per scenario × configuration, asserting the scenario's invariant exactly as `npm start`
  * checks it; a scenario that does not apply must say why and what happens instead.
  */
@@ -39,7 +45,7 @@ export function labScenarioSuite(configurations: Configuration[]): void {
         expect(r.checks.filter((c) => !c.ok).map((c) => c.text)).toEqual([]);
         expect(r.checks.length).toBeGreaterThan(0);
         expect(r.invariantHeld).toBe(true);
-      });
+      }, LAB_TEST_TIMEOUT_MS);
     }
   }
 }

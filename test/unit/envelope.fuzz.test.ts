@@ -18,7 +18,8 @@ import {
 const SEED = Number(process.env.FUZZ_SEED ?? 20_261_129);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1);
 /** Scaled runs need scaled time. */
-const TIMEOUT = 10_000 * Math.max(1, RUNS);
+// generous: a loaded 2-core CI machine runs the 1,500 mutations (some 60 kB strings) slowly
+const TIMEOUT = 60_000 * Math.max(1, RUNS);
 const runs = (n: number) => ({ seed: SEED, numRuns: Math.max(1, Math.round(n * RUNS)) });
 
 /** A token that must never appear in an error message (diagnoses never carry the payload). */
