@@ -21,6 +21,29 @@ export interface BenchFigure {
 
 export const DEFAULT_REPORT = 'reports/bench.json';
 
+/**
+ * Sections of reports/bench.json that are not figures: `peers` (ours beside each peer,
+ * bench/peers.ts) and `cost` (USD per million orders, bench/cost.ts). Each is replaced whole
+ * when its suite runs.
+ */
+export interface BenchSections {
+  peers: unknown[];
+  cost: unknown;
+}
+
+/** reports/bench.json: figures by name, and the sections. */
+export type BenchReport = Record<string, BenchFigure | unknown> & Partial<BenchSections>;
+
+/** The figures of a report (its sections left out). */
+export function figuresOf(report: BenchReport): Record<string, BenchFigure> {
+  return Object.fromEntries(
+    Object.entries(report).filter(
+      ([k, v]) =>
+        k !== 'peers' && k !== 'cost' && typeof v === 'object' && v !== null && 'value' in v,
+    ),
+  ) as Record<string, BenchFigure>;
+}
+
 /** A figure with its ratio to the baseline (two decimals). */
 export function figure(
   value: number,
@@ -44,14 +67,15 @@ export function figure(
 export async function writeFigures(
   path: string,
   figures: Record<string, BenchFigure>,
-): Promise<Record<string, BenchFigure>> {
-  let existing: Record<string, BenchFigure> = {};
+  sections: Partial<BenchSections> = {},
+): Promise<BenchReport> {
+  let existing: BenchReport = {};
   try {
     existing = JSON.parse(await readFile(path, 'utf8'));
   } catch {
     // first run
   }
-  const merged = { ...existing, ...figures };
+  const merged = { ...existing, ...figures, ...sections } as BenchReport;
   await mkdir(dirname(path), { recursive: true });
   await writeFile(path, `${JSON.stringify(merged, null, 2)}\n`);
   return merged;
@@ -104,10 +128,8 @@ export function table(report: Record<string, BenchFigure>): string {
 }
 
 /** reports/bench.md beside the JSON: every figure with its baseline, ratio and goal. */
-export async function writeSummary(
-  jsonPath: string,
-  report: Record<string, BenchFigure>,
-): Promise<string> {
+export async function writeSummary(jsonPath: string, full: BenchReport): Promise<string> {
+  const report = figuresOf(full);
   const path = `${jsonPath.replace(/\.json$/, '')}.md`;
   const lines = [
     '# Benchmarks',
@@ -123,9 +145,59 @@ export async function writeSummary(
         `| ${r.join(' | ')} | ${String(Object.values(report)[i]?.baselineName ?? '').replace(/\|/g, '/')} |`,
     ),
     '',
+    ...(full.peers?.length ? peerMarkdown(full.peers as PeerRowLike[]) : []),
   ];
   await writeFile(path, lines.join('\n'));
   return path;
+}
+
+/** A row of the `peers` section (bench/peers.ts `PeerRow`). */
+export interface PeerRowLike {
+  peer: string;
+  job: string;
+  ours: number;
+  theirs: number;
+  unit: string;
+  ratio: number;
+  guarantee: { ours: string; theirs: string };
+}
+
+const PEER_HEAD = ['peer', 'job', 'ours', 'theirs', 'ours ÷ theirs'];
+
+function peerCells(r: PeerRowLike): string[] {
+  return [
+    r.peer,
+    r.job,
+    `${fmt(r.ours)} ${r.unit.split(' ')[0]}`,
+    `${fmt(r.theirs)}`,
+    fmt(r.ratio),
+  ];
+}
+
+/** The peers' rows for the terminal. */
+export function peerTable(rows: PeerRowLike[]): string {
+  const all = [PEER_HEAD, ...rows.map(peerCells)];
+  const widths = PEER_HEAD.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
+}
+
+function peerMarkdown(rows: PeerRowLike[]): string[] {
+  const esc = (s: string) => s.replace(/\|/g, '/');
+  return [
+    '## Peers',
+    '',
+    'Ours beside the library a user would otherwise pick, same machine, same run, same work',
+    '(`npm run bench -- --suite peers`); the ratio is ours ÷ theirs (for a lag, theirs ÷ ours), so',
+    'above 1 means ours did better.',
+    '',
+    `| ${PEER_HEAD.join(' | ')} | unit | guarantee held (ours) | guarantee held (theirs) |`,
+    `| ${PEER_HEAD.map(() => '---').join(' | ')} | --- | --- | --- |`,
+    ...rows.map(
+      (r) =>
+        `| ${peerCells(r).map(esc).join(' | ')} | ${esc(r.unit)} | ${esc(r.guarantee.ours)} | ${esc(r.guarantee.theirs)} |`,
+    ),
+    '',
+  ];
 }
 
 export function median(values: number[]): number {

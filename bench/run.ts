@@ -1,15 +1,18 @@
 import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { requireServices } from '../devkit/preflight.js';
+import { REDIS_URL, redisProblem } from '../peers/redis.js';
 import { loadEnv } from '../shared/config/env.js';
 import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 import { benchBundles } from './bundle.js';
 import { benchE2e, type Transport } from './e2e.js';
+import { benchPeers, type PeerRow } from './peers.js';
 import { benchRelayRabbit } from './relay.js';
 import { benchRelayDeployed } from './relayDeployed.js';
 import {
   type BenchFigure,
   DEFAULT_REPORT,
+  peerTable,
   progress,
   table,
   writeFigures,
@@ -67,12 +70,27 @@ const program = new Command('bench')
   )
   .option('--burst-seconds <s>', 'relay-deployed: seconds of the burst at --rate', '60')
   .option('--sparse-orders <n>', 'relay-deployed: orders one minute apart', '4')
+  .option('--peer-messages <n>', 'peers: messages per run (each side)', '3000')
+  .option('--peer-concurrency <n>', 'peers: messages handled at once, both sides', '2')
+  .option('--peer-batch <n>', 'peers: messages per receive / invocation, both sides', '10')
+  .option('--peer-lag-rate <n>', 'peers: relay lag run, events offered per second', '200')
+  .option('--peer-lag-seconds <n>', 'peers: relay lag run, seconds', '10')
+  .option('--peers <ids>', 'peers: only these (comma-separated peer ids)')
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
-const SUITES = ['relay', 'reserve', 'e2e', 'memory', 'scale', 'bundle', 'relay-deployed'] as const;
-/** Run only when named: relay-deployed measures an hour at rest. */
-const DEFAULT_SUITES = SUITES.filter((s) => s !== 'relay-deployed');
+const SUITES = [
+  'relay',
+  'reserve',
+  'e2e',
+  'memory',
+  'scale',
+  'bundle',
+  'relay-deployed',
+  'peers',
+] as const;
+/** Run only when named: relay-deployed measures an hour at rest; peers install other libraries' consumers. */
+const DEFAULT_SUITES = SUITES.filter((s) => s !== 'relay-deployed' && s !== 'peers');
 const opts = program.opts<{
   messages: string;
   runs: string;
@@ -99,6 +117,12 @@ const opts = program.opts<{
   nodeOptions?: string;
   scaleRows: string;
   scaleSamples: string;
+  peerMessages: string;
+  peerConcurrency: string;
+  peerBatch: string;
+  peerLagRate: string;
+  peerLagSeconds: string;
+  peers?: string;
   out: string;
 }>();
 const named = [...program.args, ...(opts.suite ?? '').split(',')]
@@ -225,11 +249,32 @@ if (chosen.includes('relay-deployed')) {
     Object.assign(figures, f);
   }
 }
+let peerRows: PeerRow[] | undefined;
+if (chosen.includes('peers')) {
+  const redis = await redisProblem(REDIS_URL);
+  if (redis) program.error(redis);
+  progress(
+    `peers: ours beside each peer, ${opts.peerMessages} messages × ${opts.runs} alternated runs, ${opts.peerConcurrency} at once, batches of ${opts.peerBatch}`,
+  );
+  peerRows = await benchPeers(env, {
+    messages: Number(opts.peerMessages),
+    runs: Number(opts.runs),
+    concurrency: Number(opts.peerConcurrency),
+    batchSize: Number(opts.peerBatch),
+    skus: Number(opts.skus),
+    transports: transports.filter((t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq'),
+    ...(opts.peers ? { peers: opts.peers.split(',').map((s) => s.trim()) } : {}),
+    lagRate: Number(opts.peerLagRate),
+    lagSeconds: Number(opts.peerLagSeconds),
+    redisUrl: REDIS_URL,
+  });
+}
 if (chosen.includes('bundle')) {
   progress('Lambda bundle sizes (esbuild, the settings of infra/constructs/NodeFunction.ts)');
   Object.assign(figures, await benchBundles());
 }
-const report = await writeFigures(opts.out, figures);
+const report = await writeFigures(opts.out, figures, peerRows ? { peers: peerRows } : {});
 const summary = await writeSummary(opts.out, report);
 console.log(`\n${table(figures)}`);
+if (peerRows) console.log(`\n${peerTable(peerRows)}`);
 console.log(`\nwritten to ${opts.out} and ${summary}`);

@@ -9,7 +9,11 @@ import {
   notApplicableWithBundles,
   pipelineOverrides,
 } from '../lab/bundles.js';
-import { CONFIGURATION_IDS, parseConfigurations } from '../lab/configurations.js';
+import {
+  ALL_CONFIGURATION_IDS,
+  PEER_CONFIGURATION_LIST,
+  parseConfigurations,
+} from '../lab/configurations.js';
 import { brokerOf } from '../lab/report/cells.js';
 import { renderHtml } from '../lab/report/html.js';
 import { renderMarkdown } from '../lab/report/markdown.js';
@@ -18,6 +22,7 @@ import { describeSettings, runAll } from '../lab/runner.js';
 import { parseScenarios, SCENARIOS } from '../lab/scenarios/index.js';
 import { startLabServices } from '../lab/services.js';
 import { REAL_TIME_SETTINGS, SCALED_SETTINGS } from '../lab/settings.js';
+import { REDIS_URL, redisProblem } from '../peers/redis.js';
 import { loadEnv } from '../shared/config/env.js';
 
 /**
@@ -30,7 +35,11 @@ process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 const program = new Command('lab')
   .description('run the fault scenarios on RabbitMQ and SQS side by side')
   .option('--scenario <ids>', `comma list of scenarios (${SCENARIOS.map((s) => s.id).join(', ')})`)
-  .option('--config <ids>', `comma list of configurations (${CONFIGURATION_IDS.join(', ')})`)
+  .option('--config <ids>', `comma list of configurations (${ALL_CONFIGURATION_IDS.join(', ')})`)
+  .option(
+    '--peers',
+    'add the peer configurations: the libraries a user would otherwise pick, through the same scenarios (needs Redis at REDIS_URL)',
+  )
   .option('--real-time', 'use the production retry budget and timeouts (takes far longer)')
   .option('--out <dir>', 'where the reports go', 'reports')
   .option('--concurrency <n>', 'runs at once', (v) => Number.parseInt(v, 10))
@@ -47,10 +56,21 @@ const opts = program.opts<{
   out: string;
   concurrency?: number;
   bundles?: boolean;
+  peers?: boolean;
 }>();
 
 const scenarios = parseScenarios(opts.scenario);
 const configurations = parseConfigurations(opts.config);
+if (opts.peers) {
+  for (const c of PEER_CONFIGURATION_LIST) if (!configurations.includes(c)) configurations.push(c);
+}
+const withPeers = configurations.some((c) => c.peer);
+if (withPeers && opts.bundles) {
+  console.error(
+    '--bundles runs our deployed bundles; the peers run from their packages: run them without --bundles',
+  );
+  process.exit(2);
+}
 const baseSettings = opts.realTime ? REAL_TIME_SETTINGS : SCALED_SETTINGS;
 const settings = opts.bundles ? bundleSettings(baseSettings) : baseSettings;
 const env = loadEnv();
@@ -61,6 +81,10 @@ const ensured = await ensureServices({
   amqpUrl: env.AMQP_URL,
   managementUrl: env.RABBITMQ_MANAGEMENT_URL,
 });
+if (withPeers) {
+  const problem = await redisProblem(REDIS_URL);
+  if (problem) ensured.problems.push(problem);
+}
 if (ensured.problems.length > 0) {
   for (const line of ensured.problems) console.error(line);
   await ensured.stop();
@@ -153,7 +177,17 @@ await mkdir(out, { recursive: true });
 await writeFile(join(out, 'compare.json'), `${JSON.stringify(report, null, 2)}\n`);
 await writeFile(join(out, 'compare.md'), renderMarkdown(report));
 await writeFile(join(out, 'compare.html'), renderHtml(report));
+if (report.peers) {
+  console.log('peers (a failed invariant is a finding about the peer, not a failure of the lab):');
+  for (const p of report.peers) {
+    console.log(
+      `  ${p.id}: ${p.held} of ${p.ran} invariants held (${Object.entries(p.versions)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')})`,
+    );
+  }
+}
 console.log(
-  `${report.allHeld ? 'all invariants held' : 'SOME INVARIANTS FAILED'} in ${(report.durationMs / 1000).toFixed(0)} s; reports in ${out}/compare.{json,md,html}`,
+  `${report.allHeld ? `all invariants held${report.peers ? ' on our configurations' : ''}` : 'SOME INVARIANTS FAILED'} in ${(report.durationMs / 1000).toFixed(0)} s; reports in ${out}/compare.{json,md,html}`,
 );
 process.exit(report.allHeld ? 0 : 1);

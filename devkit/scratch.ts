@@ -98,7 +98,7 @@ export async function createScratchDatabase(
 export async function proxiedDatabase(
   url: string,
   options: { statementTimeoutMillis?: number } = {},
-): Promise<{ db: PgDatabase; proxy: TcpProxy; close(): Promise<void> }> {
+): Promise<{ db: PgDatabase; proxy: TcpProxy; url: string; close(): Promise<void> }> {
   const target = new URL(url);
   const proxy = await new TcpProxy(target.hostname, Number(target.port || 5432)).start();
   target.hostname = '127.0.0.1';
@@ -114,6 +114,7 @@ export async function proxiedDatabase(
   return {
     db,
     proxy,
+    url: target.toString(),
     async close() {
       await db.close();
       await proxy.close();

@@ -1,3 +1,4 @@
+import { PEER_IDS, type PeerId } from '../peers/types.js';
 import type { SqsRetryMode } from '../shared/transport/sqs/index.js';
 
 /**
@@ -11,7 +12,9 @@ export const CONFIGURATION_IDS = [
   'sqs-resend',
   'sqs-fifo',
 ] as const;
-export type ConfigurationId = (typeof CONFIGURATION_IDS)[number];
+export type OwnConfigurationId = (typeof CONFIGURATION_IDS)[number];
+/** Ours, or a peer library doing the consumer's job (`npm start -- --peers`; peers/). */
+export type ConfigurationId = OwnConfigurationId | PeerId;
 
 export interface Configuration {
   id: ConfigurationId;
@@ -20,7 +23,9 @@ export interface Configuration {
   /** Lane name in the timelines. */
   short: string;
   transport: 'rabbitmq' | 'sqs';
-  consumer: 'worker' | 'amazonmq-trigger' | 'sqs-trigger';
+  consumer: 'worker' | 'amazonmq-trigger' | 'sqs-trigger' | 'peer';
+  /** A peer configuration: the peer library that replaces our consumer (peers/). */
+  peer?: PeerId;
   sqsMode?: SqsRetryMode;
   fifo?: boolean;
   /** How a processed message is acknowledged. */
@@ -31,7 +36,7 @@ export interface Configuration {
   unsettled: string;
 }
 
-export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
+const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   'rabbitmq-worker': {
     id: 'rabbitmq-worker',
     short: 'RabbitMQ worker',
@@ -92,6 +97,86 @@ export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   },
 };
 
+/**
+ * The peers: our producer side (the order API, the outbox, our relay) publishing to the peer's
+ * own queue, the peer consuming it with the handler its user would write (peers/effect.ts). How
+ * each is set up, with the doc sections followed, is in peers/*.ts and docs/peers.md.
+ */
+const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
+  'peer-powertools': {
+    id: 'peer-powertools',
+    short: 'Powertools',
+    label: 'peer: Powertools batch + idempotency (SQS trigger)',
+    transport: 'sqs',
+    consumer: 'peer',
+    peer: 'peer-powertools',
+    ack: 'not in batchItemFailures: the mapping deletes it',
+    retry:
+      'none of its own: the record is reported failed and comes back after its visibility timeout',
+    unsettled: 'not deleted: visible again when its visibility timeout expires',
+  },
+  'peer-sqs-consumer': {
+    id: 'peer-sqs-consumer',
+    short: 'sqs-consumer',
+    label: 'peer: sqs-consumer',
+    transport: 'sqs',
+    consumer: 'peer',
+    peer: 'peer-sqs-consumer',
+    ack: 'DeleteMessage after the handler resolves',
+    retry: 'none of its own: a failed message comes back after its visibility timeout',
+    unsettled: 'not deleted: visible again when its visibility timeout expires',
+  },
+  'peer-mqt-sqs': {
+    id: 'peer-mqt-sqs',
+    short: 'MQT SQS',
+    label: 'peer: message-queue-toolkit SQS',
+    transport: 'sqs',
+    consumer: 'peer',
+    peer: 'peer-mqt-sqs',
+    ack: 'DeleteMessage after the handler resolves',
+    retry: "the toolkit's own retry (see peers/mqtSqs.ts)",
+    unsettled: 'not deleted: visible again when its visibility timeout expires',
+  },
+  'peer-mqt-amqp': {
+    id: 'peer-mqt-amqp',
+    short: 'MQT AMQP',
+    label: 'peer: message-queue-toolkit AMQP',
+    transport: 'rabbitmq',
+    consumer: 'peer',
+    peer: 'peer-mqt-amqp',
+    ack: 'basic.ack after the handler resolves',
+    retry: "the toolkit's own retry (see peers/mqtAmqp.ts)",
+    unsettled: 'channel closed, the broker redelivers at once',
+  },
+  'peer-pg-transactional-outbox': {
+    id: 'peer-pg-transactional-outbox',
+    short: 'pg-transactional-outbox',
+    label: 'peer: pg-transactional-outbox inbox',
+    transport: 'rabbitmq',
+    consumer: 'peer',
+    peer: 'peer-pg-transactional-outbox',
+    ack: 'basic.ack once the message is stored in its inbox table',
+    retry: "its inbox listener's retry strategy (see peers/pgTransactionalOutbox.ts)",
+    unsettled: 'channel closed, the broker redelivers at once; the inbox row absorbs the copy',
+  },
+};
+
+export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
+  ...OWN_CONFIGURATIONS,
+  ...PEER_CONFIGURATIONS,
+};
+
+/** Every known configuration id: ours first, then the peers. */
+export const ALL_CONFIGURATION_IDS: readonly ConfigurationId[] = [
+  ...CONFIGURATION_IDS,
+  ...PEER_IDS,
+];
+
+/** The peer configurations (`npm start -- --peers`). */
+export const PEER_CONFIGURATION_LIST: Configuration[] = PEER_IDS.map(
+  (id) => PEER_CONFIGURATIONS[id],
+);
+
 /** Parses a comma list of configuration ids (all when empty). */
 export function parseConfigurations(list: string | undefined): Configuration[] {
   if (!list) return CONFIGURATION_IDS.map((id) => CONFIGURATIONS[id]);
@@ -102,7 +187,9 @@ export function parseConfigurations(list: string | undefined): Configuration[] {
     .map((id) => {
       const c = CONFIGURATIONS[id as ConfigurationId];
       if (!c) {
-        throw new Error(`unknown configuration "${id}" (known: ${CONFIGURATION_IDS.join(', ')})`);
+        throw new Error(
+          `unknown configuration "${id}" (known: ${ALL_CONFIGURATION_IDS.join(', ')})`,
+        );
       }
       return c;
     });

@@ -13,7 +13,7 @@ export interface Measurements {
   deliveries: number;
   /** Of those, ones the broker marked as delivered before. */
   redeliveries: number;
-  /** Distinct effects: reservation rows in the database. */
+  /** Effects: reservation rows in the database (a peer's: its handler's `peer_effects` rows). */
   effects: number;
   effectsByStatus: Record<string, number>;
   /** Effects committed per message id (journal `effect-committed`); more than 1 is a double effect. */
@@ -88,6 +88,16 @@ export async function measure(rig: Rig): Promise<Measurements> {
     perMessage.set(id, (perMessage.get(id) ?? 0) + 1);
     if (!committedAt.has(id)) committedAt.set(id, c.at);
   }
+  // a peer's effects are its handler's rows (peer_effects); ours, the reservations and the inbox
+  const effectsSql = rig.configuration.peer
+    ? `SELECT (SELECT json_object_agg(outcome, n) FROM
+              (SELECT outcome, count(*)::int AS n FROM peer_effects GROUP BY outcome) s) AS statuses,
+            0 AS inbox, 0 AS rejections,`
+    : `SELECT (SELECT json_object_agg(status, n) FROM
+              (SELECT status, count(*)::int AS n FROM reservations GROUP BY status) s) AS statuses,
+            (SELECT count(*)::int FROM processed_messages) AS inbox,
+            (SELECT count(*)::int FROM inventory_outbox
+              WHERE event_type = 'inventory.reservation_rejected') AS rejections,`;
   const { rows } = await rig.db.query<{
     statuses: Record<string, number> | null;
     inbox: number;
@@ -95,24 +105,13 @@ export async function measure(rig: Rig): Promise<Measurements> {
     unpublished: number;
     retried: number;
   }>(
-    `SELECT (SELECT json_object_agg(status, n) FROM
-              (SELECT status, count(*)::int AS n FROM reservations GROUP BY status) s) AS statuses,
-            (SELECT count(*)::int FROM processed_messages) AS inbox,
-            (SELECT count(*)::int FROM inventory_outbox
-              WHERE event_type = 'inventory.reservation_rejected') AS rejections,
+    `${effectsSql}
             (SELECT count(*)::int FROM outbox WHERE published_at IS NULL) AS unpublished,
             (SELECT count(*)::int FROM outbox WHERE attempts > 0) AS retried`,
   );
   const row = rows[0];
   const effectsByStatus = row?.statuses ?? {};
-  const parked = (await rig.parkingLot().list(500)).map((p) => ({
-    messageId: p.diagnosis.messageId,
-    reason: p.diagnosis.reason,
-    errorClass: p.diagnosis.errorClass,
-    error: p.diagnosis.error,
-    via: p.via,
-    attempts: p.diagnosis.attempts,
-  }));
+  const parked = await rig.parked(500);
   return {
     deliveries: received.length,
     redeliveries: received.filter((l) => l.redelivered).length,

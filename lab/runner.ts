@@ -1,10 +1,12 @@
 import { cpus } from 'node:os';
+import { CONSUMER_PEERS } from '../peers/index.js';
+import { packageVersion } from '../peers/versions.js';
 import { notApplicableWithBundles } from './bundles.js';
 import type { Configuration } from './configurations.js';
 import { measure, timeline } from './measure.js';
 import { createRig, type Rig } from './rigs/index.js';
 import type { LabServices, LabSettings } from './settings.js';
-import type { LabReport, RunResult, Scenario, ScenarioReport } from './types.js';
+import type { LabReport, PeerSummary, RunResult, Scenario, ScenarioReport } from './types.js';
 
 const EMPTY = {
   deliveries: 0,
@@ -36,6 +38,7 @@ export async function runScenario(
 ): Promise<RunResult> {
   const started = Date.now();
   const na =
+    (configuration.peer ? scenario.forPeers : undefined) ??
     scenario.notApplicable?.(configuration) ??
     (settings.code === 'bundles' ? notApplicableWithBundles(scenario, configuration) : undefined);
   if (na) {
@@ -158,9 +161,41 @@ export async function runAll(options: RunAllOptions): Promise<LabReport> {
     code: options.settings.code ?? 'sources',
     machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`,
     versions: {},
-    allHeld: scenarios.every((s) => s.results.every((r) => r.invariantHeld)),
+    allHeld: scenarios.every((s) =>
+      s.results.every((r) => r.invariantHeld || isPeer(options.configurations, r)),
+    ),
+    ...(options.configurations.some((c) => c.peer)
+      ? { peers: peerSummaries(options.configurations, scenarios) }
+      : {}),
     scenarios,
   };
+}
+
+const isPeer = (configurations: Configuration[], r: RunResult) =>
+  configurations.some((c) => c.id === r.configuration && c.peer !== undefined);
+
+function peerSummaries(
+  configurations: Configuration[],
+  scenarios: ScenarioReport[],
+): PeerSummary[] {
+  return configurations.flatMap((c) => {
+    const peer = CONSUMER_PEERS.find((p) => p.id === c.peer);
+    if (!peer) return [];
+    const results = scenarios.flatMap((s) =>
+      s.results.filter((r) => r.configuration === c.id && r.applicable),
+    );
+    return [
+      {
+        id: peer.id,
+        transport: peer.transport,
+        versions: Object.fromEntries(peer.packages.map((p) => [p, packageVersion(p)])),
+        setup: peer.setup,
+        guarantee: peer.guarantee,
+        ran: results.length,
+        held: results.filter((r) => r.invariantHeld).length,
+      },
+    ];
+  });
 }
 
 export function describeSettings(s: LabSettings): string {

@@ -28,6 +28,11 @@ export interface Scenario {
   invariant: string;
   /** Where it does not apply (default: applies everywhere except SQS FIFO). */
   notApplicable?(configuration: Configuration): NotApplicable | undefined;
+  /**
+   * Why it does not apply to the peer configurations, when it does not (it exercises a part of
+   * ours the peers do not replace, or a mechanism they do not have).
+   */
+  forPeers?: NotApplicable;
   rig?: RigOptions | ((configuration: Configuration) => RigOptions);
   /** Drives the pipeline until its final state (waits on conditions, with timeouts). */
   run(rig: Rig): Promise<void>;
@@ -114,6 +119,21 @@ export interface LabReport {
   code: 'sources' | 'bundles';
   machine: string;
   versions: Record<string, string>;
+  /** Every invariant held on our configurations (a peer's failure is a finding, not a failure). */
   allHeld: boolean;
+  /** The peers that ran (`--peers`): versions and how each was set up. */
+  peers?: PeerSummary[];
   scenarios: ScenarioReport[];
+}
+
+/** A peer configuration in the reports: what it is and how it was set up. */
+export interface PeerSummary {
+  id: string;
+  transport: 'sqs' | 'rabbitmq';
+  versions: Record<string, string>;
+  setup: string;
+  guarantee: string;
+  /** Scenarios run / whose invariant held on it. */
+  ran: number;
+  held: number;
 }

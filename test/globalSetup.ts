@@ -4,6 +4,7 @@ import { containerEngine, firstLine, onLoopback } from '../devkit/containers.js'
 import { startLoopbackFauxqs } from '../devkit/emulators/sqsServer.js';
 import { freePort } from '../devkit/freePort.js';
 import { ensureServices } from '../devkit/preflight.js';
+import { REDIS_URL, redisProblem } from '../peers/redis.js';
 
 export interface SqsServer {
   /** `fauxqs` (embedded, always) or `moto` (when moto_server is on PATH). */
@@ -44,6 +45,11 @@ export async function setup(project: TestProject): Promise<void> {
     await ensured.stop();
     throw new Error(ensured.problems.join('\n'));
   }
+  const redis = await ensureRedis();
+  if (redis) {
+    await ensured.stop();
+    throw new Error(redis);
+  }
   const services: TestServices = {
     databaseUrl: ensured.databaseUrl,
     amqpUrl: ensured.amqpUrl,
@@ -54,6 +60,42 @@ export async function setup(project: TestProject): Promise<void> {
   process.env.AMQP_URL = services.amqpUrl;
   process.env.RABBITMQ_MANAGEMENT_URL = services.managementUrl;
   project.provide('services', services);
+}
+
+/**
+ * Redis for the peers' stores (test/integration/peers.*, lab.peers): started here, as Debian's
+ * `redis-server` without persistence, when it does not answer and the binary is on PATH.
+ * Returns what is wrong, if anything.
+ */
+async function ensureRedis(): Promise<string | undefined> {
+  const problem = await redisProblem(REDIS_URL);
+  if (!problem) return undefined;
+  const url = new URL(REDIS_URL);
+  if (!['127.0.0.1', 'localhost'].includes(url.hostname)) return problem;
+  const started = spawnSync(
+    'redis-server',
+    [
+      '--bind',
+      '127.0.0.1',
+      '--port',
+      url.port || '6379',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--daemonize',
+      'yes',
+    ],
+    { encoding: 'utf8' },
+  );
+  if (started.error || started.status !== 0) {
+    return `${problem} (not started here: ${started.error?.message ?? firstLine(started.stderr)})`;
+  }
+  for (let i = 0; i < 50; i++) {
+    if (!(await redisProblem(REDIS_URL))) return undefined;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return `${problem} (redis-server started but does not answer)`;
 }
 
 /**

@@ -7,6 +7,9 @@ export const CELL_LEGEND =
 
 export const label = (id: ConfigurationId) => CONFIGURATIONS[id].label;
 
+/** A peer configuration (its failures are findings about the peer). */
+export const isPeerId = (id: ConfigurationId) => CONFIGURATIONS[id].peer !== undefined;
+
 /** The broker a configuration ran on, with its version (`RabbitMQ 4.0.5`, `fauxqs 2.4.1`). */
 export function brokerOf(
   id: ConfigurationId,

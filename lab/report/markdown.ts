@@ -13,6 +13,25 @@ import {
 
 const esc = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
+/** The peers: versions, set-up, and how many invariants held (a failure is a finding). */
+function peerLines(report: LabReport): string[] {
+  return [
+    '',
+    "Peers (a peer's failed invariant is a finding about the peer, shown as it happened):",
+    '',
+    '| peer | versions | invariants held | set up as | its guarantee |',
+    '|---|---|---|---|---|',
+    ...(report.peers ?? []).map(
+      (p) =>
+        `| ${p.id} | ${esc(
+          Object.entries(p.versions)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', '),
+        )} | ${p.held} of ${p.ran} | ${esc(p.setup)} | ${esc(p.guarantee)} |`,
+    ),
+  ];
+}
+
 /** reports/compare.md: the summary table, then one section per scenario. */
 export function renderMarkdown(report: LabReport): string {
   const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
@@ -23,7 +42,8 @@ export function renderMarkdown(report: LabReport): string {
     `Versions: ${Object.entries(report.versions)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}.`,
-    `Verdict: ${report.allHeld ? 'every invariant held' : '**some invariants failed**'}.`,
+    `Verdict: ${report.allHeld ? 'every invariant held' : '**some invariants failed**'}${report.peers ? ' on our configurations' : ''}.`,
+    ...(report.peers ? peerLines(report) : []),
     '',
     `| scenario | ${configs.map((c) => columnLabel(c, report.versions)).join(' | ')} |`,
     `|---|${configs.map(() => '---').join('|')}|`,

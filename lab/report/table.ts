@@ -1,6 +1,6 @@
 import type { ConfigurationId } from '../configurations.js';
 import type { LabReport } from '../types.js';
-import { CELL_LEGEND, cell, failedChecks, label } from './cells.js';
+import { CELL_LEGEND, cell, failedChecks, isPeerId, label } from './cells.js';
 
 const pad = (s: string, n: number) => s + ' '.repeat(Math.max(0, n - [...s].length));
 
@@ -15,11 +15,17 @@ export function renderTable(report: LabReport): string {
   const line = (cols: string[]) => cols.map((c, i) => pad(c, widths[i] ?? 0)).join('  ');
   const out = [line(head), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)];
   out.push('', CELL_LEGEND);
-  const failures = report.scenarios.flatMap((s) =>
-    s.results
-      .filter((r) => !r.invariantHeld)
-      .map((r) => `✗ ${s.id} × ${r.configuration}: ${failedChecks(r).join('; ')}`),
-  );
+  const failed = (peer: boolean) =>
+    report.scenarios.flatMap((s) =>
+      s.results
+        .filter((r) => !r.invariantHeld && isPeerId(r.configuration) === peer)
+        .map((r) => `✗ ${s.id} × ${r.configuration}: ${failedChecks(r).join('; ')}`),
+    );
+  const failures = failed(false);
   if (failures.length) out.push('', ...failures);
+  const findings = failed(true);
+  if (findings.length) {
+    out.push('', "The peers' verdicts (findings, not failures of the lab):", ...findings);
+  }
   return out.join('\n');
 }

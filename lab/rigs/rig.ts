@@ -14,11 +14,19 @@ import { proxiedDatabase, type ScratchEnvironment } from '../../devkit/scratch.j
 import type { TcpProxy } from '../../devkit/tcpProxy.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';
+import {
+  ensurePeerSchema,
+  parseOrderCreated,
+  reserveEffect,
+  reserveEffectIn,
+} from '../../peers/effect.js';
+import type { PeerDelivery } from '../../peers/types.js';
 import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
+import { Journal } from '../../shared/consumer/journal.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
-import { FaultScope } from '../../shared/faults.js';
+import { FaultScope, fault } from '../../shared/faults.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { createLogger } from '../../shared/logger.js';
@@ -26,11 +34,13 @@ import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { BackendBase } from '../../shared/transport/index.js';
+import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Backend, ParkingLot, Publisher } from '../../shared/transport/types.js';
 import { sleep } from '../../shared/util/async.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import type { TimelineKind } from '../types.js';
+import type { ParkedSummary, TimelineKind } from '../types.js';
+import { PeerSide, REDIS_URL } from './peer.js';
 
 export interface RigOptions {
   /** Overrides of the retry budget for this scenario (e.g. `maxAttempts: 0`: park at once). */
@@ -84,6 +94,12 @@ export abstract class Rig {
    * schedule once started; undefined when they run from the sources.
    */
   private bundles: { pipeline: LocalPipeline; relay?: RunningEventSource } | undefined;
+  /** A peer configuration's consumer (started by `startConsumer`). */
+  private peerSide: PeerSide | undefined;
+  /** The URL of each proxied pool (a peer that opens its own pool goes through the same proxy). */
+  private readonly proxiedUrls = new WeakMap<SqlDatabase, string>();
+  /** Peer handler calls in progress (a delivery being handled is not settled). */
+  private peerInFlight = 0;
 
   protected constructor(
     readonly configuration: Configuration,
@@ -109,6 +125,8 @@ export abstract class Rig {
   /** Creates the transport's resources (called once, inside the rig's fault scope). */
   async prepare(): Promise<void> {
     await this.backend.prepare();
+    // a peer's handler writes its effects beside ours (peers/effect.ts)
+    if (this.configuration.peer) await ensurePeerSchema(this.db);
   }
 
   /**
@@ -294,7 +312,13 @@ export abstract class Rig {
 
   /** The publisher the relay uses: order events to the consumer's queue. */
   publisher(): Publisher {
+    if (this.configuration.peer) return this.peer().publisher();
     return this.backend.publisher('outbox');
+  }
+
+  private peer(): PeerSide {
+    if (!this.peerSide) throw new Error(`${this.configuration.id}: start the consumer first`);
+    return this.peerSide;
   }
 
   /** Publishes envelopes as the relay does (confirmed); throws if one is not confirmed. */
@@ -306,6 +330,7 @@ export abstract class Rig {
 
   /** Puts messages on the transport as they are (poison messages). */
   publishRaw(messages: RawMessage[]): Promise<void> {
+    if (this.configuration.peer) return this.peer().send(messages);
     return publishRaw(this.backend, messages);
   }
 
@@ -328,6 +353,7 @@ export abstract class Rig {
    * on the timeline).
    */
   async startConsumer(options: ConsumerOptions = {}): Promise<void> {
+    if (this.configuration.peer) return this.startPeer(options);
     if (this.bundles && this.configuration.consumer !== 'worker') {
       // the reserve bundle behind its event source mapping, all settings from the template
       const { invocationFailed } = this.consumerSettings();
@@ -367,6 +393,132 @@ export abstract class Rig {
     this.closers.push(() => consumer.stop());
   }
 
+  /**
+   * A peer configuration's consumer: the peer library on the run's namespace (its own queues and
+   * stores), running the handler its user would write (peers/effect.ts) on the run's database
+   * (or the given one). The fault point `reserve.after-commit` fires after the handler's COMMIT,
+   * as it does in ours; a peer that runs the effect in its own transaction (its inbox) meets it
+   * before that transaction commits.
+   */
+  private async startPeer(options: ConsumerOptions): Promise<void> {
+    const id = this.configuration.peer as NonNullable<Configuration['peer']>;
+    const side = new PeerSide(id, {
+      db: this.db,
+      ...(this.configuration.transport === 'sqs'
+        ? { sqs: (this.backend as unknown as SqsBackend).client }
+        : {}),
+      ...(this.scratch.vhost ? { amqpUrl: this.scratch.vhost.amqpUrl } : {}),
+    });
+    this.peerSide = side;
+    this.closers.push(() => side.close());
+    const db = (options.db ?? this.db) as PgDatabase;
+    const journal = new Journal();
+    journal.addSink((e) => this.journal.record(e));
+    const committed = (delivery: PeerDelivery) =>
+      this.journal.record({
+        step: 'effect-committed',
+        messageId: delivery.messageId,
+        eventType: 'order.created',
+        attempt: delivery.attempt,
+        redelivered: delivery.attempt > 1,
+      });
+    const tracked = async <T>(fn: () => Promise<T>): Promise<T> => {
+      this.peerInFlight++;
+      try {
+        return await fn();
+      } finally {
+        this.peerInFlight--;
+      }
+    };
+    await side.start({
+      namespace: `${this.scratch.sqsPrefix}${id.replace('peer-', '')}-`,
+      db,
+      databaseUrl: (options.db && this.proxiedUrls.get(options.db)) ?? this.scratch.database.url,
+      ...(this.configuration.transport === 'sqs'
+        ? {
+            sqs: {
+              client: (this.backend as unknown as SqsBackend).client,
+              endpoint: this.services.sqsEndpoint,
+              region: 'us-east-1',
+            },
+          }
+        : {}),
+      ...(this.scratch.vhost ? { amqpUrl: this.scratch.vhost.amqpUrl } : {}),
+      redisUrl: REDIS_URL,
+      concurrency: options.concurrency ?? 1,
+      batchSize: 10,
+      maxDeliveries: this.budget.maxAttempts + 1,
+      visibilityTimeoutSeconds: this.settings.visibilityTimeoutSeconds,
+      functionTimeoutMs: this.settings.functionTimeoutMs,
+      journal,
+      handle: (body, delivery) =>
+        tracked(async () => {
+          await reserveEffect(db, id, parseOrderCreated(body));
+          committed(delivery);
+          fault('reserve.after-commit');
+        }),
+      handleIn: (client, body, delivery) =>
+        tracked(async () => {
+          await reserveEffectIn(client, id, parseOrderCreated(body));
+          fault('reserve.after-commit');
+          // committed with the peer's own transaction: journaled as the handler returns
+          committed(delivery);
+        }),
+    });
+  }
+
+  /**
+   * True when a peer's queue holds nothing (visible, in flight or delayed) and no handler is
+   * running: every delivery settled one way or another. Always true for our configurations.
+   */
+  async peerIdle(): Promise<boolean> {
+    if (!this.peerSide) return true;
+    return this.peerInFlight === 0 && (await this.peerSide.pending()) === 0;
+  }
+
+  /**
+   * Waits until these events are settled: ours, each acknowledged `copies` times (journal
+   * `acked`); a peer's, each committed or parked and its queue idle (twice in a row, 100 ms apart:
+   * a copy being moved between queues is briefly in neither).
+   */
+  async waitSettled(eventIds: string[], copies = 1): Promise<void> {
+    if (!this.configuration.peer) {
+      for (const id of eventIds) await this.waitForLine(id, 'acked', copies);
+      return;
+    }
+    let streak = 0;
+    await this.waitFor(
+      async () => {
+        const parkedList = await this.parked();
+        const parked = new Set(parkedList.map((p) => p.messageId));
+        const open = eventIds.filter(
+          (id) => this.linesOf(id, 'effect-committed').length === 0 && !parked.has(id),
+        );
+        // a peer may park a copy without the id we know it by (a body that is not JSON, moved
+        // without its attributes): count those against the events still open
+        const unnamed = parkedList.filter((p) => !p.messageId || !eventIds.includes(p.messageId));
+        const done = open.length <= unnamed.length;
+        streak = done && (await this.peerIdle()) ? streak + 1 : 0;
+        return streak >= 2;
+      },
+      `${eventIds.length} event(s) settled by ${this.configuration.id}`,
+      { intervalMs: 100 },
+    );
+  }
+
+  /** What is parked: our parking lot with its diagnoses, or a peer's dead-letter queue. */
+  async parked(limit = 500): Promise<ParkedSummary[]> {
+    if (this.configuration.peer) return this.peerSide ? this.peerSide.parked(limit) : [];
+    return (await this.parkingLot().list(limit)).map((p) => ({
+      messageId: p.diagnosis.messageId,
+      reason: p.diagnosis.reason,
+      errorClass: p.diagnosis.errorClass,
+      error: p.diagnosis.error,
+      via: p.via,
+      attempts: p.diagnosis.attempts,
+    }));
+  }
+
   parkingLot(): ParkingLot {
     return this.backend.parkingLot();
   }
@@ -389,6 +541,7 @@ export abstract class Rig {
   async proxiedDb(options: { statementTimeoutMillis?: number } = {}) {
     const p = await proxiedDatabase(this.scratch.database.url, options);
     this.closers.push(() => p.close());
+    this.proxiedUrls.set(p.db, p.url);
     return p;
   }
 

@@ -7,6 +7,12 @@ import { ms, noDoubleEffect, stockOf } from './common.js';
  */
 export const outOfOrder: Scenario = {
   id: 'out-of-order',
+  forPeers: {
+    reason:
+      "the peers' handlers are written for order.created (the job they are compared on); none of the peers offers an ordering policy for versions",
+    instead:
+      "an order.cancelled would be the handler's own business: none of the libraries orders or defers by aggregate version",
+  },
   title: 'Out of order: v2 before v1',
   stimulus:
     'An order is placed and cancelled through the API (v1 created, v2 cancelled, relayed in order); the reservation write for v1 fails until v1 has been scheduled for a retry.',

@@ -1,10 +1,12 @@
 import { holdStockLock } from '../../devkit/dbControls.js';
 import { ladderTotalMs } from '../settings.js';
 import { check, type Scenario } from '../types.js';
-import { fifoOnlyForOrder, list, ms, noDoubleEffect, parkedLine, stockOf } from './common.js';
+import { fifoOnlyForOrder, list, ms, noDoubleEffect, ours, parkedLine, stockOf } from './common.js';
 
 const failedOrRetried = (rig: Parameters<Scenario['run']>[0], eventId: string) =>
   rig.linesOf(eventId, 'retry-scheduled').length > 0 ||
+  // a peer: its handler was called and the effect did not commit (the database is cut)
+  (rig.configuration.peer !== undefined && rig.linesOf(eventId, 'received').length > 0) ||
   rig.marks.some((m) => m.kind === 'failed-invocation' && m.at >= rig.t0);
 
 /** Inventory's database is unreachable for a moment, then back within the retry budget. */
@@ -29,6 +31,10 @@ export const dbOutageShort: Scenario = {
     rig.mark('database back');
     rig.facts.outageMs = Date.now() - rig.t0;
     await rig.waitForLine(eventId, 'effect-committed');
+    if (rig.configuration.peer) {
+      await rig.waitSettled([eventId]);
+      return;
+    }
     await rig.waitFor(() => {
       const committed = rig.linesOf(eventId, 'effect-committed')[0]?.at ?? Infinity;
       return rig.linesOf(eventId, 'acked').some((l) => l.at >= committed);
@@ -44,8 +50,9 @@ export const dbOutageShort: Scenario = {
     ];
   },
   note: (rig, m) => {
-    const how =
-      m.retries > 0
+    const how = rig.configuration.peer
+      ? `${m.deliveries} deliveries (${rig.configuration.retry.split(':')[0]})`
+      : m.retries > 0
         ? `${m.retries} retr${m.retries === 1 ? 'y' : 'ies'} after ${list(m.retryDelaysMs)} (${rig.configuration.retry.split(':')[0]})`
         : `${m.failedInvocations} failed invocation(s): no per-message retry while the database is unreachable, the batch went back to the broker`;
     return `database down for ${ms(Number(rig.facts.outageMs ?? 0))}: ${how}; reserved once`;
@@ -72,7 +79,7 @@ export const dbOutageLong: Scenario = {
     rig.facts.eventId = eventId;
     await rig.drainOutbox();
     await rig.waitFor(
-      async () => (await rig.parkingLot().list(10)).some((p) => p.diagnosis.messageId === eventId),
+      async () => (await rig.parked(10)).some((p) => p.messageId === eventId),
       'parked',
       {
         timeoutMs: ladderTotalMs(rig.budget) * 3 + rig.settings.waitMs,
@@ -92,14 +99,24 @@ export const dbOutageLong: Scenario = {
       check(parked.length === 1, `parked once (got ${parked.length})`),
       // The broker is up: every consumer, the Amazon MQ trigger's included, spends the ladder
       // and parks with its own diagnosis (not the broker's delivery limit).
-      check(
-        p?.via === 'consumer' && p.reason === 'exhausted' && p.errorClass === 'transient',
-        `parked by the consumer, exhausted/transient (got ${p ? `${p.reason}/${p.errorClass} via ${p.via}` : 'none'})`,
-      ),
-      check(
-        m.retries === rig.budget.maxAttempts,
-        `the ladder's ${rig.budget.maxAttempts} retries (got ${m.retries})`,
-      ),
+      ...(rig.configuration.peer
+        ? [
+            check(
+              p !== undefined && p.errorClass !== 'none recorded',
+              `parked with a diagnosis (got ${p ? `${p.reason} via ${p.via}: ${p.error}` : 'none'})`,
+            ),
+          ]
+        : []),
+      ...ours(rig, [
+        check(
+          p?.via === 'consumer' && p.reason === 'exhausted' && p.errorClass === 'transient',
+          `parked by the consumer, exhausted/transient (got ${p ? `${p.reason}/${p.errorClass} via ${p.via}` : 'none'})`,
+        ),
+        check(
+          m.retries === rig.budget.maxAttempts,
+          `the ladder's ${rig.budget.maxAttempts} retries (got ${m.retries})`,
+        ),
+      ]),
       check(m.effects === 0, `not applied (got ${m.effects})`),
       check(m.deliveries <= bound, `bounded deliveries: ${m.deliveries} ≤ ${bound}`),
       check(
@@ -108,9 +125,10 @@ export const dbOutageLong: Scenario = {
       ),
     ];
   },
-  note: (_rig, m) => {
-    const how =
-      m.retries > 0
+  note: (rig, m) => {
+    const how = rig.configuration.peer
+      ? `each redelivered by ${rig.configuration.unsettled.split(':')[0]}`
+      : m.retries > 0
         ? `${m.retries} retries after ${list(m.retryDelaysMs)}`
         : `${m.failedInvocations} failed invocations (the batch requeued each time, no per-message retry)`;
     return `${m.deliveries} deliveries, ${how} → ${parkedLine(m)}`;
@@ -120,6 +138,12 @@ export const dbOutageLong: Scenario = {
 /** A retry copy is confirmed, then the consumer fails before acknowledging the original. */
 export const retryAckLost: Scenario = {
   id: 'retry-ack-lost',
+  forPeers: {
+    reason:
+      'it injects a fault between our retry copy and the ack of the original; the peers make no retry copy',
+    instead:
+      "a failed message is left to the broker's redelivery (see db-outage-short), so there is no copy to lose",
+  },
   title: 'Retry published, original ack lost',
   stimulus:
     'The first reservation write fails (SQLSTATE 40001); the retry is settled, then fault reserve.after-retry-publish (once) stops the consumer before it acknowledges the original.',
@@ -184,6 +208,10 @@ export const slowProcessing: Scenario = {
     }
     const eventId = String(rig.facts.eventId);
     await rig.waitForLine(eventId, 'effect-committed');
+    if (rig.configuration.peer) {
+      await rig.waitSettled([eventId]);
+      return;
+    }
     // every delivery settled: acked, or retried (a bounded lock wait, as deployed), or its
     // invocation killed at the function timeout (a deployed bundle, as Lambda does)
     await rig.waitFor(() => {
@@ -200,11 +228,15 @@ export const slowProcessing: Scenario = {
     return [
       check(m.effects === 1, `one reservation (got ${m.effects})`),
       check(stock.reserved === 1, `1 unit reserved (got ${stock.reserved})`),
-      check(m.inboxRows === 1, `one inbox row (got ${m.inboxRows})`),
+      ...ours(rig, [check(m.inboxRows === 1, `one inbox row (got ${m.inboxRows})`)]),
       ...noDoubleEffect(m),
     ];
   },
   note: (rig, m) => {
+    if (rig.configuration.peer) {
+      const effects = rig.linesOf(String(rig.facts.eventId), 'effect-committed').length;
+      return `${m.deliveries} deliveries (${rig.facts.second ? 'a second one while the first was blocked' : 'no second one while blocked'}) → ${effects} effect(s) committed`;
+    }
     const timedOut = rig.marks.find(
       (x) =>
         x.kind === 'failed-invocation' &&

@@ -46,9 +46,13 @@ export const poison: Scenario = {
     rig.facts.ids = messages.map((m) => m.messageId);
     rig.facts.kinds = messages.map((m) => m.kind);
     await rig.publishRaw(messages);
+    if (rig.configuration.peer) {
+      await rig.waitSettled(messages.map((m) => m.messageId));
+      return;
+    }
     for (const m of messages) await rig.waitForLine(m.messageId, 'parked');
     await rig.waitFor(
-      async () => (await rig.parkingLot().list(10)).length >= messages.length,
+      async () => (await rig.parked(10)).length >= messages.length,
       'three in the parking lot',
       { intervalMs: 200 },
     );
@@ -56,6 +60,20 @@ export const poison: Scenario = {
   check(rig, m) {
     const ids = rig.facts.ids as string[];
     const kinds = rig.facts.kinds as string[];
+    if (rig.configuration.peer) {
+      // the same invariant, read from what a peer leaves: its DLQ and the handler's calls
+      return [
+        ...ids.map((id, i) => {
+          const p = m.parked.filter((x) => x.messageId === id);
+          const calls = rig.linesOf(id, 'received').length;
+          return check(
+            p.length === 1 && p[0]?.errorClass !== 'none recorded' && calls <= 1,
+            `${kinds[i]}: parked once with a diagnosis, on its first delivery (${p.length ? `in ${p[0]?.via} after ${calls} deliveries, ${p[0]?.error}` : `not parked, ${calls} deliveries`})`,
+          );
+        }),
+        check(m.effects === 0, `no effect (got ${m.effects})`),
+      ];
+    }
     return [
       ...ids.map((id, i) => {
         const p = m.parked.filter((x) => x.messageId === id);
@@ -68,15 +86,22 @@ export const poison: Scenario = {
       check(m.effects === 0, `no effect (got ${m.effects})`),
     ];
   },
-  note: (_rig, m) =>
-    `${parkedLine(m)} on first delivery, 0 retries; errors: ${m.parked
-      .map((p) => p.error.replace(/^\w+Error: /, '').slice(0, 48))
-      .join(' | ')}`,
+  note: (rig, m) =>
+    rig.configuration.peer
+      ? `${m.deliveries} deliveries of 3 messages, each failing in the handler until ${rig.configuration.unsettled.split(':')[0]} gave up → ${m.parked.length} in ${m.parked[0]?.via ?? 'its DLQ'}, with no diagnosis`
+      : `${parkedLine(m)} on first delivery, 0 retries; errors: ${m.parked
+          .map((p) => p.error.replace(/^\w+Error: /, '').slice(0, 48))
+          .join(' | ')}`,
 };
 
 /** The parking lot cannot take a message when one must be parked. */
 export const parkingUnavailable: Scenario = {
   id: 'parking-unavailable',
+  forPeers: {
+    reason:
+      "it removes our parking lot's route; a peer's dead-letter queue is the broker's redrive",
+    instead: 'see poison and db-outage-long for where a peer puts what it cannot process',
+  },
   title: 'Parking lot unavailable',
   stimulus:
     'The parking route is removed (RabbitMQ: parking queue unbound; SQS: parking queue deleted), a poison message arrives, then the route comes back.',
@@ -137,6 +162,11 @@ const REDRIVEN = 5;
 /** Messages parked because of a bug, redriven after the fix. */
 export const redriveAfterFix: Scenario = {
   id: 'redrive-after-fix',
+  forPeers: {
+    reason: 'it drives our parking lot tooling (parked with a diagnosis, redriven by error class)',
+    instead:
+      "a peer's DLQ is redriven by the broker's own tools (SQS StartMessageMoveTask, a shovel), with no diagnosis to select by",
+  },
   title: 'Redrive after the fix',
   stimulus: `Reservation writes fail (SQLSTATE 40001) and the budget allows no retry, so ${REDRIVEN} orders are parked; the failure is fixed, then the parking lot is redriven at 20 messages/s.`,
   invariant:

@@ -1,10 +1,11 @@
 import type { DrainResult, RoundResult } from '../../shared/outbox/OutboxRelay.js';
 import { check, type Scenario } from '../types.js';
-import { fifoOnlyForOrder, ms, noDoubleEffect } from './common.js';
+import { fifoOnlyForOrder, ms, noDoubleEffect, PRODUCER_SIDE_IS_OURS } from './common.js';
 
 /** The relay publishes where no queue is bound (RabbitMQ) or to a queue that is gone (SQS). */
 export const unroutable: Scenario = {
   id: 'unroutable',
+  forPeers: PRODUCER_SIDE_IS_OURS,
   title: 'Unroutable publish / missing queue',
   stimulus:
     'The route to the consumer is removed (RabbitMQ: the bindings of `orders`; SQS: the queue itself) before the relay runs; one relay round; then the route is restored.',
@@ -67,6 +68,7 @@ const ORDERS = 200;
 /** The broker is unreachable from the relay while orders keep coming (seed exercise). */
 export const brokerDownRelay: Scenario = {
   id: 'broker-down-relay',
+  forPeers: PRODUCER_SIDE_IS_OURS,
   title: `Broker down during relay (${ORDERS} orders)`,
   stimulus: `The relay's connection to the broker is cut; ${ORDERS} orders are placed through the API; the broker comes back.`,
   invariant: `All ${ORDERS} published once the broker is back and each reserved exactly once; nothing lost.`,
@@ -132,6 +134,7 @@ const CRASHED = 5;
 /** The relay dies between the broker's confirm and marking the rows published. */
 export const relayCrash: Scenario = {
   id: 'relay-crash',
+  forPeers: PRODUCER_SIDE_IS_OURS,
   title: 'Relay crash after publish, before mark',
   stimulus: `${CRASHED} orders; fault relay.after-publish (once): the broker confirmed the round, the relay fails before marking it; the next round runs normally.`,
   invariant:

@@ -39,13 +39,17 @@ export function labScenarioSuite(configurations: Configuration[]): void {
         });
         continue;
       }
-      it(`${scenario.id} × ${configuration.id}: ${scenario.invariant}`, async () => {
-        const r = await runScenario(scenario, configuration, SCALED_SETTINGS, services);
-        expect(r.error).toBeUndefined();
-        expect(r.checks.filter((c) => !c.ok).map((c) => c.text)).toEqual([]);
-        expect(r.checks.length).toBeGreaterThan(0);
-        expect(r.invariantHeld).toBe(true);
-      }, LAB_TEST_TIMEOUT_MS);
+      it(
+        `${scenario.id} × ${configuration.id}: ${scenario.invariant}`,
+        async () => {
+          const r = await runScenario(scenario, configuration, SCALED_SETTINGS, services);
+          expect(r.error).toBeUndefined();
+          expect(r.checks.filter((c) => !c.ok).map((c) => c.text)).toEqual([]);
+          expect(r.checks.length).toBeGreaterThan(0);
+          expect(r.invariantHeld).toBe(true);
+        },
+        LAB_TEST_TIMEOUT_MS,
+      );
     }
   }
 }

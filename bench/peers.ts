@@ -1,0 +1,573 @@
+import { randomUUID } from 'node:crypto';
+import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import amqp from 'amqplib';
+import { startConsumer } from '../devkit/consumers.js';
+import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
+import type { ScratchEnvironment } from '../devkit/scratch.js';
+import { waitFor } from '../devkit/waitFor.js';
+import {
+  effectCounts,
+  ensurePeerSchema,
+  parseOrderCreated,
+  reserveEffect,
+  reserveEffectIn,
+} from '../peers/effect.js';
+import { CONSUMER_PEERS, pgTransactionalOutboxRelay } from '../peers/index.js';
+import type { PeerConsumer, PeerInput } from '../peers/types.js';
+import { packageVersion } from '../peers/versions.js';
+import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
+import type { Env } from '../shared/config/env.js';
+import { Journal } from '../shared/consumer/journal.js';
+import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
+import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
+import { setStock } from '../shared/inventory/stock.js';
+import { createLogger } from '../shared/logger.js';
+import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
+import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
+import { createSqsClient, envelopeAttributes } from '../shared/transport/sqs/index.js';
+import type { Backend } from '../shared/transport/types.js';
+import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
+import { median, progress } from './report.js';
+
+/** One row of `peers` in reports/bench.json: ours beside a peer doing the same job. */
+export interface PeerRow {
+  peer: string;
+  /** `consumer on sqs`, `consumer on rabbitmq`, `relay to rabbitmq`. */
+  job: string;
+  ours: number;
+  theirs: number;
+  unit: string;
+  /** ours ÷ theirs (for a lag, theirs ÷ ours: above 1 means ours is better either way). */
+  ratio: number;
+  /** The guarantee each side held in this run (measured: effects applied twice, events lost). */
+  guarantee: { ours: string; theirs: string };
+  samples: { ours: number[]; theirs: number[] };
+  versions: Record<string, string>;
+}
+
+export interface PeersBenchOptions {
+  messages: number;
+  runs: number;
+  concurrency: number;
+  batchSize: number;
+  skus: number;
+  transports: ('sqs' | 'rabbitmq')[];
+  /** Limit to these peers (default: all that apply to the transports). */
+  peers?: string[];
+  /** Relay lag run: events per second offered, for `lagSeconds`. */
+  lagRate: number;
+  lagSeconds: number;
+  redisUrl: string;
+}
+
+const versionsOf = (packages: string[]) =>
+  Object.fromEntries(packages.map((p) => [p, packageVersion(p)]));
+
+function orderEvents(n: number, skus: number): Envelope[] {
+  return Array.from({ length: n }, (_, i) => {
+    const orderId = randomUUID();
+    return newEnvelope({
+      type: 'order.created',
+      aggregate: { type: 'order', id: orderId, version: 1 },
+      data: { orderId, sku: `SKU-${i % skus}`, quantity: 1 },
+      correlationId: orderId,
+      producer: 'order-service',
+    });
+  });
+}
+
+/**
+ * Every measurement gets queues of its own: a stopped consumer's abandoned long poll may still
+ * take messages from the queue it polled (they stay invisible for the visibility timeout).
+ */
+let measurement = 0;
+
+const ratio = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 100) / 100 : Number.NaN);
+
+/** Sends the envelopes to an SQS queue, 10 per call, 8 calls in flight (not timed). */
+async function sendSqs(client: SQSClient, queueUrl: string, envelopes: Envelope[]): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < envelopes.length) {
+        const chunk = envelopes.slice(next, next + 10);
+        next += 10;
+        const out = await client.send(
+          new SendMessageBatchCommand({
+            QueueUrl: queueUrl,
+            Entries: chunk.map((e, k) => ({
+              Id: String(k),
+              MessageBody: encodeEnvelope(e).toString(),
+              MessageAttributes: envelopeAttributes(e),
+            })),
+          }),
+        );
+        if (out.Failed?.length) throw new Error(`send failed: ${out.Failed[0]?.Message}`);
+      }
+    }),
+  );
+}
+
+/** Publishes the envelopes on a confirm channel (persistent, JSON, message id), not timed. */
+async function publishAmqp(
+  amqpUrl: string,
+  input: { exchange: string; routingKey: string },
+  envelopes: Envelope[],
+): Promise<void> {
+  const conn = await amqp.connect(amqpUrl);
+  try {
+    const ch = await conn.createConfirmChannel();
+    for (const [i, e] of envelopes.entries()) {
+      ch.publish(input.exchange, input.routingKey, encodeEnvelope(e), {
+        persistent: true,
+        contentType: 'application/json',
+        messageId: e.id,
+        type: e.type,
+        headers: { [SCHEMA_VERSION_HEADER]: e.schema_version },
+      });
+      if (i % 1000 === 999) await ch.waitForConfirms();
+    }
+    await ch.waitForConfirms();
+  } finally {
+    await conn.close();
+  }
+}
+
+/** Waits until `count` distinct effects are committed; returns the seconds since `started`. */
+async function untilCommitted(
+  count: () => Promise<number>,
+  expected: number,
+  started: number,
+): Promise<number> {
+  await waitFor(async () => (await count()) >= expected, {
+    timeoutMs: 600_000,
+    intervalMs: 20,
+    message: `${expected} effects committed`,
+  });
+  return (performance.now() - started) / 1000;
+}
+
+/**
+ * The same check on both sides: every order reserves one unit, so the stock reserved in total
+ * tells effects applied twice (above the orders) and orders lost (below), whoever deduplicated.
+ */
+async function stockCheck(
+  db: PgDatabase,
+  orders: number,
+): Promise<{ appliedTwice: number; lost: number }> {
+  const { rows } = await db.query<{ reserved: number }>(
+    'SELECT coalesce(sum(reserved), 0)::int AS reserved FROM stock',
+  );
+  const reserved = rows[0]?.reserved ?? 0;
+  return { appliedTwice: Math.max(0, reserved - orders), lost: Math.max(0, orders - reserved) };
+}
+
+interface ConsumerRun {
+  rate: number;
+  appliedTwice: number;
+  lost: number;
+}
+
+/**
+ * Our consumer on this transport (the Lambda trigger emulation on SQS, the worker on RabbitMQ),
+ * `messages` already queued: messages/s until every reservation is committed.
+ */
+async function oursConsumer(
+  scratch: ScratchEnvironment,
+  transport: 'sqs' | 'rabbitmq',
+  o: PeersBenchOptions,
+  sqs: SQSClient | undefined,
+  round: number,
+): Promise<ConsumerRun> {
+  const db = new PgDatabase({ connectionString: scratch.database.url, max: o.concurrency + 2 });
+  try {
+    await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
+    await db.query('UPDATE stock SET reserved = 0');
+    const envelopes = orderEvents(o.messages, o.skus);
+    let backend: Backend;
+    if (transport === 'sqs') {
+      const sqsBackend = scratch.backend('sqs', BENCH_BACKEND, {
+        ...(sqs ? { client: sqs } : {}),
+        prefix: `${scratch.sqsPrefix}ours${round}-`,
+        visibilityTimeoutSeconds: 60,
+      });
+      await sqsBackend.prepare();
+      await sendSqs(sqs as SQSClient, (await sqsBackend.queues()).sourceUrl, envelopes);
+      backend = sqsBackend;
+    } else {
+      const rabbit = scratch.backend('rabbitmq', BENCH_BACKEND, {
+        connectionName: `bench-ours-${round}`,
+      });
+      await rabbit.prepare();
+      await publishAmqp(
+        scratch.vhost?.amqpUrl as string,
+        { exchange: RABBITMQ_NAMES.ordersExchange, routingKey: 'order.created' },
+        envelopes,
+      );
+      backend = rabbit;
+    }
+    const journal = new Journal();
+    const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
+    const started = performance.now();
+    const consumer = await startConsumer(backend, (m) => useCase.process(m), {
+      mode: transport === 'sqs' ? 'lambda' : 'worker',
+      journal,
+      logger: createLogger('bench'),
+      batchSize: o.batchSize,
+      concurrency: o.concurrency,
+      functionTimeoutMs: 10_000,
+    });
+    const count = async () =>
+      Number(
+        (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM reservations')).rows[0]?.n,
+      );
+    const seconds = await untilCommitted(count, o.messages, started);
+    await consumer.stop();
+    await backend.close();
+    return { rate: o.messages / seconds, ...(await stockCheck(db, o.messages)) };
+  } finally {
+    await db.close();
+  }
+}
+
+/** A peer consumer on the same work: messages/s until every effect is committed. */
+async function peerConsumer(
+  scratch: ScratchEnvironment,
+  peer: PeerConsumer,
+  o: PeersBenchOptions,
+  sqs: { client: SQSClient; endpoint: string; region: string } | undefined,
+  round: number,
+): Promise<ConsumerRun> {
+  const db = new PgDatabase({ connectionString: scratch.database.url, max: o.concurrency + 2 });
+  try {
+    await db.query('TRUNCATE peer_effects');
+    await db.query('UPDATE stock SET reserved = 0');
+    const envelopes = orderEvents(o.messages, o.skus);
+    const namespace = `${scratch.sqsPrefix}${peer.id.replace('peer-', '')}${round}-`;
+    // the peer creates its queues and starts; its input is empty until we send
+    const running = await peer.start({
+      namespace,
+      db,
+      databaseUrl: scratch.database.url,
+      ...(sqs ? { sqs } : {}),
+      ...(scratch.vhost ? { amqpUrl: scratch.vhost.amqpUrl } : {}),
+      redisUrl: o.redisUrl,
+      concurrency: o.concurrency,
+      batchSize: o.batchSize,
+      maxDeliveries: 5,
+      handle: async (body) => {
+        await reserveEffect(db, peer.id, parseOrderCreated(body));
+      },
+      // a peer with an inbox runs the effect in its own transaction (its processed mark with it)
+      handleIn: async (client, body) => {
+        await reserveEffectIn(client, peer.id, parseOrderCreated(body));
+      },
+    });
+    try {
+      const started = performance.now();
+      await sendTo(running.input, envelopes, scratch, sqs?.client);
+      const count = async () => (await effectCounts(db)).distinct;
+      const seconds = await untilCommitted(count, o.messages, started);
+      return { rate: o.messages / seconds, ...(await stockCheck(db, o.messages)) };
+    } finally {
+      await running.stop();
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+async function sendTo(
+  input: PeerInput,
+  envelopes: Envelope[],
+  scratch: ScratchEnvironment,
+  sqs: SQSClient | undefined,
+): Promise<void> {
+  if (input.kind === 'sqs') {
+    if (!sqs) throw new Error('an SQS peer without an SQS client');
+    await sendSqs(sqs, input.queueUrl, envelopes);
+  } else {
+    await publishAmqp(scratch.vhost?.amqpUrl as string, input, envelopes);
+  }
+}
+
+function guaranteeHeld(base: string, runs: ConsumerRun[]): string {
+  const twice = runs.reduce((s, r) => s + r.appliedTwice, 0);
+  const lost = runs.reduce((s, r) => s + r.lost, 0);
+  return `${base}; this run: ${twice} applied twice, ${lost} lost`;
+}
+
+const OURS_CONSUMER =
+  'effect and inbox claim in one PostgreSQL transaction, ack after COMMIT (exactly-once effect)';
+
+/**
+ * `npm run bench -- --suite peers`: our consumer beside each consumer peer (same queue contents,
+ * same concurrency and batch size, same effect committed in PostgreSQL), and our relay beside
+ * pg-transactional-outbox's (same events, RabbitMQ with confirms). Runs alternate ours / theirs;
+ * medians are reported.
+ */
+export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRow[]> {
+  const rows: PeerRow[] = [];
+  const wanted = (id: string) => !o.peers || o.peers.includes(id);
+  for (const transport of o.transports) {
+    const peers = CONSUMER_PEERS.filter((p) => p.transport === transport && wanted(p.id));
+    if (peers.length === 0) continue;
+    const local =
+      transport === 'sqs'
+        ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT })
+        : undefined;
+    const client = local
+      ? createSqsClient({
+          endpoint: local.endpoint,
+          region: env.AWS_REGION,
+          requestTimeoutMs: 25_000,
+        })
+      : undefined;
+    const sqs =
+      client && local ? { client, endpoint: local.endpoint, region: env.AWS_REGION } : undefined;
+    try {
+      await withBenchEnvironment(
+        env,
+        `peers_${transport}`,
+        async (scratch) => {
+          await ensurePeerSchema(scratch.database.db);
+          for (let i = 0; i < o.skus; i++)
+            await setStock(scratch.database.db, `SKU-${i}`, 1_000_000);
+          for (const peer of peers) {
+            const ours: ConsumerRun[] = [];
+            const theirs: ConsumerRun[] = [];
+            for (let run = 1; run <= o.runs; run++) {
+              ours.push(await oursConsumer(scratch, transport, o, client, ++measurement));
+              theirs.push(await peerConsumer(scratch, peer, o, sqs, ++measurement));
+              progress(
+                `  consumer on ${transport}, run ${run}/${o.runs}: ours ${Math.round(ours.at(-1)?.rate ?? 0)} msg/s, ${peer.id} ${Math.round(theirs.at(-1)?.rate ?? 0)} msg/s`,
+              );
+            }
+            const a = Math.round(median(ours.map((r) => r.rate)));
+            const b = Math.round(median(theirs.map((r) => r.rate)));
+            rows.push({
+              peer: peer.id,
+              job: `consumer on ${transport}`,
+              ours: a,
+              theirs: b,
+              unit: 'messages/s with the effect committed',
+              ratio: ratio(a, b),
+              guarantee: {
+                ours: guaranteeHeld(OURS_CONSUMER, ours),
+                theirs: guaranteeHeld(peer.guarantee, theirs),
+              },
+              samples: {
+                ours: ours.map((r) => Math.round(r.rate)),
+                theirs: theirs.map((r) => Math.round(r.rate)),
+              },
+              versions: versionsOf(peer.packages),
+            });
+          }
+        },
+        { vhost: transport === 'rabbitmq', ...(local ? { sqsEndpoint: local.endpoint } : {}) },
+      );
+    } finally {
+      client?.destroy();
+      await local?.stop();
+    }
+  }
+  if (o.transports.includes('rabbitmq') && wanted('peer-pg-transactional-outbox')) {
+    rows.push(...(await benchRelayPeer(env, o)));
+  }
+  return rows;
+}
+
+interface RelayRun {
+  rate: number;
+  lagP99: number;
+  lost: number;
+}
+
+const p99 = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.99) - 1)] ?? Number.NaN;
+};
+
+/**
+ * Offers `count` events to a relay: `perSecond` events a second in one transaction per 10 ms tick
+ * (or as fast as possible when 0), each write timed at its COMMIT.
+ */
+async function offer(
+  count: number,
+  perSecond: number,
+  write: (batch: Envelope[]) => Promise<void>,
+): Promise<void> {
+  const events = orderEvents(count, 100);
+  const perTick = perSecond > 0 ? Math.max(1, Math.round(perSecond / 100)) : 500;
+  const started = performance.now();
+  for (let i = 0, tick = 0; i < events.length; i += perTick, tick++) {
+    if (perSecond > 0) {
+      const due = started + tick * 10;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    await write(events.slice(i, i + perTick));
+  }
+}
+
+/** Our relay (OutboxRelay, a worker's drain loop) to RabbitMQ with confirms. */
+async function oursRelay(
+  scratch: ScratchEnvironment,
+  o: PeersBenchOptions,
+  count: number,
+  perSecond: number,
+): Promise<RelayRun> {
+  const db = scratch.database.db;
+  await db.query('TRUNCATE outbox');
+  const backend = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-relay' });
+  const publisher = backend.publisher('outbox');
+  await publisher.ready();
+  const relay = new OutboxRelay(
+    { db, publisher },
+    { table: 'outbox', batchSize: 500, maxAttempts: 10 },
+  );
+  const committed = new Map<string, number>();
+  const abort = new AbortController();
+  const started = performance.now();
+  const draining = relay.drain({
+    budgetMs: 600_000,
+    idleWaitMs: 25,
+    concurrency: o.concurrency,
+    signal: abort.signal,
+  });
+  const store = new OutboxStore('outbox');
+  await offer(count, perSecond, async (batch) => {
+    await db.transaction((tx) => store.appendMany(tx, batch));
+    const at = Date.now();
+    for (const e of batch) committed.set(e.id, at);
+  });
+  await waitFor(
+    async () =>
+      Number(
+        (
+          await db.query<{ n: number }>(
+            'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NOT NULL',
+          )
+        ).rows[0]?.n,
+      ) >= count,
+    { timeoutMs: 600_000, intervalMs: 20, message: `${count} events published` },
+  );
+  const seconds = (performance.now() - started) / 1000;
+  abort.abort();
+  await draining;
+  await backend.close();
+  const { rows } = await db.query<{ id: string; at: Date }>(
+    'SELECT id, published_at AS at FROM outbox WHERE published_at IS NOT NULL',
+  );
+  const lags = rows.map((r) => r.at.getTime() - (committed.get(r.id) ?? r.at.getTime()));
+  return { rate: count / seconds, lagP99: p99(lags), lost: count - rows.length };
+}
+
+/** pg-transactional-outbox's relay (its polling listener) to RabbitMQ with confirms. */
+async function theirRelay(
+  scratch: ScratchEnvironment,
+  count: number,
+  perSecond: number,
+  round: number,
+): Promise<RelayRun> {
+  const relay = await pgTransactionalOutboxRelay.start({
+    databaseUrl: scratch.database.url,
+    amqpUrl: scratch.vhost?.amqpUrl as string,
+    exchange: RABBITMQ_NAMES.ordersExchange,
+    routingKey: 'order.created',
+    namespace: `pgto${round}`,
+  });
+  try {
+    const started = performance.now();
+    await offer(count, perSecond, (batch) => relay.enqueue(batch));
+    await waitFor(() => relay.published() >= count, {
+      timeoutMs: 600_000,
+      intervalMs: 20,
+      message: `${count} events confirmed`,
+    });
+    const seconds = (performance.now() - started) / 1000;
+    const lags = relay.lags();
+    return { rate: count / seconds, lagP99: p99(lags), lost: count - relay.published() };
+  } finally {
+    await relay.stop();
+  }
+}
+
+async function benchRelayPeer(env: Env, o: PeersBenchOptions): Promise<PeerRow[]> {
+  const peer = pgTransactionalOutboxRelay;
+  return withBenchEnvironment(
+    env,
+    'peers_relay',
+    async (scratch) => {
+      const broker = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-setup' });
+      await broker.prepare('publish');
+      const purge = () =>
+        broker.withChannel(async (ch) => {
+          await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
+          await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
+        });
+      const ours: RelayRun[] = [];
+      const theirs: RelayRun[] = [];
+      const oursLag: RelayRun[] = [];
+      const theirsLag: RelayRun[] = [];
+      const lagCount = o.lagRate * o.lagSeconds;
+      for (let run = 1; run <= o.runs; run++) {
+        await purge();
+        ours.push(await oursRelay(scratch, o, o.messages, 0));
+        await purge();
+        theirs.push(await theirRelay(scratch, o.messages, 0, run));
+        await purge();
+        oursLag.push(await oursRelay(scratch, o, lagCount, o.lagRate));
+        await purge();
+        theirsLag.push(await theirRelay(scratch, lagCount, o.lagRate, run + o.runs));
+        progress(
+          `  relay run ${run}/${o.runs}: ours ${Math.round(ours.at(-1)?.rate ?? 0)} events/s (lag p99 ${Math.round(oursLag.at(-1)?.lagP99 ?? 0)} ms at ${o.lagRate}/s), pg-transactional-outbox ${Math.round(theirs.at(-1)?.rate ?? 0)} events/s (lag p99 ${Math.round(theirsLag.at(-1)?.lagP99 ?? 0)} ms)`,
+        );
+      }
+      await purge();
+      const lost = (runs: RelayRun[]) => runs.reduce((s, r) => s + r.lost, 0);
+      const guarantee = {
+        ours: `row marked only after the broker's confirm (at-least-once publish); this run: ${lost(ours) + lost(oursLag)} unpublished`,
+        theirs: `${peer.guarantee}; this run: ${lost(theirs) + lost(theirsLag)} unpublished`,
+      };
+      const versions = versionsOf(peer.packages);
+      const a = Math.round(median(ours.map((r) => r.rate)));
+      const b = Math.round(median(theirs.map((r) => r.rate)));
+      const la = Math.round(median(oursLag.map((r) => r.lagP99)));
+      const lb = Math.round(median(theirsLag.map((r) => r.lagP99)));
+      return [
+        {
+          peer: 'peer-pg-transactional-outbox',
+          job: 'relay to rabbitmq: events/s confirmed and marked',
+          ours: a,
+          theirs: b,
+          unit: 'events/s',
+          ratio: ratio(a, b),
+          guarantee,
+          samples: {
+            ours: ours.map((r) => Math.round(r.rate)),
+            theirs: theirs.map((r) => Math.round(r.rate)),
+          },
+          versions,
+        },
+        {
+          peer: 'peer-pg-transactional-outbox',
+          job: `relay to rabbitmq: commit-to-confirm lag p99 at ${o.lagRate} events/s`,
+          ours: la,
+          theirs: lb,
+          unit: 'ms (lower is better; ratio theirs ÷ ours)',
+          ratio: ratio(lb, la),
+          guarantee,
+          samples: {
+            ours: oursLag.map((r) => Math.round(r.lagP99)),
+            theirs: theirsLag.map((r) => Math.round(r.lagP99)),
+          },
+          versions,
+        },
+      ];
+    },
+    { poolSize: o.concurrency + 4 },
+  );
+}
