@@ -1,5 +1,6 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { type ConfigurationCost, costMarkdown } from './cost.js';
 
 /**
  * A goal: a bare number is a minimum ratio (value/baseline ≥ goal, the throughput figures);
@@ -146,6 +147,7 @@ export async function writeSummary(jsonPath: string, full: BenchReport): Promise
     ),
     '',
     ...(full.peers?.length ? peerMarkdown(full.peers as PeerRowLike[]) : []),
+    ...(full.cost ? costSection(full.cost as { configurations: ConfigurationCost[] }) : []),
   ];
   await writeFile(path, lines.join('\n'));
   return path;
@@ -179,6 +181,18 @@ export function peerTable(rows: PeerRowLike[]): string {
   const all = [PEER_HEAD, ...rows.map(peerCells)];
   const widths = PEER_HEAD.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
   return all.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
+}
+
+function costSection(cost: { configurations: ConfigurationCost[] }): string[] {
+  return [
+    '## Cost per million orders',
+    '',
+    'Every billable call counted in a steady-state run of the deployed stacks (`npm run bench --',
+    '--suite cost`), priced from bench/prices.ts; hourly items at the stated throughput.',
+    '',
+    ...costMarkdown(cost.configurations),
+    '',
+  ];
 }
 
 function peerMarkdown(rows: PeerRowLike[]): string[] {

@@ -5,8 +5,10 @@ import { REDIS_URL, redisProblem } from '../peers/redis.js';
 import { loadEnv } from '../shared/config/env.js';
 import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 import { benchBundles } from './bundle.js';
+import { benchCost, type ConfigurationCost, costMarkdown } from './cost.js';
 import { benchE2e, type Transport } from './e2e.js';
 import { benchPeers, type PeerRow } from './peers.js';
+import { PRICES } from './prices.js';
 import { benchRelayRabbit } from './relay.js';
 import { benchRelayDeployed } from './relayDeployed.js';
 import {
@@ -76,6 +78,13 @@ const program = new Command('bench')
   .option('--peer-lag-rate <n>', 'peers: relay lag run, events offered per second', '200')
   .option('--peer-lag-seconds <n>', 'peers: relay lag run, seconds', '10')
   .option('--peers <ids>', 'peers: only these (comma-separated peer ids)')
+  .option('--cost-rate <n>', 'cost: orders per second through the HTTP API', '15')
+  .option('--cost-seconds <s>', 'cost: seconds measured', '60')
+  .option(
+    '--cost-throughput <n>',
+    'cost: orders per second a deployment sustains, for the hourly items (broker, NAT, schedules)',
+    '100',
+  )
   .option('--out <path>', 'report file', DEFAULT_REPORT)
   .parse();
 
@@ -88,9 +97,12 @@ const SUITES = [
   'bundle',
   'relay-deployed',
   'peers',
+  'cost',
 ] as const;
 /** Run only when named: relay-deployed measures an hour at rest; peers install other libraries' consumers. */
-const DEFAULT_SUITES = SUITES.filter((s) => s !== 'relay-deployed' && s !== 'peers');
+const DEFAULT_SUITES = SUITES.filter(
+  (s) => s !== 'relay-deployed' && s !== 'peers' && s !== 'cost',
+);
 const opts = program.opts<{
   messages: string;
   runs: string;
@@ -123,6 +135,9 @@ const opts = program.opts<{
   peerLagRate: string;
   peerLagSeconds: string;
   peers?: string;
+  costRate: string;
+  costSeconds: string;
+  costThroughput: string;
   out: string;
 }>();
 const named = [...program.args, ...(opts.suite ?? '').split(',')]
@@ -269,12 +284,30 @@ if (chosen.includes('peers')) {
     redisUrl: REDIS_URL,
   });
 }
+let costs: ConfigurationCost[] | undefined;
+if (chosen.includes('cost')) {
+  progress(
+    `cost per million orders: the deployed stacks run locally, every AWS call counted, ${opts.costRate} orders/s for ${opts.costSeconds} s`,
+  );
+  costs = await benchCost(env, {
+    transports: transports.filter((t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq'),
+    rate: Number(opts.costRate),
+    seconds: Number(opts.costSeconds),
+    throughput: Number(opts.costThroughput),
+  });
+}
 if (chosen.includes('bundle')) {
   progress('Lambda bundle sizes (esbuild, the settings of infra/constructs/NodeFunction.ts)');
   Object.assign(figures, await benchBundles());
 }
-const report = await writeFigures(opts.out, figures, peerRows ? { peers: peerRows } : {});
+const report = await writeFigures(opts.out, figures, {
+  ...(peerRows ? { peers: peerRows } : {}),
+  ...(costs
+    ? { cost: { measuredAt: new Date().toISOString(), prices: PRICES, configurations: costs } }
+    : {}),
+});
 const summary = await writeSummary(opts.out, report);
 console.log(`\n${table(figures)}`);
 if (peerRows) console.log(`\n${peerTable(peerRows)}`);
+if (costs) console.log(`\n${costMarkdown(costs).join('\n')}`);
 console.log(`\nwritten to ${opts.out} and ${summary}`);

@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { startMotoServer } from '../devkit/emulators/motoServer.js';
@@ -164,6 +164,23 @@ try {
   await ensured.stop();
 }
 report.versions = services.versions;
+// the cost table beside the behaviour table, from the last cost benchmark (when there is one)
+try {
+  const bench = JSON.parse(await readFile(resolve('reports/bench.json'), 'utf8')) as {
+    cost?: {
+      measuredAt?: string;
+      configurations: NonNullable<typeof report.cost>['configurations'];
+    };
+  };
+  if (bench.cost?.configurations?.length) {
+    report.cost = {
+      measuredAt: bench.cost.measuredAt ?? 'date not recorded',
+      configurations: bench.cost.configurations,
+    };
+  }
+} catch {
+  // no cost benchmark run yet
+}
 for (const s of report.scenarios) {
   for (const r of s.results) {
     const broker = brokerOf(r.configuration, services.versions);

@@ -38,7 +38,7 @@ export async function runScenario(
 ): Promise<RunResult> {
   const started = Date.now();
   const na =
-    (configuration.peer ? scenario.forPeers : undefined) ??
+    (configuration.peer ? (scenario.forPeers ?? scenario.forPeer?.(configuration)) : undefined) ??
     scenario.notApplicable?.(configuration) ??
     (settings.code === 'bundles' ? notApplicableWithBundles(scenario, configuration) : undefined);
   if (na) {

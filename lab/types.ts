@@ -1,3 +1,4 @@
+import type { ConfigurationCost } from '../bench/cost.js';
 import type { Configuration, ConfigurationId } from './configurations.js';
 import type { Measurements } from './measure.js';
 import type { Rig, RigOptions } from './rigs/index.js';
@@ -33,6 +34,8 @@ export interface Scenario {
    * ours the peers do not replace, or a mechanism they do not have).
    */
   forPeers?: NotApplicable;
+  /** Why it does not apply to one peer configuration, when only some peers are concerned. */
+  forPeer?(configuration: Configuration): NotApplicable | undefined;
   rig?: RigOptions | ((configuration: Configuration) => RigOptions);
   /** Drives the pipeline until its final state (waits on conditions, with timeouts). */
   run(rig: Rig): Promise<void>;
@@ -121,6 +124,11 @@ export interface LabReport {
   versions: Record<string, string>;
   /** Every invariant held on our configurations (a peer's failure is a finding, not a failure). */
   allHeld: boolean;
+  /**
+   * What each deployed configuration costs per million orders, from the last
+   * `npm run bench -- --suite cost` (reports/bench.json), shown beside the behaviour table.
+   */
+  cost?: { measuredAt: string; configurations: ConfigurationCost[] };
   /** The peers that ran (`--peers`): versions and how each was set up. */
   peers?: PeerSummary[];
   scenarios: ScenarioReport[];

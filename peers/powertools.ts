@@ -11,7 +11,7 @@ import {
 import { createClient } from '@redis/client';
 import type { Context, SQSEvent, SQSRecord } from 'aws-lambda';
 import { type SqsHandler, SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
-import { createSqsClient } from '../shared/transport/sqs/client.js';
+import { createSqsClient } from '../shared/transport/sqs/index.js';
 import { eventIdOf } from './effect.js';
 import type { PeerConsumer, PeerContext, RunningPeer } from './types.js';
 

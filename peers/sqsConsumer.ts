@@ -1,6 +1,6 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import { Consumer } from 'sqs-consumer';
-import { createSqsClient } from '../shared/transport/sqs/client.js';
+import { createSqsClient } from '../shared/transport/sqs/index.js';
 import { eventIdOf } from './effect.js';
 import { createQueueWithRedrive } from './powertools.js';
 import type { PeerConsumer, PeerContext, RunningPeer } from './types.js';

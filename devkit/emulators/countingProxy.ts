@@ -4,6 +4,14 @@ import type { AddressInfo } from 'node:net';
 /** Calls by operation (`rds-data:ExecuteStatement`, `sqs:SendMessageBatch`, …), and their time. */
 export interface CallLog {
   counts(): Record<string, number>;
+  /**
+   * Billing units by operation: each call counts one per started 64 KiB of its larger payload
+   * (request or response), as SQS bills requests (docs/aws-facts.md); other services bill per
+   * call, for which this equals `counts` as long as payloads stay under 64 KiB.
+   */
+  units64k(): Record<string, number>;
+  /** Bytes sent and received per service (what a NAT gateway would process). */
+  bytes(): Record<string, { sent: number; received: number }>;
   /** Epoch ms of every call of a service (`rds-data`), in order. */
   times(service: string): number[];
   reset(): void;
@@ -28,10 +36,23 @@ export function operationOf(path: string, target: string | undefined, body: stri
 }
 
 /** One shared log for several proxies. */
-export function callLog(): CallLog & { record(service: string, op: string): void } {
+export function callLog(): CallLog & {
+  record(service: string, op: string): void;
+  payload(service: string, op: string, sent: number, received: number): void;
+} {
   let counts: Record<string, number> = {};
+  let units: Record<string, number> = {};
+  let bytes: Record<string, { sent: number; received: number }> = {};
   let times = new Map<string, number[]>();
   return {
+    payload(service, op, sent, received) {
+      const key = `${service}:${op}`;
+      units[key] = (units[key] ?? 0) + Math.max(1, Math.ceil(Math.max(sent, received) / 65_536));
+      const b = bytes[service] ?? { sent: 0, received: 0 };
+      b.sent += sent;
+      b.received += received;
+      bytes[service] = b;
+    },
     record(service, op) {
       const key = `${service}:${op}`;
       counts[key] = (counts[key] ?? 0) + 1;
@@ -43,9 +64,13 @@ export function callLog(): CallLog & { record(service: string, op: string): void
       t.push(Date.now());
     },
     counts: () => ({ ...counts }),
+    units64k: () => ({ ...units }),
+    bytes: () => structuredClone(bytes),
     times: (service) => [...(times.get(service) ?? [])],
     reset() {
       counts = {};
+      units = {};
+      bytes = {};
       times = new Map();
     },
   };
@@ -68,14 +93,12 @@ export async function startCountingProxy(
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       const amzTarget = req.headers['x-amz-target'];
-      log.record(
-        service,
-        operationOf(
-          req.url ?? '/',
-          Array.isArray(amzTarget) ? amzTarget[0] : amzTarget,
-          body.toString('utf8', 0, Math.min(body.length, 512)),
-        ),
+      const op = operationOf(
+        req.url ?? '/',
+        Array.isArray(amzTarget) ? amzTarget[0] : amzTarget,
+        body.toString('utf8', 0, Math.min(body.length, 512)),
       );
+      log.record(service, op);
       const upstream = request(
         {
           hostname: target.hostname,
@@ -86,6 +109,11 @@ export async function startCountingProxy(
         },
         (up) => {
           res.writeHead(up.statusCode ?? 502, up.headers);
+          let received = 0;
+          up.on('data', (c: Buffer) => {
+            received += c.length;
+          });
+          up.on('end', () => log.payload(service, op, body.length, received));
           up.pipe(res);
         },
       );

@@ -264,6 +264,23 @@ function detailRows(s: ScenarioReport): string {
     .join('');
 }
 
+/** The cost table beside the behaviour table (from reports/bench.json). */
+function costHtml(cost: NonNullable<LabReport['cost']>): string {
+  const cs = cost.configurations;
+  const items = [...new Set(cs.flatMap((c) => c.lines.map((l) => l.item)))];
+  const usd = (n: number | null | undefined) =>
+    n === null ? 'not priced' : n === undefined ? '—' : `$${n.toFixed(n > 0 && n < 0.01 ? 4 : 2)}`;
+  const rows = items
+    .map(
+      (item) =>
+        `<tr><td>${esc(item)}</td>${cs.map((c) => `<td>${usd(c.lines.find((l) => l.item === item)?.usdPerMillionOrders)}</td>`).join('')}</tr>`,
+    )
+    .join('');
+  return `<h2>Cost per million orders</h2>
+<p class="meta">From <code>npm run bench -- --suite cost</code> (${esc(cost.measuredAt)}): every billable call of the deployed stacks counted in a steady-state run, priced from bench/prices.ts.</p>
+<table class="summary"><tr><th>item</th>${cs.map((c) => `<th>${esc(c.label)}</th>`).join('')}</tr>${rows}<tr><td><b>total (priced items)</b></td>${cs.map((c) => `<td><b>$${c.usdPerMillionOrders.toFixed(2)}</b>${c.unpriced.length ? ' + unpriced' : ''}</td>`).join('')}</tr></table>`;
+}
+
 export function renderHtml(report: LabReport): string {
   const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
   const summary = report.scenarios
@@ -314,6 +331,7 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
   )}.<br><b>${report.allHeld ? 'Every invariant held.' : 'Some invariants FAILED.'}</b></p>
 <table class="summary"><tr><th>scenario</th>${configs.map((c) => `<th>${esc(columnLabel(c, report.versions))}</th>`).join('')}</tr>${summary}</table>
 <p class="meta">${esc(CELL_LEGEND)}; n/a = not applicable (the scenario says why).</p>
+${report.cost ? costHtml(report.cost) : ''}
 <h2>How to read the timelines</h2>
 <p>One lane per configuration, time from the scenario's start. With up to six messages each message has its own row (its id on the left); dashed arcs join a retry to the delivery it produced, labelled with the delay it actually took. Hover a mark for its journal line.</p>
 ${legendSvg()}

@@ -1,3 +1,4 @@
+import { costMarkdown } from '../../bench/cost.js';
 import type { LabReport } from '../types.js';
 import {
   CELL_LEGEND,
@@ -53,6 +54,14 @@ export function renderMarkdown(report: LabReport): string {
     '',
     `${CELL_LEGEND}; n/a = not applicable (the scenario's section says why).`,
     '',
+    ...(report.cost
+      ? [
+          `What each deployed configuration costs (from \`npm run bench -- --suite cost\`, ${report.cost.measuredAt}; docs/performance.md, "Cost per million orders"):`,
+          '',
+          ...costMarkdown(report.cost.configurations),
+          '',
+        ]
+      : []),
   ];
   for (const s of report.scenarios) {
     out.push(

@@ -183,6 +183,15 @@ export const retryAckLost: Scenario = {
 /** Processing takes longer than SQS's visibility timeout (RabbitMQ has no such lease). */
 export const slowProcessing: Scenario = {
   id: 'slow-processing',
+  forPeer: (c) =>
+    c.peer === 'peer-powertools'
+      ? {
+          reason:
+            "the peer's handler runs in the lab's process behind the SQS trigger emulation, which cannot end it at the function timeout as Lambda ends a sandbox; the outcome would be the emulation's, not Powertools'",
+          instead:
+            'on Lambda the blocked invocation is ended at its timeout (its transaction rolled back with its connection) and the record comes back after the visibility timeout; ours bounds the transaction itself (transactionDeadline), which the lab can show',
+        }
+      : undefined,
   title: 'Processing longer than the visibility timeout / lease',
   stimulus:
     'The stock row is locked so processing blocks for 1.5 × the SQS visibility timeout (so longer than the function timeout too, which must be ≤ 1/6 of it), with two consumers.',

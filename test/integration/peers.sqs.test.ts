@@ -21,7 +21,7 @@ import type { PeerConsumer, PeerDelivery, RunningPeer } from '../../peers/types.
 import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { setStock } from '../../shared/inventory/stock.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
+import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { SERVICES } from '../helpers/services.js';
 import { receiveAll, SQS_SERVERS } from '../helpers/sqs.js';
 
