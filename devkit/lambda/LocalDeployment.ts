@@ -216,9 +216,13 @@ export class LocalDeployment {
     }
   }
 
-  /** The SQS endpoint the functions reach (through `AWS_ENDPOINT_URL_SQS`), if any. */
+  /**
+   * The SQS endpoint the functions reach (through `AWS_ENDPOINT_URL_SQS`), if any: behind the
+   * counting proxy with `countCalls`, so the event source mappings' polling (ReceiveMessage,
+   * DeleteMessageBatch: billed as SQS requests on AWS) is counted with the functions' calls.
+   */
   get sqsEndpoint(): string | undefined {
-    return this.options.services.sqsEndpoint;
+    return this.endpoints.SQS ?? this.options.services.sqsEndpoint;
   }
 
   /** The Data API endpoint the functions reach (through `AWS_ENDPOINT_URL_RDS_DATA`). */

@@ -224,6 +224,18 @@ export class OutboxStore {
   }
 
   /**
+   * Whether a claim would find a row: one statement, outside any transaction, taking no lock.
+   * An empty outbox's round costs this alone (docs/performance.md, "Cost per million orders").
+   */
+  async hasClaimable(db: SqlExecutor): Promise<boolean> {
+    const { rows } = await db.query<{ found: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM ${this.table}
+         WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()) AS found`,
+    );
+    return rows[0]?.found === true;
+  }
+
+  /**
    * `claim`, reporting the rows it set aside. Rows were validated when written, but a row can still
    * be unpublishable: a newer schema major written during a mixed deploy, a hand-edited row (bad
    * type, `payload` not an object), an encoded message over `maxMessageBytes`. Such a row would
