@@ -127,7 +127,7 @@ export const dbOutageLong: Scenario = {
   },
   note: (rig, m) => {
     const how = rig.configuration.peer
-      ? `each redelivered by ${rig.configuration.unsettled.split(':')[0]}`
+      ? `each failed delivery: ${rig.configuration.unsettled}`
       : m.retries > 0
         ? `${m.retries} retries after ${list(m.retryDelaysMs)}`
         : `${m.failedInvocations} failed invocations (the batch requeued each time, no per-message retry)`;

@@ -88,7 +88,7 @@ export const poison: Scenario = {
   },
   note: (rig, m) =>
     rig.configuration.peer
-      ? `${m.deliveries} deliveries of 3 messages, each failing in the handler until ${rig.configuration.unsettled.split(':')[0]} gave up → ${m.parked.length} in ${m.parked[0]?.via ?? 'its DLQ'}, with no diagnosis`
+      ? `${m.deliveries} deliveries of 3 messages, each failed delivery: ${rig.configuration.unsettled} → ${m.parked.length} in ${m.parked[0]?.via ?? 'its DLQ'}, with no diagnosis`
       : `${parkedLine(m)} on first delivery, 0 retries; errors: ${m.parked
           .map((p) => p.error.replace(/^\w+Error: /, '').slice(0, 48))
           .join(' | ')}`,
