@@ -1,15 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startMotoServer } from '../devkit/emulators/motoServer.js';
-import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
 import {
   type RunningEventSource,
   startAmazonMqEventSource,
   startSchedule,
   startSqsEventSource,
 } from '../devkit/lambda/eventSources.js';
-import { LocalPipeline, synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
-import { createScratchDatabase, createScratchVhost, scratchName } from '../devkit/scratch.js';
+import { synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
+import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
+import { deployForBench } from './deployed.js';
 import { PRICES, type PriceId } from './prices.js';
 import { progress } from './report.js';
 
@@ -83,36 +82,8 @@ async function costOf(
     log: progress,
   });
   const name = scratchName(`bench_cost_${transport}`);
-  const db = await createScratchDatabase(env.DATABASE_URL, name, { migrated: false });
-  const closers: (() => Promise<unknown>)[] = [() => db.drop()];
+  const { db, vhost, pipeline, closers } = await deployForBench(env, transport, assembly, name);
   try {
-    const vhost =
-      transport === 'rabbitmq'
-        ? await createScratchVhost(env.RABBITMQ_MANAGEMENT_URL, env.AMQP_URL, name)
-        : undefined;
-    if (vhost) closers.push(() => vhost.delete());
-    const sqs =
-      transport === 'sqs'
-        ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: 0 })
-        : undefined;
-    if (sqs) closers.push(() => sqs.stop());
-    const moto = await startMotoServer();
-    closers.push(() => moto.stop());
-    const pipeline = await LocalPipeline.start(assembly, {
-      name,
-      services: {
-        databaseUrl: db.url,
-        amqpUrl: env.AMQP_URL,
-        managementUrl: env.RABBITMQ_MANAGEMENT_URL,
-        sqsEndpoint: sqs?.endpoint,
-        secretsEndpoint: moto.endpoint,
-      },
-      sqsQueuePrefix: `${name.replace(/_/g, '-')}-`,
-      ...(vhost ? { vhost: vhost.vhost } : {}),
-      countCalls: true,
-    });
-    closers.push(() => pipeline.close());
-    await pipeline.deploy();
     const d = pipeline.deployment;
     const api = await d.startHttpApi();
     // every trigger of the template: the event source mappings and the schedule rules

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import amqp from 'amqplib';
 import { startConsumer } from '../devkit/consumers.js';
 import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
@@ -26,23 +26,14 @@ import { createLogger } from '../shared/logger.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
-import { createSqsClient, envelopeAttributes } from '../shared/transport/sqs/index.js';
+import { createSqsClient } from '../shared/transport/sqs/index.js';
 import type { Backend } from '../shared/transport/types.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
-import { median, progress } from './report.js';
+import { median, type PeerRowLike, progress } from './report.js';
+import { rawSend } from './sqs.js';
 
 /** One row of `peers` in reports/bench.json: ours beside a peer doing the same job. */
-export interface PeerRow {
-  peer: string;
-  /** `consumer on sqs`, `consumer on rabbitmq`, `relay to rabbitmq`. */
-  job: string;
-  ours: number;
-  theirs: number;
-  unit: string;
-  /** ours ÷ theirs (for a lag, theirs ÷ ours: above 1 means ours is better either way). */
-  ratio: number;
-  /** The guarantee each side held in this run (measured: effects applied twice, events lost). */
-  guarantee: { ours: string; theirs: string };
+export interface PeerRow extends PeerRowLike {
   samples: { ours: number[]; theirs: number[] };
   versions: Record<string, string>;
 }
@@ -88,26 +79,7 @@ const ratio = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 100) / 100
 
 /** Sends the envelopes to an SQS queue, 10 per call, 8 calls in flight (not timed). */
 async function sendSqs(client: SQSClient, queueUrl: string, envelopes: Envelope[]): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (next < envelopes.length) {
-        const chunk = envelopes.slice(next, next + 10);
-        next += 10;
-        const out = await client.send(
-          new SendMessageBatchCommand({
-            QueueUrl: queueUrl,
-            Entries: chunk.map((e, k) => ({
-              Id: String(k),
-              MessageBody: encodeEnvelope(e).toString(),
-              MessageAttributes: envelopeAttributes(e),
-            })),
-          }),
-        );
-        if (out.Failed?.length) throw new Error(`send failed: ${out.Failed[0]?.Message}`);
-      }
-    }),
-  );
+  await rawSend(client, queueUrl, envelopes);
 }
 
 /** Publishes the envelopes on a confirm channel (persistent, JSON, message id), not timed. */

@@ -1,19 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { startMotoServer } from '../devkit/emulators/motoServer.js';
-import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
 import { startSchedule } from '../devkit/lambda/eventSources.js';
 import type { LambdaFunction } from '../devkit/lambda/LambdaFunction.js';
-import { LocalPipeline, synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
-import {
-  createScratchDatabase,
-  createScratchVhost,
-  type ScratchDatabase,
-  scratchName,
-} from '../devkit/scratch.js';
+import { type LocalPipeline, synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
+import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../shared/outbox/kick.js';
+import { deployForBench } from './deployed.js';
 import { type BenchFigure, figure, progress } from './report.js';
 
 export type RelayDesign = 'kick' | 'schedule-drain';
@@ -145,38 +139,8 @@ async function runDesign(
     log: progress,
   });
   const name = scratchName(`bench_relay_${design.replace('-', '_')}`);
-  const db: ScratchDatabase = await createScratchDatabase(env.DATABASE_URL, name, {
-    migrated: false,
-  });
-  const closers: (() => Promise<unknown>)[] = [() => db.drop()];
+  const { db, pipeline, closers } = await deployForBench(env, o.transport, assembly, name);
   try {
-    const vhost =
-      o.transport === 'rabbitmq'
-        ? await createScratchVhost(env.RABBITMQ_MANAGEMENT_URL, env.AMQP_URL, name)
-        : undefined;
-    if (vhost) closers.push(() => vhost.delete());
-    const sqs =
-      o.transport === 'sqs'
-        ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: 0 })
-        : undefined;
-    if (sqs) closers.push(() => sqs.stop());
-    const moto = await startMotoServer();
-    closers.push(() => moto.stop());
-    const pipeline = await LocalPipeline.start(assembly, {
-      name,
-      services: {
-        databaseUrl: db.url,
-        amqpUrl: env.AMQP_URL,
-        managementUrl: env.RABBITMQ_MANAGEMENT_URL,
-        sqsEndpoint: sqs?.endpoint,
-        secretsEndpoint: moto.endpoint,
-      },
-      sqsQueuePrefix: `${name.replace(/_/g, '-')}-`,
-      ...(vhost ? { vhost: vhost.vhost } : {}),
-      countCalls: true,
-    });
-    closers.push(() => pipeline.close());
-    await pipeline.deploy();
     const d = pipeline.deployment;
     const api = await d.startHttpApi();
     const relay = d.fn('outbox-relay');

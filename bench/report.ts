@@ -153,14 +153,17 @@ export async function writeSummary(jsonPath: string, full: BenchReport): Promise
   return path;
 }
 
-/** A row of the `peers` section (bench/peers.ts `PeerRow`). */
+/** A row of the `peers` section, as the summary prints it (bench/peers.ts `PeerRow`). */
 export interface PeerRowLike {
   peer: string;
+  /** `consumer on sqs`, `consumer on rabbitmq`, `relay to rabbitmq: …`. */
   job: string;
   ours: number;
   theirs: number;
   unit: string;
+  /** ours ÷ theirs (for a lag, theirs ÷ ours): above 1 means ours did better either way. */
   ratio: number;
+  /** The guarantee each side held in this run (measured: applied twice, lost). */
   guarantee: { ours: string; theirs: string };
 }
 

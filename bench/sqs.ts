@@ -43,8 +43,8 @@ function orderEvents(n: number, skus: number): Envelope[] {
   });
 }
 
-/** Raw: the same messages with SendMessageBatch, 8 calls in flight, no database. */
-async function rawSend(
+/** Raw: the same messages with SendMessageBatch, 8 calls in flight, no database (messages/s). */
+export async function rawSend(
   client: SQSClient,
   queueUrl: string,
   envelopes: Envelope[],
