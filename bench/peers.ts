@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import amqp from 'amqplib';
 import { startConsumer } from '../devkit/consumers.js';
@@ -19,7 +18,7 @@ import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
 import { Journal } from '../shared/consumer/journal.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
+import { type Envelope, encodeEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { createLogger } from '../shared/logger.js';
@@ -29,8 +28,9 @@ import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbi
 import { createSqsClient } from '../shared/transport/sqs/index.js';
 import type { Backend } from '../shared/transport/types.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
+import { orderQueuesPurger } from './relay.js';
 import { median, type PeerRowLike, progress } from './report.js';
-import { rawSend } from './sqs.js';
+import { orderEvents, rawSend } from './sqs.js';
 
 /** One row of `peers` in reports/bench.json: ours beside a peer doing the same job. */
 export interface PeerRow extends PeerRowLike {
@@ -55,19 +55,6 @@ export interface PeersBenchOptions {
 
 const versionsOf = (packages: string[]) =>
   Object.fromEntries(packages.map((p) => [p, packageVersion(p)]));
-
-function orderEvents(n: number, skus: number): Envelope[] {
-  return Array.from({ length: n }, (_, i) => {
-    const orderId = randomUUID();
-    return newEnvelope({
-      type: 'order.created',
-      aggregate: { type: 'order', id: orderId, version: 1 },
-      data: { orderId, sku: `SKU-${i % skus}`, quantity: 1 },
-      correlationId: orderId,
-      producer: 'order-service',
-    });
-  });
-}
 
 /**
  * Every measurement gets queues of its own: a stopped consumer's abandoned long poll may still
@@ -473,13 +460,7 @@ async function benchRelayPeer(env: Env, o: PeersBenchOptions): Promise<PeerRow[]
     env,
     'peers_relay',
     async (scratch) => {
-      const broker = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-setup' });
-      await broker.prepare('publish');
-      const purge = () =>
-        broker.withChannel(async (ch) => {
-          await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-          await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
-        });
+      const purge = await orderQueuesPurger(scratch);
       const ours: RelayRun[] = [];
       const theirs: RelayRun[] = [];
       const oursLag: RelayRun[] = [];

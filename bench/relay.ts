@@ -116,6 +116,20 @@ async function relayDrain(
   return expected / seconds;
 }
 
+/**
+ * The run's broker topology declared for publishing, and a function that empties the queues the
+ * `orders` exchange routes to (between runs, so each starts from empty queues).
+ */
+export async function orderQueuesPurger(scratch: ScratchEnvironment): Promise<() => Promise<void>> {
+  const broker = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-setup' });
+  await broker.prepare('publish');
+  return () =>
+    broker.withChannel(async (ch) => {
+      await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
+      await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
+    });
+}
+
 export async function benchRelayRabbit(
   env: Env,
   o: RelayBenchOptions,
@@ -126,13 +140,7 @@ export async function benchRelayRabbit(
     async (scratch) => {
       const db = scratch.database.db;
       const amqpUrl = scratch.vhost?.amqpUrl as string;
-      const broker = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-setup' });
-      await broker.prepare('publish');
-      const purge = () =>
-        broker.withChannel(async (ch) => {
-          await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-          await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
-        });
+      const purge = await orderQueuesPurger(scratch);
       const raw: number[] = [];
       const relay: number[] = [];
       for (let run = 1; run <= o.runs; run++) {

@@ -30,7 +30,8 @@ export interface SqsBenchOptions {
   skus: number;
 }
 
-function orderEvents(n: number, skus: number): Envelope[] {
+/** `n` order.created events, one unit each, spread over `skus` SKUs. */
+export function orderEvents(n: number, skus: number): Envelope[] {
   return Array.from({ length: n }, (_, i) => {
     const orderId = randomUUID();
     return newEnvelope({
