@@ -3,7 +3,33 @@ import type { RunResult } from '../types.js';
 
 /** Shared wording of the reports. */
 export const CELL_LEGEND =
-  'cell = verdict deliveries/effects/duplicates absorbed/retries/parked time-to-final-state';
+  'Each cell: ✓ the invariant held (✗ it failed); effects (what the handler wrote: reservations, rejections); ' +
+  'lost (events the producer side accepted that were never decided: no effect, not parked); ' +
+  'the time to the final state. Shown only when not zero: dup absorbed (copies recognised as duplicates), ' +
+  'retries, parked, applied twice (extra applications of one event), unexpected (effects of no accepted event), ' +
+  'out of order (an event applied after a later version of its order), recovered (uncertain publishes that arrived anyway). ' +
+  'n/a: the scenario does not apply (its section says why); not reproducible here: the emulator cannot reproduce the behaviour.';
+
+/** A not-applicable reason with this prefix: the emulator cannot reproduce the behaviour. */
+export const EMULATOR_PREFIX = 'emulator:';
+
+/** Not applicable because the emulator cannot reproduce the behaviour. */
+export const notReproducible = (r: RunResult) =>
+  !r.applicable && (r.reason ?? '').startsWith(EMULATOR_PREFIX);
+
+/** What a run that did not apply shows instead of a verdict. */
+export const notApplicableText = (r: RunResult) =>
+  notReproducible(r) ? 'not reproducible here' : 'n/a';
+
+/** Why a run did not apply (without the `emulator:` prefix). */
+export const reasonOf = (r: RunResult) => (r.reason ?? '').replace(/^emulator:\s*/, '');
+
+/** Why a run did not apply, and what happens instead. */
+export const reasonText = (r: RunResult) => `${reasonOf(r)}. Instead: ${r.instead ?? ''}`;
+
+/** A run that could not be set up or measured: its numbers are not measurements. */
+export const unmeasured = (r: RunResult) =>
+  r.applicable && /^(setup|measure): /.test(r.error ?? '');
 
 export const label = (id: ConfigurationId) => CONFIGURATIONS[id].label;
 
@@ -33,14 +59,35 @@ export function seconds(ms: number | null): string {
 }
 
 export function verdict(r: RunResult): string {
-  if (!r.applicable) return 'n/a';
+  if (!r.applicable) return notApplicableText(r);
   return r.invariantHeld ? '✓' : '✗';
 }
 
-/** `✓ 3/1/1/0/0 1.2 s` */
+export const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * What a run came to, in words: effects and lost always; duplicates absorbed, retries, parked and
+ * every anomaly of the accounting only when not zero.
+ */
+export function cellParts(r: RunResult): string[] {
+  const a = r.accounting;
+  const parts = [plural(r.effects, 'effect')];
+  if (r.duplicatesAbsorbed) parts.push(`${r.duplicatesAbsorbed} dup absorbed`);
+  if (r.retries) parts.push(plural(r.retries, 'retry', 'retries'));
+  if (r.parked) parts.push(`${r.parked} parked`);
+  parts.push(`${a.lost} lost`);
+  if (a.duplicated) parts.push(`${a.duplicated} applied twice`);
+  if (a.unexpected) parts.push(`${a.unexpected} unexpected`);
+  if (a.orderViolations) parts.push(`${a.orderViolations} out of order`);
+  if (a.recovered) parts.push(`${a.recovered} recovered`);
+  return parts;
+}
+
+/** `✓ 1 effect · 1 dup absorbed · 0 lost · 1.2 s` */
 export function cell(r: RunResult): string {
-  if (!r.applicable) return 'n/a';
-  return `${verdict(r)} ${r.deliveries}/${r.effects}/${r.duplicatesAbsorbed}/${r.retries}/${r.parked} ${seconds(r.timeToFinalMs)}`;
+  if (!r.applicable) return notApplicableText(r);
+  if (unmeasured(r)) return `✗ ${r.note}`;
+  return `${verdict(r)} ${[...cellParts(r), seconds(r.timeToFinalMs)].join(' · ')}`;
 }
 
 export function retriesText(r: RunResult): string {

@@ -12,11 +12,17 @@ import {
   columnLabel,
   failedChecks,
   label,
+  notApplicableText,
+  notReproducible,
   parkedText,
+  reasonOf,
+  reasonText,
   retriesText,
   seconds,
+  unmeasured,
   verdict,
 } from './cells.js';
+import { agreedText, differences } from './differences.js';
 
 /**
  * reports/compare.html: one self-contained page (inline CSS and SVG, no external assets). Per
@@ -101,10 +107,16 @@ const RIGHT = 215;
 const PLOT = WIDTH - LEFT - RIGHT;
 
 function finalSummary(r: RunResult): string {
+  const a = r.accounting;
   const parts = [`${r.effects} effect${r.effects === 1 ? '' : 's'}`];
   if (r.duplicatesAbsorbed) parts.push(`${r.duplicatesAbsorbed} dup`);
   if (r.retries) parts.push(`${r.retries} retr${r.retries === 1 ? 'y' : 'ies'}`);
   if (r.parked) parts.push(`${r.parked} parked`);
+  // the accounting's anomalies, only when there are any (the lane's width is small)
+  if (a.lost) parts.push(`${a.lost} lost`);
+  if (a.duplicated) parts.push(`${a.duplicated} twice`);
+  if (a.unexpected) parts.push(`${a.unexpected} unexpected`);
+  if (a.orderViolations) parts.push(`${a.orderViolations} out of order`);
   return `${verdict(r)} ${parts.join(' · ')}`;
 }
 
@@ -115,7 +127,7 @@ function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string
     const h = 30;
     parts.push(
       `<text x="10" y="${y0 + 19}" class="lane">${esc(name)}</text>`,
-      `<text x="${LEFT}" y="${y0 + 19}" class="na">not applicable: ${esc(r.reason ?? '')}</text>`,
+      `<text x="${LEFT}" y="${y0 + 19}" class="na">${notReproducible(r) ? 'not reproducible here' : 'not applicable'}: ${esc(reasonOf(r))}</text>`,
     );
     return { svg: parts.join(''), height: h };
   }
@@ -250,14 +262,63 @@ function legendSvg(): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${16 + Math.ceil(LEGEND.length / 4) * 22}">${items.join('')}</svg>`;
 }
 
+const DETAIL_COLUMNS = [
+  'configuration',
+  '',
+  'deliveries',
+  'effects',
+  'duplicates absorbed',
+  'retries (actual delays)',
+  'parked (diagnosis)',
+  'lost (of accepted)',
+  'applied twice',
+  'recovered',
+  'unexpected',
+  'order violations',
+  'time to final',
+  'time to recover',
+  'mechanism',
+];
+
+/** What the page opens with: where the configurations differ, from the measurements. */
+function differencesHtml(report: LabReport): string {
+  const d = differences(report);
+  const closing = agreedText(d);
+  const list = d.lines.length
+    ? `<p><b>Where the configurations differ</b> (measured in this run; the full table and each scenario below):</p><ul class="diff">${d.lines
+        .map((l) => `<li><a href="#${esc(l.scenario)}">${esc(l.scenario)}</a>: ${esc(l.text)}</li>`)
+        .join('')}</ul>`
+    : '';
+  return `${list}${closing ? `<p>${esc(closing)}</p>` : ''}`;
+}
+
 function detailRows(s: ScenarioReport): string {
   return s.results
     .map((r) => {
       if (!r.applicable) {
-        return `<tr class="na"><td>${esc(label(r.configuration))}</td><td>n/a</td><td colspan="7">${esc(`${r.reason}. Instead: ${r.instead}`)}</td></tr>`;
+        return `<tr class="na"><td>${esc(label(r.configuration))}</td><td>${notApplicableText(r)}</td><td colspan="${DETAIL_COLUMNS.length - 2}">${esc(reasonText(r))}</td></tr>`;
       }
       const failures = failedChecks(r);
-      return `<tr class="${r.invariantHeld ? 'ok' : 'bad'}"><td>${esc(label(r.configuration))}</td><td class="v">${verdict(r)}</td><td>${r.deliveries}</td><td>${r.effects}</td><td>${r.duplicatesAbsorbed}</td><td>${esc(retriesText(r))}</td><td>${esc(parkedText(r))}</td><td>${seconds(r.timeToFinalMs)}</td><td>${esc(r.note)}${
+      const a = r.accounting;
+      const counted = !unmeasured(r);
+      const n = (v: number) => (counted ? String(v) : '—');
+      const cells = [
+        String(r.deliveries),
+        String(r.effects),
+        String(r.duplicatesAbsorbed),
+        esc(retriesText(r)),
+        esc(parkedText(r)),
+        counted ? `${a.lost} of ${a.accepted}` : '—',
+        n(a.duplicated),
+        n(a.recovered),
+        n(a.unexpected),
+        n(a.orderViolations),
+        seconds(r.timeToFinalMs),
+        seconds(a.recoverMs),
+      ];
+      return `<tr class="${r.invariantHeld ? 'ok' : 'bad'}"><td>${esc(label(r.configuration))}</td><td class="v">${verdict(r)}</td>${cells
+        .map((c) => `<td>${c}</td>`)
+        .join('')}<td>${esc(r.note)}${
         failures.length ? `<div class="fail">${esc(failures.join('; '))}</div>` : ''
       }</td></tr>`;
     })
@@ -300,7 +361,7 @@ export function renderHtml(report: LabReport): string {
 <h2>${esc(s.title)}</h2>
 <p><b>Does:</b> ${esc(s.stimulus)}<br><b>Invariant:</b> ${esc(s.invariant)}</p>
 ${timelineSvg(s)}
-<table class="detail"><tr><th>configuration</th><th></th><th>deliveries</th><th>effects</th><th>duplicates absorbed</th><th>retries (actual delays)</th><th>parked (diagnosis)</th><th>time to final</th><th>mechanism</th></tr>${detailRows(s)}</table>
+<table class="detail"><tr>${DETAIL_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join('')}</tr>${detailRows(s)}</table>
 </section>`,
     )
     .join('\n');
@@ -312,11 +373,12 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 4px;border-top:
 p{margin:4px 0 10px}.meta{color:#4b5563}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #d1d5db;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f4f6;font-weight:600}
-.summary td{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;white-space:nowrap}
+.summary td{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px}
 .summary td:first-child{font-family:inherit}
 td.ok,tr.ok .v{background:#f0fdf4;color:#166534}td.bad,tr.bad .v{background:#fee2e2;color:#991b1b;font-weight:600}
 td.na,tr.na td{color:#6b7280;background:#f9fafb}
-.detail{font-size:13px;width:100%}.detail td:nth-child(n+3):nth-child(-n+5){text-align:right}
+.detail{font-size:13px;width:100%}.detail td:nth-child(n+3):nth-child(-n+5),.detail td:nth-child(n+8):nth-child(-n+12){text-align:right}
+ul.diff{margin:4px 0 10px;padding-left:22px}ul.diff li{margin:2px 0}
 .fail{color:#991b1b;font-weight:600}
 svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
 .lane{font-size:12px;font-weight:600;fill:#111827}.sub{font-size:11px;fill:#4b5563}.msg{font-size:9px;fill:#6b7280;font-family:ui-monospace,monospace}
@@ -324,13 +386,14 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
 .final{font-size:12px;font-weight:600}.na{font-size:12px;fill:#6b7280;font-style:italic}.legend{font-size:12px;fill:#374151}
 </style></head><body>
 <h1>Comparison lab: the same faults on RabbitMQ and SQS</h1>
+${differencesHtml(report)}
 <p class="meta">Run ${esc(report.startedAt)} in ${seconds(report.durationMs)} on ${esc(report.machine)}.<br>${esc(report.settings)}.<br>Versions: ${esc(
     Object.entries(report.versions)
       .map(([k, v]) => `${k} ${v}`)
       .join(', '),
   )}.<br><b>${report.allHeld ? 'Every invariant held.' : 'Some invariants FAILED.'}</b></p>
 <table class="summary"><tr><th>scenario</th>${configs.map((c) => `<th>${esc(columnLabel(c, report.versions))}</th>`).join('')}</tr>${summary}</table>
-<p class="meta">${esc(CELL_LEGEND)}; n/a = not applicable (the scenario says why).</p>
+<p class="meta">${esc(CELL_LEGEND)}</p>
 ${report.cost ? costHtml(report.cost) : ''}
 <h2>How to read the timelines</h2>
 <p>One lane per configuration, time from the scenario's start. With up to six messages each message has its own row (its id on the left); dashed arcs join a retry to the delivery it produced, labelled with the delay it actually took. Hover a mark for its journal line.</p>

@@ -6,11 +6,15 @@ import {
   columnLabel,
   failedChecks,
   label,
+  notApplicableText,
   parkedText,
+  reasonText,
   retriesText,
   seconds,
+  unmeasured,
   verdict,
 } from './cells.js';
+import { agreedText, differences } from './differences.js';
 
 const esc = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
@@ -33,12 +37,48 @@ function peerLines(report: LabReport): string[] {
   ];
 }
 
-/** reports/compare.md: the summary table, then one section per scenario. */
+const SECTION_COLUMNS = [
+  'configuration',
+  'verdict',
+  'deliveries',
+  'effects',
+  'duplicates absorbed',
+  'retries',
+  'parked',
+  'lost (of accepted)',
+  'applied twice',
+  'recovered',
+  'unexpected',
+  'order violations',
+  'time to final',
+  'time to recover',
+  'mechanism',
+];
+
+/** What the report opens with: where the configurations differ, from the measurements. */
+function differencesMarkdown(report: LabReport): string[] {
+  const d = differences(report);
+  const closing = agreedText(d);
+  return [
+    ...(d.lines.length
+      ? [
+          '**Where the configurations differ** (measured in this run; the full table and each scenario below):',
+          '',
+          ...d.lines.map((l) => `- [${l.scenario}](#${l.scenario}): ${esc(l.text)}`),
+          '',
+        ]
+      : []),
+    ...(closing ? [closing, ''] : []),
+  ];
+}
+
+/** reports/compare.md: where the configurations differ, the summary table, then one section per scenario. */
 export function renderMarkdown(report: LabReport): string {
   const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
   const out: string[] = [
     '# Comparison lab: the same faults on RabbitMQ and SQS',
     '',
+    ...differencesMarkdown(report),
     `Run ${report.startedAt} in ${seconds(report.durationMs)} on ${report.machine}; ${report.settings}.`,
     `Versions: ${Object.entries(report.versions)
       .map(([k, v]) => `${k} ${v}`)
@@ -52,7 +92,7 @@ export function renderMarkdown(report: LabReport): string {
       (s) => `| [${s.id}](#${s.id}) | ${s.results.map((r) => esc(cell(r))).join(' | ')} |`,
     ),
     '',
-    `${CELL_LEGEND}; n/a = not applicable (the scenario's section says why).`,
+    CELL_LEGEND,
     '',
     ...(report.cost
       ? [
@@ -72,19 +112,39 @@ export function renderMarkdown(report: LabReport): string {
       '',
       `**Invariant:** ${s.invariant}`,
       '',
-      '| configuration | verdict | deliveries | effects | duplicates absorbed | retries | parked | time to final | mechanism |',
-      '|---|---|---|---|---|---|---|---|---|',
+      `| ${SECTION_COLUMNS.join(' | ')} |`,
+      `|${SECTION_COLUMNS.map(() => '---').join('|')}|`,
     );
     for (const r of s.results) {
       if (!r.applicable) {
+        const blanks = SECTION_COLUMNS.slice(2, -1).map(() => ' ');
         out.push(
-          `| ${label(r.configuration)} | n/a | | | | | | | ${esc(`${r.reason}. Instead: ${r.instead}`)} |`,
+          `| ${label(r.configuration)} | ${notApplicableText(r)} |${blanks.join('|')}| ${esc(reasonText(r))} |`,
         );
         continue;
       }
       const failures = failedChecks(r);
+      const a = r.accounting;
+      const counted = !unmeasured(r);
+      const n = (v: number) => (counted ? String(v) : '—');
       out.push(
-        `| ${label(r.configuration)} | ${verdict(r)} | ${r.deliveries} | ${r.effects} | ${r.duplicatesAbsorbed} | ${esc(retriesText(r))} | ${esc(parkedText(r))} | ${seconds(r.timeToFinalMs)} | ${esc(r.note)}${failures.length ? ` **FAILED: ${esc(failures.join('; '))}**` : ''} |`,
+        `| ${[
+          label(r.configuration),
+          verdict(r),
+          String(r.deliveries),
+          String(r.effects),
+          String(r.duplicatesAbsorbed),
+          esc(retriesText(r)),
+          esc(parkedText(r)),
+          counted ? `${a.lost} of ${a.accepted}` : '—',
+          n(a.duplicated),
+          n(a.recovered),
+          n(a.unexpected),
+          n(a.orderViolations),
+          seconds(r.timeToFinalMs),
+          seconds(a.recoverMs),
+          `${esc(r.note)}${failures.length ? ` **FAILED: ${esc(failures.join('; '))}**` : ''}`,
+        ].join(' | ')} |`,
       );
     }
     out.push('');

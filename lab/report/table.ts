@@ -1,8 +1,23 @@
 import type { ConfigurationId } from '../configurations.js';
 import type { LabReport } from '../types.js';
 import { CELL_LEGEND, cell, failedChecks, isPeerId, label } from './cells.js';
+import { differencesText } from './differences.js';
 
 const pad = (s: string, n: number) => s + ' '.repeat(Math.max(0, n - [...s].length));
+
+/** Words into lines of at most `width` characters (a longer word stays whole). */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines;
+}
 
 /** The comparison table for a terminal: scenarios × configurations. */
 export function renderTable(report: LabReport): string {
@@ -14,7 +29,7 @@ export function renderTable(report: LabReport): string {
   );
   const line = (cols: string[]) => cols.map((c, i) => pad(c, widths[i] ?? 0)).join('  ');
   const out = [line(head), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)];
-  out.push('', CELL_LEGEND);
+  out.push('', ...wrap(CELL_LEGEND, 100), '', ...differencesText(report));
   const failed = (peer: boolean) =>
     report.scenarios.flatMap((s) =>
       s.results

@@ -19,6 +19,16 @@ const base: RunResult = {
   redeliveries: 1,
   failedInvocations: 0,
   parkedMessages: [],
+  accounting: {
+    accepted: 1,
+    decided: 1,
+    lost: 0,
+    duplicated: 0,
+    recovered: 0,
+    unexpected: 0,
+    orderViolations: 0,
+    recoverMs: null,
+  },
   checks: [{ ok: true, text: 'one reservation' }],
   timeline: [
     { t: 0, kind: 'received', label: 'received a', messageId: 'aaaaaaaa-1' },
@@ -68,7 +78,7 @@ const report: LabReport = {
 describe('Lab reports', () => {
   it('the terminal table has one row per scenario and lists failed checks', () => {
     const table = renderTable(report);
-    expect(table).toContain('✓ 3/1/1/1/0 1.2 s');
+    expect(table).toContain('✓ 1 effect · 1 dup absorbed · 1 retry · 0 lost · 1.2 s');
     expect(table).toContain('n/a');
     expect(table).toContain('✗ demo × sqs-visibility: two reservations');
   });
@@ -79,6 +89,8 @@ describe('Lab reports', () => {
     expect(md).toContain('| scenario | RabbitMQ worker (RabbitMQ 3.10.8) | SQS visibility |');
     expect(md).toContain('1 (after 1.0 s)');
     expect(md).toContain('not about order. Instead: like visibility');
+    expect(md).toContain('| lost (of accepted) | applied twice | recovered | unexpected |');
+    expect(md).toContain('| 0 of 1 |');
   });
 
   it('the HTML page is self-contained, escapes text and draws a lane per configuration', () => {
