@@ -18,6 +18,9 @@ export class TcpProxy {
   /** When each connection attempt arrived (ms since the epoch), cut or not. */
   readonly attempts: number[] = [];
   private flapAfterMs: number | undefined;
+  /** Open connections as client → upstream pairs (for `holdReplies`). */
+  private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
+  private holding = false;
 
   constructor(
     private readonly targetHost: string,
@@ -35,9 +38,13 @@ export class TcpProxy {
       const upstream = createConnection({ host: this.targetHost, port: this.targetPort });
       this.track(client);
       this.track(upstream);
+      const pair = { client, upstream };
+      this.pairs.add(pair);
       client.pipe(upstream);
-      upstream.pipe(client);
+      if (!this.holding) upstream.pipe(client);
+      else upstream.pause();
       const end = () => {
+        this.pairs.delete(pair);
         client.destroy();
         upstream.destroy();
       };
@@ -71,6 +78,27 @@ export class TcpProxy {
   flap(afterMs: number): void {
     this.flapAfterMs = afterMs;
     for (const s of this.sockets) setTimeout(() => s.destroy(), afterMs).unref();
+  }
+
+  /**
+   * From now on the service's answers are held: what clients send still reaches it (a publish is
+   * routed, a write applied), nothing it answers reaches them (no confirm, no response), as when
+   * the process dies with its requests in flight. `releaseReplies` delivers what was held.
+   */
+  holdReplies(): void {
+    this.holding = true;
+    for (const { client, upstream } of this.pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
+  }
+
+  releaseReplies(): void {
+    this.holding = false;
+    for (const { client, upstream } of this.pairs) {
+      upstream.pipe(client);
+      upstream.resume();
+    }
   }
 
   restore(): void {

@@ -14,6 +14,12 @@ import type { NotApplicable, Scenario } from './types.js';
  * lab's checks agree; place-order and the broker and database controls stay the lab's.
  */
 
+const CHILD_PROCESSES: NotApplicable = {
+  reason:
+    "it kills and freezes the consumer or the relay as the lab's child processes (lab/child.ts), run from the sources; the deployed bundles run behind the local Lambda runtime",
+  instead: 'run it without --bundles',
+};
+
 /** Scenarios that drive something inside the consumer's or the relay's process. */
 const NEEDS_THE_PROCESS: Record<string, NotApplicable> = {
   'crash-after-commit': {
@@ -43,6 +49,26 @@ const NEEDS_THE_PROCESS: Record<string, NotApplicable> = {
   },
   unroutable: {
     reason: 'it runs single relay rounds in the lab; the deployed relay runs on its schedule',
+    instead: 'run it without --bundles',
+  },
+  'publish-partially-failed': {
+    reason: 'it runs single relay rounds in the lab; the deployed relay runs on its schedule',
+    instead: 'run it without --bundles',
+  },
+  'broker-throttled': {
+    reason: "it drives the lab's own relay through the throttled window",
+    instead: 'run it without --bundles',
+  },
+  'stale-ack': {
+    reason:
+      "on RabbitMQ it runs the consumer as the lab's child process behind a proxy it cuts; the deployed consumer connects to the broker itself",
+    instead: 'run it without --bundles',
+  },
+  'consumer-paused-past-lease': CHILD_PROCESSES,
+  'repeated-kill-under-load': CHILD_PROCESSES,
+  'relay-killed-mid-window': CHILD_PROCESSES,
+  'pinned-xmin': {
+    reason: "it measures the lab's own relay loop under the pin",
     instead: 'run it without --bundles',
   },
   'broker-down-relay': {

@@ -1,6 +1,7 @@
 import { cpus } from 'node:os';
 import { CONSUMER_PEERS } from '../peers/index.js';
 import { packageVersion } from '../peers/versions.js';
+import { accountRun, NO_ACCOUNTING } from './accounting.js';
 import { notApplicableWithBundles } from './bundles.js';
 import type { Configuration } from './configurations.js';
 import { measure, timeline } from './measure.js';
@@ -18,6 +19,7 @@ const EMPTY = {
   redeliveries: 0,
   failedInvocations: 0,
   parkedMessages: [],
+  accounting: NO_ACCOUNTING,
   checks: [],
   timeline: [],
 };
@@ -78,6 +80,7 @@ export async function runScenario(
       error = errorText(err);
     }
     const m = await measure(rig);
+    const accounting = await accountRun(rig, m);
     const checks = error ? [] : await scenario.check(rig, m);
     let note: string;
     try {
@@ -100,6 +103,7 @@ export async function runScenario(
       redeliveries: m.redeliveries,
       failedInvocations: m.failedInvocations,
       parkedMessages: m.parked,
+      accounting,
       checks,
       ...(error ? { error } : {}),
       timeline: timeline(rig, m, finalAt),
@@ -125,28 +129,37 @@ export interface RunAllOptions {
 /** Runs every scenario × configuration, several at once (each run is isolated). */
 export async function runAll(options: RunAllOptions): Promise<LabReport> {
   const started = Date.now();
-  const jobs = options.scenarios.flatMap((s) =>
-    options.configurations.map((c) => ({ scenario: s, configuration: c })),
-  );
+  const jobsOf = (scenarios: Scenario[]) =>
+    scenarios.flatMap((s) =>
+      options.configurations.map((c) => ({ scenario: s, configuration: c })),
+    );
+  // the parallel runs first; then each scenario that runs alone, its configurations at once
+  const phases = [
+    jobsOf(options.scenarios.filter((s) => !s.alone)),
+    ...options.scenarios.filter((s) => s.alone).map((s) => jobsOf([s])),
+  ].filter((jobs) => jobs.length > 0);
+  const total = phases.reduce((n, jobs) => n + jobs.length, 0);
   const results = new Map<string, RunResult>();
   const key = (s: string, c: string) => `${s}\u0000${c}`;
-  let next = 0;
   let done = 0;
-  const worker = async () => {
-    while (next < jobs.length) {
-      const job = jobs[next++] as (typeof jobs)[number];
-      const r = await runScenario(
-        job.scenario,
-        job.configuration,
-        options.settings,
-        options.services,
-      );
-      results.set(key(job.scenario.id, job.configuration.id), r);
-      options.onResult?.(job.scenario, r, ++done, jobs.length);
-    }
-  };
   const concurrency = options.concurrency ?? Math.max(2, cpus().length * 4);
-  await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+  for (const jobs of phases) {
+    let next = 0;
+    const worker = async () => {
+      while (next < jobs.length) {
+        const job = jobs[next++] as (typeof jobs)[number];
+        const r = await runScenario(
+          job.scenario,
+          job.configuration,
+          options.settings,
+          options.services,
+        );
+        results.set(key(job.scenario.id, job.configuration.id), r);
+        options.onResult?.(job.scenario, r, ++done, total);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, worker));
+  }
   const scenarios: ScenarioReport[] = options.scenarios.map((s) => ({
     id: s.id,
     title: s.title,
@@ -206,7 +219,10 @@ export function describeSettings(s: LabSettings): string {
   return `${s.name}: retry ladder ${s.budget.ladderMs.join('/')} ms, ${s.budget.maxAttempts} retries, max age ${s.budget.maxAgeMs / 1000} s; SQS visibility timeout ${s.visibilityTimeoutSeconds} s; RabbitMQ delivery limit ${s.deliveryLimit}; ${code}`;
 }
 
-/** A run that could not be set up or measured: its invariant counts as failed. */
+/**
+ * A run that could not be set up or measured: its invariant counts as failed. Its error starts with
+ * the stage (`setup: `, `measure: `): the reports show no numbers for it (report/cells.ts `unmeasured`).
+ */
 function failedRun(
   configuration: RunResult['configuration'],
   stage: 'setup' | 'measure',

@@ -1,10 +1,15 @@
 import type { ConfigurationCost } from '../bench/cost.js';
+import type { Accounting } from './accounting.js';
 import type { Configuration, ConfigurationId } from './configurations.js';
 import type { Measurements } from './measure.js';
 import type { Rig, RigOptions } from './rigs/index.js';
 
 /** A scenario does not apply to a configuration: why, and what happens there instead. */
 export interface NotApplicable {
+  /**
+   * Why. A reason that starts with `emulator:` says the local emulation cannot reproduce the
+   * behaviour (the reports then show `not reproducible here`, not `n/a`).
+   */
   reason: string;
   instead: string;
 }
@@ -37,6 +42,11 @@ export interface Scenario {
   /** Why it does not apply to one peer configuration, when only some peers are concerned. */
   forPeer?(configuration: Configuration): NotApplicable | undefined;
   rig?: RigOptions | ((configuration: Configuration) => RigOptions);
+  /**
+   * Runs after the parallel runs, with nothing else running (its own configurations at once):
+   * it loads the machine, or it measures timings others would disturb.
+   */
+  alone?: boolean;
   /** Drives the pipeline until its final state (waits on conditions, with timeouts). */
   run(rig: Rig): Promise<void>;
   /** The invariant, checked on what the journal, the database and the broker say. */
@@ -97,6 +107,12 @@ export interface RunResult {
   redeliveries: number;
   failedInvocations: number;
   parkedMessages: ParkedSummary[];
+  /**
+   * Jepsen's accounting (lab/accounting.ts): accepted events against decided, lost, applied twice,
+   * recovered, unexpected, out of order, time to recover. Always present: zeros (and null times)
+   * for a run that did not apply or could not be measured.
+   */
+  accounting: Accounting;
   checks: Check[];
   error?: string;
   timeline: TimelineEvent[];

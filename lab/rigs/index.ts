@@ -1,3 +1,4 @@
+import { type SqsFaultLayer, startSqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import { journalEntryOf, LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { createScratch } from '../../devkit/scratch.js';
 import { pipelineOverrides } from '../bundles.js';
@@ -7,7 +8,14 @@ import { RabbitRig } from './rabbitmq.js';
 import type { Rig, RigOptions } from './rig.js';
 import { SqsRig } from './sqs.js';
 
-export { type ConsumerOptions, type Mark, Rig, type RigOptions } from './rig.js';
+export {
+  type AcceptedEvent,
+  type ChildOverrides,
+  type ConsumerOptions,
+  type Mark,
+  Rig,
+  type RigOptions,
+} from './rig.js';
 
 /**
  * The rig of one run on one configuration: a scratch environment of its own (database, and a
@@ -27,12 +35,16 @@ export async function createRig(
     vhost: configuration.transport === 'rabbitmq',
   });
   let rig: Rig;
+  let sqsFaults: SqsFaultLayer | undefined;
   try {
-    rig =
-      configuration.transport === 'rabbitmq'
-        ? new RabbitRig(configuration, settings, services, scratch, options)
-        : new SqsRig(configuration, settings, services, scratch, options);
+    if (configuration.transport === 'rabbitmq') {
+      rig = new RabbitRig(configuration, settings, services, scratch, options);
+    } else {
+      sqsFaults = await startSqsFaultLayer(services.sqsEndpoint);
+      rig = new SqsRig(configuration, settings, services, scratch, options, sqsFaults);
+    }
   } catch (err) {
+    await sqsFaults?.close().catch(() => {});
     await scratch.close().catch(() => {});
     throw err;
   }
@@ -71,7 +83,8 @@ async function deployBundles(
       databaseUrl: rig.scratch.database.url,
       amqpUrl: services.amqpUrl,
       managementUrl: services.managementUrl,
-      sqsEndpoint: services.sqsEndpoint,
+      // through the run's fault layer, as every other client of the run
+      sqsEndpoint: rig.sqsEndpoint,
       secretsEndpoint: services.secretsEndpoint,
     },
     sqsQueuePrefix: rig.scratch.sqsPrefix,

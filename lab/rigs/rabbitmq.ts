@@ -10,7 +10,7 @@ import {
 import type { Publisher } from '../../shared/transport/types.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import { Rig, type RigOptions } from './rig.js';
+import { type ChildOverrides, Rig, type RigOptions } from './rig.js';
 
 /** The order events' routes: `orders` to the inventory queue and to the audit queue. */
 const ROUTES = [
@@ -52,6 +52,27 @@ export class RabbitRig extends Rig {
     };
   }
 
+  protected childBackend(o: ChildOverrides): Record<string, unknown> {
+    const { logger: _, ...config } = this.backend.config;
+    return {
+      ...config,
+      ...(o.amqpUrl ? { url: o.amqpUrl } : {}),
+      ...(o.heartbeatSeconds !== undefined ? { heartbeatSeconds: o.heartbeatSeconds } : {}),
+      connectionName: `lab-child-${this.scratch.name}`,
+    };
+  }
+
+  /**
+   * The AMQP URL of this run's vhost through a proxy the scenario controls (cut, hold the
+   * broker's answers), for a child process.
+   */
+  async proxiedAmqp(): Promise<{ url: string; proxy: TcpProxy }> {
+    const target = new URL(this.services.amqpUrl);
+    const proxy = await new TcpProxy(target.hostname, Number(target.port || 5672)).start();
+    this.closers.push(() => proxy.close());
+    return { url: amqpUrlVia(this.services.amqpUrl, proxy.port, this.backend.config.vhost), proxy };
+  }
+
   protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
     return {
       batchWindowMs: this.settings.mqBatchWindowMs,
@@ -68,6 +89,28 @@ export class RabbitRig extends Rig {
   async restoreRoute(): Promise<void> {
     await this.backend.withChannel(async (ch) => {
       for (const [q, ex, key] of ROUTES) await ch.bindQueue(q, ex, key);
+      // breakCancellations' narrowed audit route, if any
+      await ch.unbindQueue(
+        RABBITMQ_NAMES.auditQueue,
+        RABBITMQ_NAMES.ordersExchange,
+        'order.created',
+      );
+    });
+  }
+
+  /**
+   * Only `order.cancelled` becomes unroutable: its binding to the inventory queue is removed and
+   * the audit queue's `order.#` narrowed to `order.created` (`restoreRoute` puts them back).
+   */
+  async breakCancellations(): Promise<void> {
+    await this.backend.withChannel(async (ch) => {
+      await ch.bindQueue(RABBITMQ_NAMES.auditQueue, RABBITMQ_NAMES.ordersExchange, 'order.created');
+      await ch.unbindQueue(RABBITMQ_NAMES.auditQueue, RABBITMQ_NAMES.ordersExchange, 'order.#');
+      await ch.unbindQueue(
+        RABBITMQ_NAMES.inventoryQueue,
+        RABBITMQ_NAMES.ordersExchange,
+        'order.cancelled',
+      );
     });
   }
 

@@ -37,15 +37,47 @@ import type { BackendBase } from '../../shared/transport/index.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Backend, ParkingLot, Publisher } from '../../shared/transport/types.js';
 import { sleep } from '../../shared/util/async.js';
+import type { LabChildSpec } from '../child.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import type { ParkedSummary, TimelineKind } from '../types.js';
 import { PeerSide, REDIS_URL } from './peer.js';
+import { LabProcess } from './processes.js';
 
 export interface RigOptions {
   /** Overrides of the retry budget for this scenario (e.g. `maxAttempts: 0`: park at once). */
   budget?: Partial<RetryBudget>;
 }
+
+/** An event the producer side accepted (Jepsen: an acknowledged write). */
+export interface AcceptedEvent {
+  eventId: string;
+  type: string;
+  /** The order it belongs to (the ordering key). */
+  aggregateId: string;
+  version: number;
+  at: number;
+}
+
+/** What a child process connects through instead of the run's own endpoints. */
+export interface ChildOverrides {
+  /** RabbitMQ: the AMQP URL (a proxy's, a heartbeat setting); default the run's vhost URL. */
+  amqpUrl?: string;
+  /** RabbitMQ: the heartbeat the connection asks for (s): how soon a frozen process loses its deliveries. */
+  heartbeatSeconds?: number;
+  /** SQS: the endpoint (default the run's: the fault layer). */
+  sqsEndpoint?: string;
+  databaseUrl?: string;
+}
+
+/** The lab's relay: a small row backoff, so a fixed route is seen quickly. */
+const RELAY_OPTIONS = {
+  batchSize: 100,
+  maxAttempts: 10,
+  retryBaseMs: 100,
+  retryMaxMs: 400,
+  readyTimeoutMs: 300,
+};
 
 export interface Mark {
   at: number;
@@ -85,6 +117,18 @@ export abstract class Rig {
   readonly facts: Record<string, unknown> = {};
   /** When the scenario started (its setup excluded). */
   t0 = Date.now();
+  /**
+   * Every event the producer side accepted (the API answered 2xx, or the scenario published it as
+   * the relay would), by event id: what Jepsen's accounting counts as acknowledged writes.
+   */
+  readonly accepted = new Map<string, AcceptedEvent>();
+  /**
+   * Events whose publish was uncertain at least once (the relay died or lost the answer after
+   * sending them): one that arrives anyway is `recovered` in the accounting.
+   */
+  readonly uncertain = new Set<string>();
+  /** When the scenario's fault ended (the last `faultEnded`), for the time to recover. */
+  faultEndedAt: number | undefined;
   /** The run's backend (built, not connected: `prepare` connects and declares). */
   abstract readonly backend: Backend;
   protected readonly closers: (() => Promise<unknown>)[] = [];
@@ -100,6 +144,8 @@ export abstract class Rig {
   private readonly proxiedUrls = new WeakMap<SqlDatabase, string>();
   /** Peer handler calls in progress (a delivery being handled is not settled). */
   private peerInFlight = 0;
+  /** The run's child processes (consumers and relays), in start order. */
+  readonly processes: LabProcess[] = [];
 
   protected constructor(
     readonly configuration: Configuration,
@@ -120,6 +166,91 @@ export abstract class Rig {
       consumer: `inventory@lab-${this.configuration.id}`,
       logger: log(),
     };
+  }
+
+  /**
+   * The backend configuration a child process (lab/child.ts) builds its own backend from: this
+   * run's, with `overrides` (a proxied URL, a short heartbeat).
+   */
+  protected abstract childBackend(overrides: ChildOverrides): Record<string, unknown>;
+
+  /** The SQS endpoint this run's clients use (the fault layer's, on SQS). */
+  get sqsEndpoint(): string {
+    return this.services.sqsEndpoint;
+  }
+
+  private childSpec(
+    role: LabChildSpec['role'],
+    overrides: ChildOverrides,
+  ): Omit<LabChildSpec, 'consumer' | 'relay'> {
+    return {
+      role,
+      transport: this.configuration.transport,
+      databaseUrl: overrides.databaseUrl ?? this.scratch.database.url,
+      backend: {
+        ...this.childBackend(overrides),
+        budget: this.budget,
+      } as LabChildSpec['backend'],
+    };
+  }
+
+  private trackProcess(proc: LabProcess): LabProcess {
+    this.processes.push(proc);
+    this.closers.push(() => proc.stop());
+    return proc;
+  }
+
+  /** The events of a child process, into the run's journal and timeline. */
+  private processEvents(name: string) {
+    return {
+      journal: (entry: Parameters<Journal['record']>[0]) => this.journal.record(entry),
+      event: (event: string, fields: Record<string, unknown>) => {
+        if (event === 'invocation-failed') {
+          const { invocationFailed } = this.consumerSettings();
+          this.mark(`${name}: ${invocationFailed}: ${String(fields.error)}`, 'failed-invocation');
+        } else if (event === 'round-failed') {
+          this.mark(`${name}: relay round failed: ${String(fields.error)}`);
+        }
+      },
+    };
+  }
+
+  /**
+   * The configuration's consumer in a process of its own (lab/child.ts), ready when this
+   * resolves; a scenario may kill, pause and resume it. Stopped with the rig.
+   */
+  async startConsumerProcess(
+    name: string,
+    options: ChildOverrides & { concurrency?: number } = {},
+  ): Promise<LabProcess> {
+    if (this.configuration.peer) throw new Error('the peers run in the lab process only');
+    const { invocationFailed: _, ...specific } = this.consumerSettings();
+    const spec: LabChildSpec = {
+      ...this.childSpec('consumer', options),
+      consumer: {
+        mode: this.configuration.consumer === 'worker' ? 'worker' : 'lambda',
+        ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
+        batchSize: 10,
+        functionTimeoutMs: this.settings.functionTimeoutMs,
+        reconnectBaseMs: 100,
+        reconnectMaxMs: 1_000,
+        ...specific,
+      },
+    };
+    const proc = this.trackProcess(new LabProcess(name, spec, this.processEvents(name)));
+    await proc.waitReady();
+    return proc;
+  }
+
+  /** The outbox relay in a process of its own, draining without pause; stopped with the rig. */
+  async startRelayProcess(name: string, options: ChildOverrides = {}): Promise<LabProcess> {
+    const spec: LabChildSpec = {
+      ...this.childSpec('relay', options),
+      relay: RELAY_OPTIONS,
+    };
+    const proc = this.trackProcess(new LabProcess(name, spec, this.processEvents(name)));
+    await proc.waitReady();
+    return proc;
   }
 
   /** Creates the transport's resources (called once, inside the rig's fault scope). */
@@ -167,6 +298,28 @@ export abstract class Rig {
 
   mark(label: string, kind: TimelineKind = 'control'): void {
     this.marks.push({ at: Date.now(), kind, label });
+  }
+
+  /** The fault is over (marked on the timeline): the accounting's time to recover starts here. */
+  faultEnded(label: string, at = Date.now()): void {
+    this.faultEndedAt = at;
+    this.marks.push({ at, kind: 'control', label });
+  }
+
+  /** Records events whose publish was uncertain (see `uncertain`). */
+  markUncertain(eventIds: Iterable<string>): void {
+    for (const id of eventIds) this.uncertain.add(id);
+  }
+
+  /** Records an event the producer side accepted (see `accepted`). */
+  accept(e: Pick<Envelope, 'id' | 'type' | 'aggregate'>): void {
+    this.accepted.set(e.id, {
+      eventId: e.id,
+      type: e.type,
+      aggregateId: e.aggregate.id,
+      version: e.aggregate.version,
+      at: Date.now(),
+    });
   }
 
   /** Waits on a condition, for at most the run's wait budget. */
@@ -250,12 +403,24 @@ export abstract class Rig {
   /** `POST /orders`: the order row and its outbox row in one COMMIT. */
   async placeOrder(sku: string, quantity: number): Promise<{ orderId: string; eventId: string }> {
     const r = await this.post('/orders', { sku, quantity });
-    return { orderId: r.orderId as string, eventId: r.eventId as string };
+    const placed = { orderId: r.orderId as string, eventId: r.eventId as string };
+    this.accept({
+      id: placed.eventId,
+      type: 'order.created',
+      aggregate: { type: 'order', id: placed.orderId, version: 1 },
+    });
+    return placed;
   }
 
   /** `POST /orders/{id}/cancel`: `order.cancelled`, version 2. */
   async cancelOrder(orderId: string): Promise<{ eventId: string }> {
     const r = await this.post(`/orders/${orderId}/cancel`);
+    if (typeof r.eventId === 'string')
+      this.accept({
+        id: r.eventId as string,
+        type: 'order.cancelled',
+        aggregate: { type: 'order', id: orderId, version: 2 },
+      });
     return { eventId: r.eventId as string };
   }
 
@@ -277,14 +442,7 @@ export abstract class Rig {
   relay(publisher: Publisher = this.publisher()): OutboxRelay {
     return new OutboxRelay(
       { db: this.db, publisher, logger: log() },
-      {
-        table: 'outbox',
-        batchSize: 100,
-        maxAttempts: 10,
-        retryBaseMs: 100,
-        retryMaxMs: 400,
-        readyTimeoutMs: 300,
-      },
+      { table: 'outbox', ...RELAY_OPTIONS },
     );
   }
 
@@ -323,6 +481,7 @@ export abstract class Rig {
 
   /** Publishes envelopes as the relay does (confirmed); throws if one is not confirmed. */
   async publish(...envelopes: Envelope[]): Promise<void> {
+    for (const e of envelopes) if (!this.accepted.has(e.id)) this.accept(e);
     const outcomes = await this.publisher().publish(envelopes);
     const failed = outcomes.find((o) => !o.ok);
     if (failed && !failed.ok) throw new Error(`publish failed: ${failed.reason} ${failed.error}`);
@@ -438,7 +597,7 @@ export abstract class Rig {
         ? {
             sqs: {
               client: (this.backend as unknown as SqsBackend).client,
-              endpoint: this.services.sqsEndpoint,
+              endpoint: this.sqsEndpoint,
               region: 'us-east-1',
             },
           }

@@ -1,14 +1,20 @@
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import type { ConsumerSettings } from '../../devkit/consumers.js';
+import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Publisher } from '../../shared/transport/types.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import { Rig, type RigOptions } from './rig.js';
+import { type ChildOverrides, Rig, type RigOptions } from './rig.js';
 
-/** The SQS backend on the run's queue prefix, and its controls. */
+/**
+ * The SQS backend on the run's queue prefix, and its controls. Every client of the run (ours, a
+ * peer's, a child process's) reaches the SQS endpoint through the run's fault layer
+ * (devkit/emulators/sqsFaults.ts: what real queues do that the emulator does not), which passes
+ * everything through until a scenario arms a behaviour.
+ */
 export class SqsRig extends Rig {
   readonly backend: SqsBackend;
 
@@ -18,9 +24,12 @@ export class SqsRig extends Rig {
     services: LabServices,
     scratch: ScratchEnvironment,
     options: RigOptions,
+    readonly sqsFaults: SqsFaultLayer,
   ) {
     super(configuration, settings, services, scratch, options);
+    this.closers.push(() => sqsFaults.close());
     this.backend = scratch.backend('sqs', this.backendBase, {
+      endpoint: sqsFaults.endpoint,
       mode: configuration.sqsMode ?? 'visibility',
       fifo: configuration.fifo ?? false,
       visibilityTimeoutSeconds: settings.visibilityTimeoutSeconds,
@@ -38,6 +47,15 @@ export class SqsRig extends Rig {
         await this.backend.client.send(new DeleteQueueCommand({ QueueUrl: url })).catch(() => {});
       }
     });
+  }
+
+  override get sqsEndpoint(): string {
+    return this.sqsFaults.endpoint;
+  }
+
+  protected childBackend(o: ChildOverrides): Record<string, unknown> {
+    const { logger: _, ...config } = this.backend.config;
+    return { ...config, endpoint: o.sqsEndpoint ?? this.sqsFaults.endpoint };
   }
 
   /** No batching window: the SQS trigger's default (none), as the function is deployed. */

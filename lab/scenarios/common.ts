@@ -79,3 +79,27 @@ export function parkedLine(m: Measurements): string {
   }
   return `parked ${[...kinds].map(([k, n]) => `${n}× ${k}`).join(', ')}`;
 }
+
+/** Places `n` orders through the API, `parallel` at a time; returns them in placing order. */
+export async function placeOrders(
+  rig: Rig,
+  n: number,
+  order: (i: number) => { sku: string; quantity: number },
+  parallel = 10,
+): Promise<{ orderId: string; eventId: string }[]> {
+  const placed: { orderId: string; eventId: string }[] = [];
+  for (let i = 0; i < n; i += parallel) {
+    const batch = Array.from({ length: Math.min(parallel, n - i) }, (_, k) => order(i + k));
+    placed.push(...(await Promise.all(batch.map((o) => rig.placeOrder(o.sku, o.quantity)))));
+  }
+  return placed;
+}
+
+/**
+ * True when the consumer's queue holds nothing: nothing ready, in flight or waiting out a retry
+ * delay (what the broker says; the journal may not have the last ack yet).
+ */
+export async function queueIdle(rig: Rig): Promise<boolean> {
+  const i = await rig.backend.inspect();
+  return i.ready + i.inFlight + i.retrying === 0;
+}

@@ -6,13 +6,26 @@ import {
   happyPath,
   outOfStock,
 } from './delivery.js';
+import { pinnedXmin } from './horizon.js';
 import { outOfOrder } from './ordering.js';
 import { dbOutageLong, dbOutageShort, retryAckLost, slowProcessing } from './outages.js';
 import { parkingUnavailable, poison, redriveAfterFix } from './parking.js';
+import {
+  consumerPausedPastLease,
+  relayKilledMidWindow,
+  repeatedKillUnderLoad,
+} from './processes.js';
+import {
+  brokerThrottled,
+  publishPartiallyFailed,
+  sqsReordered,
+  sqsSpontaneousDuplicate,
+  staleAck,
+} from './realBrokers.js';
 import { brokerDownRelay, relayCrash, unroutable } from './relay.js';
 
-/** The catalogue, in reading order. */
-export const SCENARIOS: Scenario[] = [
+/** The first catalogue: the faults the lab injects itself (fault points, proxies, locks). */
+export const CORE_SCENARIOS: Scenario[] = [
   happyPath,
   duplicatePublish,
   crashAfterCommit,
@@ -29,6 +42,30 @@ export const SCENARIOS: Scenario[] = [
   outOfStock,
   redriveAfterFix,
   concurrencyDuplicates,
+];
+
+/** What real brokers do that emulators do not (the SQS fault layer; RabbitMQ's counterparts). */
+export const REAL_BROKER_SCENARIOS: Scenario[] = [
+  sqsSpontaneousDuplicate,
+  sqsReordered,
+  publishPartiallyFailed,
+  brokerThrottled,
+  staleAck,
+];
+
+/** Real processes killed and frozen, and a database whose horizon a session pins. */
+export const PROCESS_SCENARIOS: Scenario[] = [
+  consumerPausedPastLease,
+  repeatedKillUnderLoad,
+  relayKilledMidWindow,
+  pinnedXmin,
+];
+
+/** The catalogue, in reading order. */
+export const SCENARIOS: Scenario[] = [
+  ...CORE_SCENARIOS,
+  ...REAL_BROKER_SCENARIOS,
+  ...PROCESS_SCENARIOS,
 ];
 
 /** Parses a comma list of scenario ids (all when empty). */

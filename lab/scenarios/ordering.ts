@@ -32,7 +32,7 @@ export const outOfOrder: Scenario = {
     await rig.drainOutbox();
     await rig.waitForLine(v1, 'retry-scheduled');
     await rig.failures.clear();
-    rig.mark('writes succeed again');
+    rig.faultEnded('writes succeed again');
     await rig.waitForLine(v2, 'effect-committed');
     await rig.waitFor(
       () =>

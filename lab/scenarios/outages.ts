@@ -28,7 +28,7 @@ export const dbOutageShort: Scenario = {
     await rig.drainOutbox();
     await rig.waitFor(() => failedOrRetried(rig, eventId), 'a failed first attempt');
     proxy.restore();
-    rig.mark('database back');
+    rig.faultEnded('database back');
     rig.facts.outageMs = Date.now() - rig.t0;
     await rig.waitForLine(eventId, 'effect-committed');
     if (rig.configuration.peer) {
@@ -87,7 +87,7 @@ export const dbOutageLong: Scenario = {
       },
     );
     proxy.restore();
-    rig.mark('database back');
+    rig.faultEnded('database back');
   },
   check(rig, m) {
     const parked = m.parked.filter((p) => p.messageId === rig.facts.eventId);
@@ -213,7 +213,7 @@ export const slowProcessing: Scenario = {
       rig.facts.second = second;
     } finally {
       await release();
-      rig.mark('lock released');
+      rig.faultEnded('lock released');
     }
     const eventId = String(rig.facts.eventId);
     await rig.waitForLine(eventId, 'effect-committed');

@@ -125,7 +125,7 @@ export const parkingUnavailable: Scenario = {
     );
     rig.facts.held = await rig.heldForDeadLettering();
     await rig.restoreParking();
-    rig.mark('parking route back');
+    rig.faultEnded('parking route back');
     await rig.waitFor(
       async () => (await rig.parkingLot().list(10)).some((p) => p.diagnosis.messageId === id),
       'parked at last',
@@ -198,7 +198,7 @@ export const redriveAfterFix: Scenario = {
       { intervalMs: 200 },
     );
     await rig.failures.clear();
-    rig.mark('the fix: writes succeed again');
+    rig.faultEnded('the fix: writes succeed again');
     // One redrive, as an operator runs it: it must move every parked order.
     const { moved: movedIds } = await rig
       .parkingLot()

@@ -1,8 +1,9 @@
 import { expect, inject, it } from 'vitest';
 import type { Configuration } from '../../lab/configurations.js';
 import { runScenario } from '../../lab/runner.js';
-import { SCENARIOS } from '../../lab/scenarios/index.js';
+import { CORE_SCENARIOS } from '../../lab/scenarios/index.js';
 import { type LabServices, SCALED_SETTINGS } from '../../lab/settings.js';
+import type { Scenario } from '../../lab/types.js';
 
 /** The lab's services from the test run's global setup (SQS: the embedded fauxqs server). */
 export function labServices(): LabServices {
@@ -27,10 +28,13 @@ export const LAB_TEST_TIMEOUT_MS = 180_000;
  * One test per scenario × configuration, asserting the scenario's invariant exactly as `npm start`
  * checks it; a scenario that does not apply must say why and what happens instead.
  */
-export function labScenarioSuite(configurations: Configuration[]): void {
+export function labScenarioSuite(
+  configurations: Configuration[],
+  scenarios: Scenario[] = CORE_SCENARIOS,
+): void {
   const services = labServices();
   for (const configuration of configurations) {
-    for (const scenario of SCENARIOS) {
+    for (const scenario of scenarios) {
       const na = scenario.notApplicable?.(configuration);
       if (na) {
         it(`${scenario.id} × ${configuration.id}: not applicable, and says why`, () => {

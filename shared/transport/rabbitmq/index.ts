@@ -109,6 +109,11 @@ export interface RabbitMqBackendConfig {
   /** Reconnect backoff; it starts over only after a connection stayed up `healthyAfterMs`. */
   reconnect?: { baseMs?: number; maxMs?: number; healthyAfterMs?: number };
   /**
+   * The heartbeat timeout the connection asks for (s; default 10): the broker closes a connection
+   * that sent nothing for about twice that, and requeues its unacknowledged deliveries.
+   */
+  heartbeatSeconds?: number;
+  /**
    * Publishers verify the declared routes to consumer queues (management API, cached for
    * `intervalMs`); `false` turns it off. Default on.
    */
@@ -167,6 +172,9 @@ export class RabbitMqBackend implements Backend {
         maxReconnectDelayMs: config.reconnect?.maxMs ?? RABBITMQ_DEFAULTS.reconnectMaxMs,
         ...(config.reconnect?.healthyAfterMs !== undefined
           ? { healthyAfterMs: config.reconnect.healthyAfterMs }
+          : {}),
+        ...(config.heartbeatSeconds !== undefined
+          ? { heartbeatSeconds: config.heartbeatSeconds }
           : {}),
       },
       config.logger,
