@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { SqsFault } from '../devkit/emulators/sqsFaults.js';
 import type { Supervised } from '../devkit/processes.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { newEnvelope } from '../shared/envelope/envelope.js';
@@ -30,6 +31,11 @@ export interface ChaosOptions {
    * batch's transaction dies under the invocation). Default 0.
    */
   consumerDbTerminations?: number;
+  /**
+   * SQS: behaviours of the fault layer armed over the fault phase (default one of each kind,
+   * `SQS_KINDS`); ignored on RabbitMQ.
+   */
+  sqsFaults?: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
   progress: (line: string) => void;
@@ -41,6 +47,20 @@ const KINDS = [
   { kind: 'kill-relay', weight: 30 },
   { kind: 'db-terminate', weight: 25 },
   { kind: 'kill-api', weight: 10 },
+];
+
+/**
+ * What real SQS queues do that the server does not, armed in the fault layer (SQS only;
+ * docs/sqs-faults.md) at evenly spread moments, one kind after the other: a low rate, each acts
+ * once (on the next request it concerns), or throttles every request for a second.
+ */
+const SQS_KINDS: { kind: string; fault: SqsFault }[] = [
+  { kind: 'sqs-duplicate', fault: { kind: 'duplicate' } },
+  { kind: 'sqs-reorder', fault: { kind: 'reorder' } },
+  { kind: 'sqs-partial-batch', fault: { kind: 'partial-batch' } },
+  { kind: 'sqs-throttle', fault: { kind: 'throttle', forMs: 1_000 } },
+  { kind: 'sqs-lose-delete-response', fault: { kind: 'lose-delete-response' } },
+  { kind: 'sqs-stale-receipt', fault: { kind: 'stale-receipt' } },
 ];
 
 /** Fault points a restarted incarnation may carry (`FAULTS=point:exit`). */
@@ -77,7 +97,7 @@ export interface BadRow {
  */
 export function startChaos(c: {
   o: ChaosOptions;
-  transport: Pick<SoakTransport, 'brokerOutage' | 'outageLabel'>;
+  transport: Pick<SoakTransport, 'brokerOutage' | 'outageLabel' | 'sqsFaults'>;
   roles: Roles;
   /** The controller's pool, and the database whose connections are terminated. */
   db: PgDatabase;
@@ -139,6 +159,20 @@ export function startChaos(c: {
       if (hit.midTransaction) count('db-terminate-consumer:mid-transaction');
     }
   })();
+  const layer = c.transport.sqsFaults;
+  const sqsFaults = (async () => {
+    const n = layer ? (o.sqsFaults ?? SQS_KINDS.length) : 0;
+    for (let k = 1; k <= n && layer; k++) {
+      // between the bad rows' moments, one kind after the other
+      const at = startedAt + (o.durationMs * (k - 0.25)) / n;
+      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
+      if (stopFaults) return;
+      const spec = SQS_KINDS[(k - 1) % SQS_KINDS.length] as (typeof SQS_KINDS)[number];
+      layer.arm(spec.fault);
+      count(spec.kind);
+      o.progress(`[${o.transport}] fault: SQS fault layer armed: ${spec.kind}`);
+    }
+  })();
   const others = (async () => {
     const total = KINDS.reduce((s, k) => s + k.weight, 0);
     while (!stopFaults) {
@@ -165,6 +199,9 @@ export function startChaos(c: {
       stopFaults = true;
       stoppedAt = Date.now();
       await others;
+      await sqsFaults;
+      // calm: nothing armed in the fault layer any more (a throttle ends by itself)
+      layer?.disarm();
       await outages;
       await bad;
       await consumerSessions;

@@ -160,6 +160,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     if (remaining > 0) await sleep(remaining);
     await chaos.stop();
     const faultPhaseMs = Date.now() - chaos.startedAt;
+    // what the SQS fault layer did (armed is counted by the chaos; acted is what reached a client)
+    const layer = transport.sqsFaults;
+    if (layer) {
+      for (const kind of new Set(layer.events.map((e) => e.kind))) {
+        count(`sqs-layer-acted:${kind}`, layer.count(kind));
+      }
+    }
 
     // --- calm: no armed fault points left, everything up
     await calm(children);

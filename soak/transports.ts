@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { type SqsFaultLayer, startSqsFaultLayer } from '../devkit/emulators/sqsFaults.js';
 import { Supervised } from '../devkit/processes.js';
 import { amqpUrlVia, type ScratchEnvironment } from '../devkit/scratch.js';
 import { TcpProxy } from '../devkit/tcpProxy.js';
@@ -49,6 +50,11 @@ export interface SoakTransport {
   parked(): Promise<(Diagnosis & { via: 'consumer' | 'broker' })[]>;
   /** Processes of its own (the SQS server), for the exit accounting. */
   processes: Supervised[];
+  /**
+   * SQS: the fault layer between the pipeline and the server (devkit/emulators/sqsFaults.ts),
+   * which the chaos arms now and then: what real queues do that the server does not.
+   */
+  sqsFaults?: SqsFaultLayer;
   close(): Promise<void>;
 }
 
@@ -155,7 +161,10 @@ export async function sqsTransport(
     },
     { logDir, restartDelayMs: 1_500 },
   );
+  // the pipeline's processes reach the server through the fault layer; the controller directly
+  const sqsFaults = await startSqsFaultLayer(endpoint);
   const close = async () => {
+    await sqsFaults.close();
     await fauxqs.stop();
     rmSync(dataDir, { recursive: true, force: true });
   };
@@ -169,7 +178,7 @@ export async function sqsTransport(
   const backend = scratch.backend('sqs', controllerBase(), { maxAttempts: 3 });
   return {
     childEnv: {
-      SQS_ENDPOINT: endpoint,
+      SQS_ENDPOINT: sqsFaults.endpoint,
       SQS_QUEUE_PREFIX: scratch.sqsPrefix,
       // crashed consumers' messages come back after 10 s, not 30
       SQS_VISIBILITY_TIMEOUT_S: '10',
@@ -190,6 +199,7 @@ export async function sqsTransport(
     parked: async () =>
       (await backend.parkingLot().list(PARKED_LIMIT)).map((p) => ({ ...p.diagnosis, via: p.via })),
     processes: [fauxqs],
+    sqsFaults,
     close,
   };
 }

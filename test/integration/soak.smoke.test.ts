@@ -70,6 +70,23 @@ describe('chaos soak, smoke size', () => {
       // the bad outbox rows written among the orders: set aside with their reason, the rest flowed
       expect(report.faults['bad-outbox-row'], text).toBe(2);
       expect(report.outbox, text).toMatchObject({ badRows: 2, setAside: 2 });
+      if (transport === 'sqs') {
+        // the SQS fault layer: each behaviour armed once over the fault phase, some acted
+        for (const kind of [
+          'sqs-duplicate',
+          'sqs-reorder',
+          'sqs-partial-batch',
+          'sqs-throttle',
+          'sqs-lose-delete-response',
+          'sqs-stale-receipt',
+        ]) {
+          expect(report.faults[kind], `${kind}\n${text}`).toBe(1);
+        }
+        const acted = Object.entries(report.faults)
+          .filter(([k]) => k.startsWith('sqs-layer-acted:'))
+          .reduce((a, [, n]) => a + n, 0);
+        expect(acted, text).toBeGreaterThan(0);
+      }
       const injected = Object.entries(report.faults)
         .filter(([k]) => k !== 'db-connections-terminated')
         .reduce((a, [, n]) => a + n, 0);
