@@ -85,6 +85,8 @@ async function waitQueueIdle(rig: Rig): Promise<void> {
 export const consumerPausedPastLease: Scenario = {
   id: 'consumer-paused-past-lease',
   forPeers: PEERS_IN_PROCESS,
+  // its child processes' start-up loads the machine: not beside the timing-sensitive runs
+  alone: true,
   title: 'Consumer paused past its lease',
   stimulus:
     'Consumer process A takes an order while the stock row is locked, and is frozen (SIGSTOP) past its lease (SQS: the visibility timeout; RabbitMQ: the heartbeat timeout); consumer process B receives the same message; the lock is released; A is resumed (SIGCONT) and carries on as if no time had passed.',
@@ -231,6 +233,7 @@ const RELAY_WINDOW = 20;
 export const relayKilledMidWindow: Scenario = {
   id: 'relay-killed-mid-window',
   forPeers: PRODUCER_SIDE_IS_OURS,
+  alone: true,
   title: 'Relay killed with a confirm window in flight',
   stimulus: `The relay runs as a process. The broker's answers to it are held (RabbitMQ: a proxy holds the confirms; SQS: the fault layer holds the SendMessageBatch responses) while ${RELAY_WINDOW} orders are placed: the messages reach the broker, the relay never learns it. The relay is SIGKILLed; a new relay process starts.`,
   invariant:
