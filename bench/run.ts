@@ -21,7 +21,7 @@ import {
   writeSummary,
 } from './report.js';
 import { benchReserveRabbit } from './reserve.js';
-import { benchScale } from './scale.js';
+import { benchScale, SCALE_PHASES, type ScalePhase } from './scale.js';
 import { benchSqs } from './sqs.js';
 
 /**
@@ -60,6 +60,21 @@ const program = new Command('bench')
   .option('--node-options <opts>', 'e2e/memory: NODE_OPTIONS of the roles')
   .option('--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000')
   .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
+  .option(
+    '--scale-phases <phases>',
+    `scale: phases, comma-separated (${SCALE_PHASES.join(', ')}; pinned-xmin: ~1.5 min at the default --pin-seconds, ~2.7 min with the alternative claim)`,
+    'rows',
+  )
+  .option(
+    '--pin-seconds <s>',
+    'scale pinned-xmin: seconds of flow without and with the pinned horizon, in 5-s slices (after the release: a third as long)',
+    '30',
+  )
+  .option(
+    '--pin-alternative <when>',
+    'scale pinned-xmin: measure the alternative claim too: auto (when a loss reaches 20 %), always, never',
+    'auto',
+  )
   .option(
     '--idle-minutes <n>',
     'relay-deployed: minutes at rest measured for the kick design (61 includes its hourly sweep)',
@@ -129,6 +144,9 @@ const opts = program.opts<{
   nodeOptions?: string;
   scaleRows: string;
   scaleSamples: string;
+  scalePhases: string;
+  pinSeconds: string;
+  pinAlternative: string;
   peerMessages: string;
   peerConcurrency: string;
   peerBatch: string;
@@ -231,15 +249,34 @@ if (chosen.includes('e2e') || chosen.includes('memory')) {
   );
 }
 if (chosen.includes('scale')) {
-  progress(
-    `cost at scale: relay round and reserve call, empty tables vs ${opts.scaleRows} rows already there`,
-  );
+  const phases = opts.scalePhases
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const phase of phases) {
+    if (!(SCALE_PHASES as readonly string[]).includes(phase))
+      program.error(`unknown scale phase "${phase}" (known: ${SCALE_PHASES.join(', ')})`);
+  }
+  if (!['auto', 'always', 'never'].includes(opts.pinAlternative))
+    program.error(`--pin-alternative: auto, always or never, not "${opts.pinAlternative}"`);
+  if (phases.includes('rows'))
+    progress(
+      `cost at scale: relay round and reserve call, empty tables vs ${opts.scaleRows} rows already there`,
+    );
+  if (phases.includes('pinned-xmin'))
+    progress(
+      `cost at scale: the flow without and with a session pinning the vacuum horizon, ${opts.pinSeconds} s each`,
+    );
   Object.assign(
     figures,
     await benchScale(env, {
       rows: Number(opts.scaleRows),
       samples: Number(opts.scaleSamples),
       batchSize: Number(opts.batchSize),
+      phases: phases as ScalePhase[],
+      pinSeconds: Number(opts.pinSeconds),
+      pinAlternative: opts.pinAlternative as 'auto' | 'always' | 'never',
+      concurrency: Number(opts.concurrency),
     }),
   );
 }

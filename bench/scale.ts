@@ -12,7 +12,16 @@ import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/index.js';
 import type { InboundMessage } from '../shared/transport/types.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';
+import { benchPinnedHorizon } from './pinnedHorizon.js';
 import { type BenchFigure, figure, median, progress } from './report.js';
+
+/**
+ * The phases of the suite: `rows` (a relay round and a reserve call with `rows` rows already
+ * there), `pinned-xmin` (the flow with and without a session pinning the vacuum horizon,
+ * bench/pinnedHorizon.ts).
+ */
+export const SCALE_PHASES = ['rows', 'pinned-xmin'] as const;
+export type ScalePhase = (typeof SCALE_PHASES)[number];
 
 export interface ScaleOptions {
   /** Rows already in `outbox` (published) and in the inbox for the "full" measurement. */
@@ -20,6 +29,14 @@ export interface ScaleOptions {
   /** Relay rounds, and reserve calls, measured in each state. */
   samples: number;
   batchSize: number;
+  /** Phases to run (default: `rows`). */
+  phases?: readonly ScalePhase[];
+  /** pinned-xmin: seconds of flow in each compared window, in 5-s slices (after the release: a third). */
+  pinSeconds?: number;
+  /** pinned-xmin: relay loops (RELAY_CONCURRENCY). */
+  concurrency?: number;
+  /** pinned-xmin: when to measure the alternative claim too (default `auto`). */
+  pinAlternative?: 'auto' | 'always' | 'never';
 }
 
 const SKUS = 100;
@@ -163,13 +180,32 @@ const stats = (times: number[]) => {
   };
 };
 
+/** The suite: its phases in order (see `SCALE_PHASES`). */
+export async function benchScale(env: Env, o: ScaleOptions): Promise<Record<string, BenchFigure>> {
+  const phases = o.phases ?? ['rows'];
+  const figures: Record<string, BenchFigure> = {};
+  if (phases.includes('rows')) Object.assign(figures, await benchScaleRows(env, o));
+  if (phases.includes('pinned-xmin')) {
+    Object.assign(
+      figures,
+      await benchPinnedHorizon(env, {
+        seconds: o.pinSeconds ?? 30,
+        batchSize: o.batchSize,
+        concurrency: o.concurrency ?? 2,
+        alternative: o.pinAlternative ?? 'auto',
+      }),
+    );
+  }
+  return figures;
+}
+
 /**
  * Cost at scale: a relay round with `rows` already-published rows in `outbox` against an empty
  * table, and a reserve call with `rows` rows in the inbox (and as many reservations) against an
  * empty inbox. The two states live in two databases of the same server, measured alternately in
  * the same run: the empty one is the raw baseline of the full one.
  */
-export async function benchScale(env: Env, o: ScaleOptions): Promise<Record<string, BenchFigure>> {
+async function benchScaleRows(env: Env, o: ScaleOptions): Promise<Record<string, BenchFigure>> {
   const pool = { poolSize: 2 };
   return withBenchEnvironment(
     env,
