@@ -22,7 +22,7 @@ import {
   startSqsFaultLayer,
 } from '../../devkit/emulators/sqsFaults.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { createSqsClient } from '../../shared/transport/sqs/client.js';
+import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { uniqueName } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 

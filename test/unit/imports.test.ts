@@ -18,7 +18,7 @@ import { describe, expect, it } from 'vitest';
 const ROOT = join(import.meta.dirname, '..', '..');
 const BACKENDS = ['rabbitmq', 'sqs', 'memory'];
 const TESTS_OF_LAB_AND_SOAK =
-  /^test\/((integration|infra)\/lab\.[^/]+\.test\.ts|unit\/lab\.report\.test\.ts|integration\/soak\.smoke\.test\.ts|unit\/soakVerify\.test\.ts|helpers\/lab\.ts)$/;
+  /^test\/((integration|infra)\/lab\.[^/]+\.test\.ts|unit\/lab\.[^/]+\.test\.ts|integration\/soak\.smoke\.test\.ts|unit\/soakVerify\.test\.ts|helpers\/lab\.ts)$/;
 
 interface Import {
   file: string;
