@@ -103,6 +103,30 @@ export function parkedText(r: RunResult): string {
     .join('; ');
 }
 
+/**
+ * The numbers of a run's row in the per-scenario tables (md and html), from deliveries to the time
+ * to recover; `esc` escapes free text for the format.
+ */
+export function detailCells(r: RunResult, esc: (s: string) => string): string[] {
+  const a = r.accounting;
+  const counted = !unmeasured(r);
+  const n = (v: number) => (counted ? String(v) : '—');
+  return [
+    String(r.deliveries),
+    String(r.effects),
+    String(r.duplicatesAbsorbed),
+    esc(retriesText(r)),
+    esc(parkedText(r)),
+    counted ? `${a.lost} of ${a.accepted}` : '—',
+    n(a.duplicated),
+    n(a.recovered),
+    n(a.unexpected),
+    n(a.orderViolations),
+    seconds(r.timeToFinalMs),
+    seconds(a.recoverMs),
+  ];
+}
+
 export function failedChecks(r: RunResult): string[] {
   return [...(r.error ? [r.error] : []), ...r.checks.filter((c) => !c.ok).map((c) => c.text)];
 }

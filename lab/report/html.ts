@@ -10,16 +10,14 @@ import {
   CELL_LEGEND,
   cell,
   columnLabel,
+  detailCells,
   failedChecks,
   label,
   notApplicableText,
   notReproducible,
-  parkedText,
   reasonOf,
   reasonText,
-  retriesText,
   seconds,
-  unmeasured,
   verdict,
 } from './cells.js';
 import { agreedText, differences } from './differences.js';
@@ -299,23 +297,7 @@ function detailRows(s: ScenarioReport): string {
         return `<tr class="na"><td>${esc(label(r.configuration))}</td><td>${notApplicableText(r)}</td><td colspan="${DETAIL_COLUMNS.length - 2}">${esc(reasonText(r))}</td></tr>`;
       }
       const failures = failedChecks(r);
-      const a = r.accounting;
-      const counted = !unmeasured(r);
-      const n = (v: number) => (counted ? String(v) : '—');
-      const cells = [
-        String(r.deliveries),
-        String(r.effects),
-        String(r.duplicatesAbsorbed),
-        esc(retriesText(r)),
-        esc(parkedText(r)),
-        counted ? `${a.lost} of ${a.accepted}` : '—',
-        n(a.duplicated),
-        n(a.recovered),
-        n(a.unexpected),
-        n(a.orderViolations),
-        seconds(r.timeToFinalMs),
-        seconds(a.recoverMs),
-      ];
+      const cells = detailCells(r, esc);
       return `<tr class="${r.invariantHeld ? 'ok' : 'bad'}"><td>${esc(label(r.configuration))}</td><td class="v">${verdict(r)}</td>${cells
         .map((c) => `<td>${c}</td>`)
         .join('')}<td>${esc(r.note)}${

@@ -4,14 +4,12 @@ import {
   CELL_LEGEND,
   cell,
   columnLabel,
+  detailCells,
   failedChecks,
   label,
   notApplicableText,
-  parkedText,
   reasonText,
-  retriesText,
   seconds,
-  unmeasured,
   verdict,
 } from './cells.js';
 import { agreedText, differences } from './differences.js';
@@ -124,25 +122,11 @@ export function renderMarkdown(report: LabReport): string {
         continue;
       }
       const failures = failedChecks(r);
-      const a = r.accounting;
-      const counted = !unmeasured(r);
-      const n = (v: number) => (counted ? String(v) : '—');
       out.push(
         `| ${[
           label(r.configuration),
           verdict(r),
-          String(r.deliveries),
-          String(r.effects),
-          String(r.duplicatesAbsorbed),
-          esc(retriesText(r)),
-          esc(parkedText(r)),
-          counted ? `${a.lost} of ${a.accepted}` : '—',
-          n(a.duplicated),
-          n(a.recovered),
-          n(a.unexpected),
-          n(a.orderViolations),
-          seconds(r.timeToFinalMs),
-          seconds(a.recoverMs),
+          ...detailCells(r, esc),
           `${esc(r.note)}${failures.length ? ` **FAILED: ${esc(failures.join('; '))}**` : ''}`,
         ].join(' | ')} |`,
       );
