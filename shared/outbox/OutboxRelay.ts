@@ -22,7 +22,38 @@ export interface OutboxRelayOptions {
    * (needs attention) instead of failing every batch it is in. Default `DEFAULT_MAX_MESSAGE_BYTES`.
    */
   maxMessageBytes?: number;
+  /**
+   * How far below the oldest row of its last claim the relay's next claims start (ms, default
+   * `DEFAULT_CLAIM_MARGIN_MS`): between full claims, a claim reads only rows with `occurred_at` at
+   * or after that bound. The margin must cover the time from building an event's envelope
+   * (`occurred_at`, the producer's clock, inside its transaction) to its COMMIT, plus the skew
+   * between producers' clocks: a row that becomes visible later than that after its `occurred_at`
+   * is older than the bound and waits for the next full claim (at most `fullClaimEveryMs`).
+   */
+  claimMarginMs?: number;
+  /**
+   * A claim without the bound at least this often (ms, default `DEFAULT_FULL_CLAIM_EVERY_MS`); also
+   * the first claim of a relay and of each drain. It picks up the rows the bound skips: a retry
+   * that came due, a row that committed late, a batch another relay rolled back. 0: every claim in
+   * full (the claim before the bound).
+   */
+  fullClaimEveryMs?: number;
 }
+
+/**
+ * The default `claimMarginMs`. A producer builds its envelope inside its transaction, a statement
+ * or two before its COMMIT: milliseconds, tens on the Data API; 2 s leaves room for a lock wait or
+ * a slow commit. A longer one delays the row (to the next full claim), never loses it.
+ */
+export const DEFAULT_CLAIM_MARGIN_MS = 2_000;
+
+/**
+ * The default `fullClaimEveryMs`: the longest a row below the bound waits for its claim (once due).
+ * A full claim steps over every index entry of the rows published since the horizon was pinned,
+ * when a session pins it (docs/performance.md, "Pinned horizon"): rare enough that the relay pays
+ * it once per period, not once per round.
+ */
+export const DEFAULT_FULL_CLAIM_EVERY_MS = 10_000;
 
 /**
  * The smallest message limit of the deployed transports, less room for headers and attributes:
@@ -85,12 +116,34 @@ export function emptyDrainResult(): DrainResult {
   };
 }
 
+/** The relay's claims so far, by kind (for benchmarks and tests). */
+export interface ClaimCounts {
+  /** Claims without a bound on `occurred_at`. */
+  full: number;
+  /** Claims bounded at the oldest row of the relay's last claim less the margin. */
+  bounded: number;
+  /** Rounds begun bounded that found nothing there, then looked at the whole outbox. */
+  widened: number;
+}
+
 /**
  * The outbox relay: claims due rows (FOR UPDATE SKIP LOCKED, oldest first), publishes them, and in
  * the same transaction marks `published_at` for the confirmed ones and charges an attempt with a
  * backoff to the others. The row locks are held while publishing, so concurrent relays never take
  * the same row in the same round. A crash after the confirm and before COMMIT leaves the rows
  * unpublished: they are published again (a duplicate with the same id, never a loss).
+ *
+ * The claim's bound: the relay remembers the oldest row of its last claim, and its next rounds
+ * claim (and probe) only rows that occurred at most `claimMarginMs` before it, so that the index
+ * scan starts at the queue's head instead of stepping over the entries of every row published
+ * since the vacuum horizon was last able to move (docs/performance.md, "Pinned horizon"). A round
+ * claims the whole outbox instead (a full claim) when it is the first of the relay or of a drain,
+ * when `fullClaimEveryMs` passed since the last full claim, and after a round that found nothing;
+ * and a round that finds nothing past the bound (nothing claimable there, or every such row locked
+ * by another relay) looks at the whole outbox before it ends. So a row below the bound (a retry
+ * that came due, a late COMMIT, a batch rolled back) is claimed by the next full claim, at most
+ * `fullClaimEveryMs` after it is due, and at once when nothing else is waiting: a round reports
+ * nothing claimed only when a look at the whole outbox found nothing to claim, as before the bound.
  */
 export class OutboxRelay {
   readonly store: OutboxStore;
@@ -98,9 +151,22 @@ export class OutboxRelay {
   private readonly retryMaxMs: number;
   private readonly readyTimeoutMs: number;
   private readonly maxMessageBytes: number;
+  private readonly claimMarginMs: number;
+  private readonly fullClaimEveryMs: number;
+  private readonly now: () => number;
+  /** Lower bound (epoch ms) of the next bounded claim on `occurred_at`; undefined: claim in full. */
+  private claimFrom: number | undefined;
+  private lastFullClaimAt = Number.NEGATIVE_INFINITY;
+  readonly claimCounts: ClaimCounts = { full: 0, bounded: 0, widened: 0 };
 
   constructor(
-    private readonly deps: { db: SqlDatabase; publisher: Publisher; logger?: Logger },
+    private readonly deps: {
+      db: SqlDatabase;
+      publisher: Publisher;
+      logger?: Logger;
+      /** The clock of the full-claim period (tests). Default `Date.now`. */
+      now?: () => number;
+    },
     private readonly options: OutboxRelayOptions,
   ) {
     this.store = new OutboxStore(options.table);
@@ -108,6 +174,43 @@ export class OutboxRelay {
     this.retryMaxMs = options.retryMaxMs ?? 300_000;
     this.readyTimeoutMs = options.readyTimeoutMs ?? 2_000;
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.claimMarginMs = options.claimMarginMs ?? DEFAULT_CLAIM_MARGIN_MS;
+    this.fullClaimEveryMs = options.fullClaimEveryMs ?? DEFAULT_FULL_CLAIM_EVERY_MS;
+    this.now = deps.now ?? Date.now;
+    for (const [name, v] of [
+      ['claimMarginMs', this.claimMarginMs],
+      ['fullClaimEveryMs', this.fullClaimEveryMs],
+    ] as const) {
+      if (!Number.isFinite(v) || v < 0)
+        throw new RangeError(`${name}: ${v} is not a duration in ms`);
+    }
+  }
+
+  /** The bound the next bounded claim would use, or undefined: the next claim is a full one. */
+  get claimBound(): Date | undefined {
+    return this.claimFrom === undefined ? undefined : new Date(this.claimFrom);
+  }
+
+  /** The bound of a round beginning now, or undefined: this round claims in full. */
+  private boundForRound(): Date | undefined {
+    if (
+      this.claimFrom === undefined ||
+      this.now() - this.lastFullClaimAt >= this.fullClaimEveryMs
+    ) {
+      return undefined;
+    }
+    return new Date(this.claimFrom);
+  }
+
+  /** After a claim: the next bound is its oldest row less the margin (none found: a full claim next). */
+  private claimed(bound: Date | undefined, oldest: Date | undefined): void {
+    if (bound === undefined) {
+      this.claimCounts.full++;
+      this.lastFullClaimAt = this.now();
+    } else {
+      this.claimCounts.bounded++;
+    }
+    this.claimFrom = oldest === undefined ? undefined : oldest.getTime() - this.claimMarginMs;
   }
 
   async runOnce(): Promise<RoundResult> {
@@ -121,8 +224,20 @@ export class OutboxRelay {
     };
     // Nothing due: no readiness check, no transaction. A lingering or ticking relay mostly finds an
     // empty outbox; this makes each such round one statement instead of a broker call and three
-    // (on the Data API: BeginTransaction, ExecuteStatement, CommitTransaction).
-    if (!(await this.store.hasClaimable(this.deps.db))) return empty;
+    // (on the Data API: BeginTransaction, ExecuteStatement, CommitTransaction). After an empty
+    // round the next one is a full claim, so that an idle relay's rounds stay one statement each.
+    let bound = this.boundForRound();
+    let due = await this.store.hasClaimable(this.deps.db, { occurredFrom: bound });
+    if (!due && bound !== undefined) {
+      // nothing past the bound: a row below it may be due (a retry, a late COMMIT)
+      bound = undefined;
+      this.claimCounts.widened++;
+      due = await this.store.hasClaimable(this.deps.db);
+    }
+    if (!due) {
+      this.claimFrom = undefined;
+      return empty;
+    }
     try {
       await this.deps.publisher.ready(this.readyTimeoutMs);
     } catch (err) {
@@ -133,9 +248,21 @@ export class OutboxRelay {
       return { ...empty, brokerUnavailable: true };
     }
     return this.deps.db.transaction(async (tx) => {
-      const { rows, setAside } = await this.store.claimBatch(tx, this.options.batchSize, {
-        maxMessageBytes: this.maxMessageBytes,
-      });
+      const claim = (occurredFrom: Date | undefined) =>
+        this.store.claimBatch(tx, this.options.batchSize, {
+          maxMessageBytes: this.maxMessageBytes,
+          occurredFrom,
+        });
+      let result = await claim(bound);
+      if (bound !== undefined && result.oldestOccurredAt === undefined) {
+        // every row past the bound went to another relay (or since the probe): the whole outbox
+        this.claimed(bound, undefined);
+        bound = undefined;
+        this.claimCounts.widened++;
+        result = await claim(undefined);
+      }
+      this.claimed(bound, result.oldestOccurredAt);
+      const { rows, setAside } = result;
       if (setAside.length > 0) {
         this.deps.logger?.error('relay: rows set aside, they cannot be published', {
           table: this.options.table,
@@ -190,6 +317,8 @@ export class OutboxRelay {
   /** Runs rounds until the budget is spent (or idle, or aborted). */
   async drain(options: DrainOptions): Promise<DrainResult> {
     const total = emptyDrainResult();
+    // each drain (an invocation) begins with a full claim
+    this.claimFrom = undefined;
     const until = Date.now() + options.budgetMs;
     // shared by the loops: the last time any of them claimed a row
     let lastClaimAt = Date.now();

@@ -28,6 +28,23 @@ export interface ClaimResult {
   rows: OutboxRow[];
   /** Rows of this claim that were set aside (needs attention) instead: they never reach the broker. */
   setAside: SetAsideRow[];
+  /**
+   * `occurred_at` of the oldest row this claim locked (set-aside rows included), or undefined when
+   * it locked none: where the relay bounds its next claims (`ClaimOptions.occurredFrom`).
+   */
+  oldestOccurredAt?: Date;
+}
+
+export interface ClaimOptions {
+  /**
+   * Only rows with `occurred_at >= occurredFrom`. The claim reads `outbox_unpublished_idx`
+   * (`occurred_at`, partial on the unpublished rows) oldest first, so the bound is where the index
+   * scan starts: it does not step over the entries below it, which include those of rows published
+   * since the database's horizon was pinned (dead, but not removable while it is; see
+   * docs/performance.md, "Pinned horizon"). Rows below the bound are not claimed: the caller must
+   * claim without a bound often enough (OutboxRelay: a full claim every `fullClaimEveryMs`).
+   */
+  occurredFrom?: Date;
 }
 
 /**
@@ -218,7 +235,7 @@ export class OutboxStore {
   async claim(
     tx: SqlExecutor,
     limit: number,
-    options: { maxMessageBytes?: number } = {},
+    options: { maxMessageBytes?: number } & ClaimOptions = {},
   ): Promise<OutboxRow[]> {
     return (await this.claimBatch(tx, limit, options)).rows;
   }
@@ -226,11 +243,14 @@ export class OutboxStore {
   /**
    * Whether a claim would find a row: one statement, outside any transaction, taking no lock.
    * An empty outbox's round costs this alone (docs/performance.md, "Cost per million orders").
+   * With `occurredFrom`, whether a claim with that bound would (see `ClaimOptions`).
    */
-  async hasClaimable(db: SqlExecutor): Promise<boolean> {
+  async hasClaimable(db: SqlExecutor, options: ClaimOptions = {}): Promise<boolean> {
+    const from = options.occurredFrom;
     const { rows } = await db.query<{ found: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM ${this.table}
-         WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()) AS found`,
+         WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${from ? ' AND occurred_at >= $1::timestamptz' : ''}) AS found`,
+      from ? [from.toISOString()] : undefined,
     );
     return rows[0]?.found === true;
   }
@@ -246,15 +266,16 @@ export class OutboxStore {
   async claimBatch(
     tx: SqlExecutor,
     limit: number,
-    options: { maxMessageBytes?: number } = {},
+    options: { maxMessageBytes?: number } & ClaimOptions = {},
   ): Promise<ClaimResult> {
+    const from = options.occurredFrom;
     const { rows } = await tx.query<OutboxDbRow>(
       `SELECT ${COLUMNS} FROM ${this.table}
-        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()
+        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${from ? ' AND occurred_at >= $2::timestamptz' : ''}
         ORDER BY occurred_at
         LIMIT $1
         FOR UPDATE SKIP LOCKED`,
-      [limit],
+      from ? [limit, from.toISOString()] : [limit],
     );
     const good: OutboxRow[] = [];
     const setAside: SetAsideRow[] = [];
@@ -272,7 +293,13 @@ export class OutboxStore {
         [JSON.stringify(setAside.map((s) => ({ id: s.id, reason: s.reason }))), SET_ASIDE_PREFIX],
       );
     }
-    return { rows: good, setAside };
+    // oldest first: the first row locked is the oldest
+    const first = rows[0];
+    return {
+      rows: good,
+      setAside,
+      ...(first ? { oldestOccurredAt: new Date(toIso(first.occurred_at)) } : {}),
+    };
   }
 
   /**

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { boundClaim, boundHasClaimable } from '../../bench/pinnedHorizon.js';
+import type { QueryResult, SqlExecutor, SqlParam } from '../../shared/db/types.js';
+import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import type { Publisher } from '../../shared/transport/types.js';
+
+/** The statements OutboxStore runs, recorded (no database). */
+function recorder(): { ex: SqlExecutor; seen: { sql: string; params?: readonly SqlParam[] }[] } {
+  const seen: { sql: string; params?: readonly SqlParam[] }[] = [];
+  const ex: SqlExecutor = {
+    async query<T extends object>(sql: string, params?: readonly SqlParam[]) {
+      seen.push({ sql, params });
+      return { rows: [], rowCount: 0 } as QueryResult<T>;
+    },
+  };
+  return { ex, seen };
+}
+
+describe('the claim bound (OutboxStore, OutboxRelay)', () => {
+  it('without a bound, the claim and the probe are the statements of old; with one, they add it before the ORDER BY', async () => {
+    const store = new OutboxStore('outbox');
+    const { ex, seen } = recorder();
+    const from = new Date('2026-12-02T12:00:00.123Z');
+    await store.hasClaimable(ex);
+    await store.claimBatch(ex, 500);
+    await store.hasClaimable(ex, { occurredFrom: from });
+    await store.claimBatch(ex, 500, { occurredFrom: from });
+    const [has, claim, boundedHas, boundedClaim] = seen;
+    expect(has?.sql).not.toContain('occurred_at >=');
+    expect(has?.params).toBeUndefined();
+    expect(claim?.sql).not.toContain('occurred_at >=');
+    expect(claim?.params).toEqual([500]);
+    expect(boundedHas?.params).toEqual(['2026-12-02T12:00:00.123Z']);
+    expect(boundedClaim?.params).toEqual([500, '2026-12-02T12:00:00.123Z']);
+    expect(boundedClaim?.sql).toMatch(
+      /next_attempt_at <= now\(\) AND occurred_at >= \$2::timestamptz\s+ORDER BY occurred_at\s+LIMIT \$1\s+FOR UPDATE SKIP LOCKED/,
+    );
+    // word for word the statements the bench's prototype measured (bench/pinnedHorizon.ts)
+    expect(boundedHas?.sql).toBe(boundHasClaimable(has?.sql ?? ''));
+    expect(boundedClaim?.sql).toBe(boundClaim(claim?.sql ?? '', 2));
+  });
+
+  it('rejects a negative margin or period', () => {
+    const deps = { db: {} as never, publisher: {} as Publisher };
+    const base = { table: 'outbox' as const, batchSize: 10, maxAttempts: 3 };
+    expect(() => new OutboxRelay(deps, { ...base, claimMarginMs: -1 })).toThrow(/claimMarginMs/);
+    expect(() => new OutboxRelay(deps, { ...base, fullClaimEveryMs: Number.NaN })).toThrow(
+      /fullClaimEveryMs/,
+    );
+    expect(new OutboxRelay(deps, base).claimBound).toBeUndefined();
+  });
+});
