@@ -140,7 +140,7 @@ export const consumerPausedPastLease: Scenario = {
     ];
   },
   note: (rig, m) =>
-    `A frozen past ${lease(rig).text}: B had the message ${ms(Number(rig.facts.secondAfterMs))} after the freeze; ${m.deliveries} deliveries, ${m.duplicatesAbsorbed} absorbed as duplicates, ${m.retries} retried, one reservation`,
+    `A frozen past ${lease(rig).text}: B had the message ${ms(Number(rig.facts.secondAfterMs))} after the freeze; ${m.deliveries} deliveries, ${m.duplicatesAbsorbed} absorbed as duplicate(s), ${m.retries} retried, one reservation`,
 };
 
 const LOAD_ORDERS = 500;
