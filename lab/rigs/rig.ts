@@ -31,7 +31,7 @@ import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { type DrainResult, OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { BackendBase } from '../../shared/transport/index.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
@@ -453,19 +453,30 @@ export abstract class Rig {
       await this.waitFor(async () => (await this.unpublished()) === 0, 'outbox drained');
       return;
     }
-    const relay = this.relay(publisher);
-    const abort = new AbortController();
-    const draining = relay.drain({
-      budgetMs: this.settings.waitMs,
-      idleWaitMs: 25,
-      signal: abort.signal,
-    });
+    const loop = this.relayLoop(this.relay(publisher));
     try {
       await this.waitFor(async () => (await this.unpublished()) === 0, 'outbox drained');
     } finally {
-      abort.abort();
-      await draining;
+      await loop.stop();
     }
+  }
+
+  /**
+   * Runs `relay` without pause (rounds 25 ms apart when idle) for at most `budgetMs` (default the
+   * run's wait budget), until `stop`, which resolves with what it did once the round in flight ends.
+   */
+  relayLoop(
+    relay: OutboxRelay = this.relay(),
+    budgetMs = this.settings.waitMs,
+  ): { stop(): Promise<DrainResult> } {
+    const abort = new AbortController();
+    const draining = relay.drain({ budgetMs, idleWaitMs: 25, signal: abort.signal });
+    return {
+      stop: () => {
+        abort.abort();
+        return draining;
+      },
+    };
   }
 
   /** The publisher the relay uses: order events to the consumer's queue. */

@@ -67,13 +67,7 @@ export const pinnedXmin: Scenario = {
   async run(rig) {
     await rig.stock('SKU-X', 10_000);
     await rig.startConsumer();
-    const relay = rig.relay();
-    const abort = new AbortController();
-    const draining = relay.drain({
-      budgetMs: rig.settings.waitMs * 4,
-      idleWaitMs: 25,
-      signal: abort.signal,
-    });
+    const relay = rig.relayLoop(rig.relay(), rig.settings.waitMs * 4);
     const pin = new pg.Client({ connectionString: rig.scratch.database.url });
     await pin.connect();
     try {
@@ -90,8 +84,7 @@ export const pinnedXmin: Scenario = {
       rig.facts.after = await phase(rig, 'SKU-X');
     } finally {
       await pin.end().catch(() => {});
-      abort.abort();
-      await draining;
+      await relay.stop();
     }
   },
   check(rig, m) {

@@ -161,13 +161,7 @@ export const repeatedKillUnderLoad: Scenario = {
     for (const sku of skus) await rig.stock(sku, 1_000);
     let consumer = await rig.startConsumerProcess('consumer 1', { concurrency: 3 });
     rig.begin();
-    const relay = rig.relay();
-    const abort = new AbortController();
-    const draining = relay.drain({
-      budgetMs: rig.settings.waitMs * 3,
-      idleWaitMs: 25,
-      signal: abort.signal,
-    });
+    const relay = rig.relayLoop(rig.relay(), rig.settings.waitMs * 3);
     let placedAll = false;
     const placing = placeOrders(rig, LOAD_ORDERS, (i) => ({
       sku: skus[i % skus.length] as string,
@@ -200,8 +194,7 @@ export const repeatedKillUnderLoad: Scenario = {
       );
       await waitQueueIdle(rig);
     } finally {
-      abort.abort();
-      await draining;
+      await relay.stop();
       await placing.catch(() => {});
     }
   },

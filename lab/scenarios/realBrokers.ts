@@ -279,13 +279,7 @@ export const brokerThrottled: Scenario = {
     const until = Date.now() + THROTTLE_MS;
     rig.mark(`fault layer: every request throttled for ${THROTTLE_MS / 1000} s`);
     const placed = await placeOrders(rig, THROTTLED_ORDERS, () => ({ sku: 'SKU-T', quantity: 1 }));
-    const relay = rig.relay();
-    const abort = new AbortController();
-    const draining = relay.drain({
-      budgetMs: rig.settings.waitMs,
-      idleWaitMs: 25,
-      signal: abort.signal,
-    });
+    const relay = rig.relayLoop();
     try {
       await rig.waitFor(() => Date.now() >= until, 'the throttling window', {
         timeoutMs: THROTTLE_MS + 5_000,
@@ -295,8 +289,7 @@ export const brokerThrottled: Scenario = {
       rig.faultEnded('throttling over');
       await rig.waitFor(async () => (await rig.unpublished()) === 0, 'outbox drained');
     } finally {
-      abort.abort();
-      await draining;
+      await relay.stop();
     }
     await rig.waitSettled(placed.map((p) => p.eventId));
   },

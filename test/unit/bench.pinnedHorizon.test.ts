@@ -9,25 +9,13 @@ import {
   statementKind,
   Watermark,
 } from '../../bench/pinnedHorizon.js';
-import type { QueryResult, SqlExecutor, SqlParam } from '../../shared/db/types.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-
-/** The statements OutboxStore runs, recorded (no database). */
-function recorder(): { ex: SqlExecutor; seen: { sql: string; params?: readonly SqlParam[] }[] } {
-  const seen: { sql: string; params?: readonly SqlParam[] }[] = [];
-  const ex: SqlExecutor = {
-    async query<T extends object>(sql: string, params?: readonly SqlParam[]) {
-      seen.push({ sql, params });
-      return { rows: [], rowCount: 0 } as QueryResult<T>;
-    },
-  };
-  return { ex, seen };
-}
+import { sqlRecorder } from '../helpers/sqlRecorder.js';
 
 describe('the pinned-xmin phase (bench/pinnedHorizon.ts)', () => {
   it("knows the relay's statements and bounds the two claim statements (the alternative claim)", async () => {
     const store = new OutboxStore('outbox');
-    const { ex, seen } = recorder();
+    const { ex, seen } = sqlRecorder();
     await store.hasClaimable(ex);
     await store.claimBatch(ex, 500);
     await store.markPublished(ex, ['5b0c2f7e-8d1a-4c53-9a51-7d2f9c1e0a11']);

@@ -1,26 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { boundClaim, boundHasClaimable } from '../../bench/pinnedHorizon.js';
-import type { QueryResult, SqlExecutor, SqlParam } from '../../shared/db/types.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../../shared/transport/types.js';
-
-/** The statements OutboxStore runs, recorded (no database). */
-function recorder(): { ex: SqlExecutor; seen: { sql: string; params?: readonly SqlParam[] }[] } {
-  const seen: { sql: string; params?: readonly SqlParam[] }[] = [];
-  const ex: SqlExecutor = {
-    async query<T extends object>(sql: string, params?: readonly SqlParam[]) {
-      seen.push({ sql, params });
-      return { rows: [], rowCount: 0 } as QueryResult<T>;
-    },
-  };
-  return { ex, seen };
-}
+import { sqlRecorder } from '../helpers/sqlRecorder.js';
 
 describe('the claim bound (OutboxStore, OutboxRelay)', () => {
   it('without a bound, the claim and the probe are the statements of old; with one, they add it before the ORDER BY', async () => {
     const store = new OutboxStore('outbox');
-    const { ex, seen } = recorder();
+    const { ex, seen } = sqlRecorder();
     const from = new Date('2026-12-02T12:00:00.123Z');
     await store.hasClaimable(ex);
     await store.claimBatch(ex, 500);
