@@ -10,8 +10,9 @@ import { createMigrateHandler } from './handler.js';
 const env = loadEnv();
 const appSecretArn = env.APP_DB_SECRET_ARN;
 const logger = createLogger('migrate');
+const db = sharedDb({ service: 'migrate', logger });
 export const handler = createMigrateHandler({
-  db: sharedDb(),
+  db,
   logger,
   ...(appSecretArn
     ? {
@@ -22,4 +23,4 @@ export const handler = createMigrateHandler({
         },
       }
     : {}),
-}).use(transactionDeadline({ db: sharedDb(), logger }));
+}).use(transactionDeadline({ db, logger }));

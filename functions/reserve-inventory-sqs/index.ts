@@ -8,13 +8,14 @@ import { sharedDb, sharedKick, sharedSqs } from '../commons/clients.js';
 import { createReserveInventorySqsHandler } from './handler.js';
 
 const logger = createLogger('reserve-inventory-sqs');
+const db = sharedDb({ service: 'reserve-inventory-sqs', logger });
 const journal = new Journal(logger);
-const useCase = new ReserveInventory({ db: sharedDb(), logger, journal }, { budget: loadBudget() });
+const useCase = new ReserveInventory({ db, logger, journal }, { budget: loadBudget() });
 // The deployed queue URLs come from the environment: no call to SQS here.
 const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m), { journal });
 
 /** Lambda entry point (SQS event source mapping with ReportBatchItemFailures). */
 export const handler = createReserveInventorySqsHandler({ ...consumer, logger })
-  .use(transactionDeadline({ db: sharedDb(), logger }))
+  .use(transactionDeadline({ db, logger }))
   // reservations write their results to inventory_outbox
   .use(outboxKick({ kick: sharedKick('reserve-inventory-sqs', logger) }));
