@@ -1,7 +1,15 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CfnOutput, CustomResource, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
+import {
+  CfnOutput,
+  CustomResource,
+  Duration,
+  Stack,
+  type StackProps,
+  Token,
+  Validations,
+} from 'aws-cdk-lib';
 import { SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
 import {
   AuroraPostgresEngineVersion,
@@ -23,10 +31,18 @@ import { MIGRATIONS_SOURCE } from '../paths.js';
 /** The cluster's capacity range when not overridden (ACU; 0 lets it pause when idle). */
 export const DEFAULT_CAPACITY = { minAcu: 0, maxAcu: 4 } as const;
 
+/**
+ * Idle seconds before a cluster at 0 ACU pauses: AWS's default, written out so that the template
+ * says it (docs/aws-facts.md; the local deployment's emulated pause reads it from there).
+ */
+export const DEFAULT_SECONDS_UNTIL_AUTO_PAUSE = 300;
+
 export interface DataStackProps extends StackProps {
   /** Aurora Serverless v2 minimum capacity (ACU); 0 lets the cluster pause when idle. */
   minCapacity?: number;
   maxCapacity?: number;
+  /** With a minimum of 0: idle seconds before the cluster pauses (300–86,400). */
+  secondsUntilAutoPause?: number;
   databaseName?: string;
   /** On by default; `-c deletionProtection=false` for throw-away deployments. */
   deletionProtection?: boolean;
@@ -48,6 +64,7 @@ export class DataStack extends Stack {
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
     this.databaseName = props.databaseName ?? 'reliable_messaging';
+    const minAcu = props.minCapacity ?? DEFAULT_CAPACITY.minAcu;
     const vpc = new Vpc(this, 'Vpc', {
       maxAzs: 2,
       natGateways: 0,
@@ -59,8 +76,16 @@ export class DataStack extends Stack {
         version: AuroraPostgresEngineVersion.VER_16_6,
       }),
       writer: ClusterInstance.serverlessV2('writer'),
-      serverlessV2MinCapacity: props.minCapacity ?? DEFAULT_CAPACITY.minAcu,
+      serverlessV2MinCapacity: minAcu,
       serverlessV2MaxCapacity: props.maxCapacity ?? DEFAULT_CAPACITY.maxAcu,
+      // every caller but place-order waits out a resume (docs/design.md §12)
+      ...(minAcu === 0
+        ? {
+            serverlessV2AutoPauseDuration: Duration.seconds(
+              props.secondsUntilAutoPause ?? DEFAULT_SECONDS_UNTIL_AUTO_PAUSE,
+            ),
+          }
+        : {}),
       enableDataApi: true,
       credentials: Credentials.fromGeneratedSecret('app'),
       defaultDatabaseName: this.databaseName,

@@ -39,7 +39,13 @@ export interface BundleFixture {
 export async function bundleFixture(
   transport: 'sqs' | 'rabbitmq',
   label: string,
-  options: { context?: Record<string, string> } = {},
+  options: {
+    context?: Record<string, string>;
+    /** Variables replacing what the template sets (`LocalDeploymentOptions.environment`). */
+    environment?: Record<string, string>;
+    /** The cluster's emulated auto-pause (`LocalDeploymentOptions.autoPause`). */
+    autoPause?: { timeScale: number; resumeMs?: number };
+  } = {},
 ): Promise<BundleFixture> {
   const { assembly, synth } = await synthesizedAssembly({
     transport,
@@ -73,6 +79,8 @@ export async function bundleFixture(
       ...(vhost ? { vhost: vhost.vhost } : {}),
       // every AWS request the functions send, by service and operation
       countCalls: true,
+      ...(options.environment ? { environment: options.environment } : {}),
+      ...(options.autoPause ? { autoPause: options.autoPause } : {}),
       onLog: (fn, line) => {
         logs.set(fn, [...(logs.get(fn) ?? []), line]);
         const entry = journalEntryOf(line);
