@@ -100,10 +100,6 @@ async function consumersRideOutAResume(
     const logged = f.logs.get(fn)?.length ?? 0;
     const source = await start(fn);
     await f.journal.waitForLine(messageId, 'acked', 1, 60_000);
-    expect(db.pauseStats().resumes - before.resumes).toBe(1);
-    expect(resumesMet(f, fn, logged)).toBeGreaterThan(0);
-    expect(f.deployment.fn(fn).stats.errors - errors).toBe(0);
-    expect(source.stats.givenBack ?? 0).toBe(0);
     const steps = f.journal.linesFor(messageId);
     expect(steps.map((l) => l.step)).not.toContain('retry-scheduled');
     expect(steps.map((l) => l.step)).not.toContain('abandoned');
@@ -111,6 +107,10 @@ async function consumersRideOutAResume(
       steps.every((l) => l.attempt === 0 && !l.redelivered),
       JSON.stringify(steps),
     ).toBe(true);
+    expect(f.deployment.fn(fn).stats.errors - errors).toBe(0);
+    expect(source.stats.givenBack ?? 0).toBe(0);
+    expect(db.pauseStats().resumes - before.resumes).toBe(1);
+    expect(resumesMet(f, fn, logged)).toBeGreaterThan(0);
   };
 
   // the order event is published while the cluster runs
@@ -184,7 +184,8 @@ describe('the SQS deployment with a cluster that pauses', () => {
     );
     for (const file of await readdir(bundled))
       await copyFile(join(bundled, file), join(migrationsDir, file));
-    // the deploy: the schema and the app login (the cluster may be paused already: migrate waits)
+    // the first deploy, on a running cluster: the schema and the app login
+    f.deployment.database.setAutoPause(undefined);
     expect(await f.deployment.customResource('Migrations', 'Create')).toMatchObject({
       status: 'SUCCESS',
       data: { applied: (await loadMigrations()).length },
@@ -202,6 +203,9 @@ describe('the SQS deployment with a cluster that pauses', () => {
       secondsUntilAutoPause: 300,
       resumeMs: 15_000,
     });
+    f.deployment.database.setAutoPause(
+      f.deployment.autoPauseOf({ timeScale: PAUSE_SCALE, resumeMs: 15_000 * PAUSE_SCALE }),
+    );
     await waitFor(() => f.deployment.database.pauseStats().state === 'paused', {
       timeoutMs: 10_000,
       message: 'the idle cluster to pause',
@@ -303,22 +307,27 @@ describe('the SQS deployment with a cluster that pauses', () => {
     expect(ticksThatCalledTheDatabase, text).toBe(0);
     expect(day.pauses, text).toBeGreaterThanOrEqual(12);
     expect(day.resumes, text).toBeGreaterThanOrEqual(12);
-    // no alarming metric: every round of every sweep succeeded, no invocation failed
+    // no alarming metric: every round of every sweep succeeded, no invocation failed (each
+    // checked, so that a failing run shows them all)
     const relayMetrics = emf(f, 'outbox-relay', logged.relay);
     const roundErrors = relayMetrics.filter((m) => typeof m.RelayRoundErrors === 'number');
     expect(roundErrors.length, text).toBeGreaterThan(0);
-    expect(
-      roundErrors.filter((m) => m.RelayRoundErrors !== 0),
-      text,
-    ).toEqual([]);
-    expect(relay.stats.errors - errors.relay, text).toBe(0);
-    expect(maintenance.stats.errors - errors.maintenance, text).toBe(0);
+    expect
+      .soft(
+        roundErrors.filter((m) => m.RelayRoundErrors !== 0).map((m) => m.RelayRoundErrors),
+        `RelayRoundErrors ${text}`,
+      )
+      .toEqual([]);
+    expect.soft(relay.stats.errors - errors.relay, `relay Errors ${text}`).toBe(0);
+    expect
+      .soft(maintenance.stats.errors - errors.maintenance, `maintenance Errors ${text}`)
+      .toBe(0);
     // while the resumes met were counted (DatabaseResumes, with the function as its service)
-    expect(day.relayResumes, text).toBeGreaterThan(0);
-    expect(day.maintenanceResumes, text).toBeGreaterThan(0);
-    expect(relayMetrics.find((m) => typeof m.DatabaseResumes === 'number')).toMatchObject({
-      service: 'outbox-relay',
-    });
+    expect.soft(day.relayResumes, text).toBeGreaterThan(0);
+    expect.soft(day.maintenanceResumes, text).toBeGreaterThan(0);
+    expect
+      .soft(relayMetrics.find((m) => typeof m.DatabaseResumes === 'number'))
+      .toMatchObject({ service: 'outbox-relay' });
   }, 240_000);
 
   it('reserve-inventory-sqs and order-results-sqs each ride out a 15 s resume: the batch settled in its first invocation, no invocation error, no retry attempt spent', async () => {
