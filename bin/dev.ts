@@ -20,7 +20,7 @@ import { ScheduleTrigger } from '../devkit/triggers/scheduleTrigger.js';
 import { createOutboxRelayHandler } from '../functions/outbox-relay/handler.js';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { loadBudget } from '../shared/config/budget.js';
-import { loadEnv } from '../shared/config/env.js';
+import { loadEnv, transactionTimeoutsOf } from '../shared/config/env.js';
 import { CODE_VERSION } from '../shared/config/version.js';
 import { Journal } from '../shared/consumer/journal.js';
 import { DataApiDatabase, DEFAULT_RESUME_WAIT } from '../shared/db/data-api/DataApiDatabase.js';
@@ -173,15 +173,20 @@ async function runSources(): Promise<void> {
       secretArn: 'arn:aws:secretsmanager:local:000000000000:secret:local',
       database: new URL(env.DATABASE_URL).pathname.slice(1),
     };
-    // as deployed: every role but the API waits out a resume (docs/design.md §12)
+    // As deployed, every transaction is bounded: a role killed inside one leaves it open on a
+    // shared endpoint (the service's own expiry is 3 minutes), holding its row locks until its
+    // idle_in_transaction_session_timeout ends it. Every role but the API waits out a resume
+    // (docs/design.md §12).
+    const transactionTimeouts = transactionTimeoutsOf(env);
     db = new DataApiDatabase({ client: rdsData }, target, {
+      transactionTimeouts,
       resumeWait: {
         ...DEFAULT_RESUME_WAIT,
         onResume: (e) =>
           logger[e.resumed ? 'info' : 'warn']('database resume met', { ...e, role: opts.role }),
       },
     });
-    apiDb = new DataApiDatabase({ client: rdsData }, target);
+    apiDb = new DataApiDatabase({ client: rdsData }, target, { transactionTimeouts });
     console.log(
       `db: RDS Data API through ${dataApi ? 'the local endpoint' : 'DATA_API_ENDPOINT'} ${endpoint}`,
     );
