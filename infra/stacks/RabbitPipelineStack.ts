@@ -15,7 +15,7 @@ import { Peer, Port, SecurityGroup, SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2'
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
+import { CfnEventSourceMapping, RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
@@ -36,6 +36,7 @@ import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
+import { recursiveLoop } from '../constructs/recursiveLoop.js';
 import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
@@ -234,7 +235,7 @@ export class RabbitPipelineStack extends Stack {
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
     if (props.httpApi !== false) {
-      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder, settings: config.httpApi }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
@@ -299,6 +300,9 @@ export class RabbitPipelineStack extends Stack {
       broker: true,
     });
     amazonMqTrigger('OrderResultsTrigger', orderResults, RABBITMQ_NAMES.inventoryResultsQueue);
+    // No loop Lambda can follow here (the relay publishes over AMQP, Amazon MQ is not a service it
+    // tracks): the chain ends at the kicked relay, and detection stays on for a real loop.
+    recursiveLoop(RecursiveLoop.TERMINATE, [relay, reserve, orderResults]);
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
     new Rule(this, 'MaintenanceSchedule', {
@@ -316,6 +320,7 @@ export class RabbitPipelineStack extends Stack {
           source: config.rabbitmq.queue,
           parking: config.rabbitmq.parkingQueue,
           resultsParking: RABBITMQ_NAMES.resultsParkingQueue,
+          brokerId: this.broker.ref,
         },
         bounds: {
           brokerBounded: [
@@ -347,6 +352,7 @@ export class RabbitPipelineStack extends Stack {
             })),
           ],
           brokerRoutes: [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.inventoryResultsQueue],
+          brokerSetup: setup,
         },
       });
       new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });

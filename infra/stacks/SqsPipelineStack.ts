@@ -3,6 +3,7 @@ import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { type IGrantable, PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -17,6 +18,7 @@ import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
+import { recursiveLoop } from '../constructs/recursiveLoop.js';
 
 /** How the functions reach the database: a cluster's Data API (or, for emulators, plain ARNs). */
 export interface DatabaseAccess {
@@ -120,11 +122,11 @@ export class SqsPipelineStack extends Stack {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
     });
-    // Bounded by its retention like the source (SQS deletes older messages unread; its parking
-    // keeps them longer, as a dead-letter queue's retention must be): alarmed at half of it.
+    // Bounded by its retention (SQS deletes older messages unread), alarmed at half of it; shorter
+    // than its parking's, since a result moves there with its enqueue time (infra/config.ts).
     const results = new Queue(this, 'Results', {
       queueName: config.names.inventoryResultsQueue,
-      retentionPeriod: Duration.seconds(config.sqs.sourceRetentionSeconds),
+      retentionPeriod: Duration.seconds(config.sqs.resultsRetentionSeconds),
       // read by the order-results function: at least 6 × its timeout, as for the source queue
       visibilityTimeout: Duration.seconds(config.sqs.visibilityTimeoutSeconds),
       encryption: QueueEncryption.SQS_MANAGED,
@@ -156,7 +158,7 @@ export class SqsPipelineStack extends Stack {
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
     if (props.httpApi !== false) {
-      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder, settings: config.httpApi }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
@@ -198,6 +200,11 @@ export class SqsPipelineStack extends Stack {
     });
     results.grantConsumeMessages(orderResults);
     orderResults.addEventSource(trigger(results));
+    // The relay's chain through SQS and the kick is a loop by design: Lambda would stop it after
+    // about 16 hops, the relay's kicks dropped and reserve's messages failed into parking. The
+    // results consumer is invoked from the same chain (each relay hop's results) and sends
+    // nothing back into it.
+    recursiveLoop(RecursiveLoop.ALLOW, [relay, reserve, orderResults]);
 
     const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
     new Rule(this, 'MaintenanceSchedule', {
@@ -217,14 +224,18 @@ export class SqsPipelineStack extends Stack {
             {
               id: 'Results',
               queue: results,
-              retentionSeconds: config.sqs.sourceRetentionSeconds,
+              retentionSeconds: config.sqs.resultsRetentionSeconds,
               maxVisible: 1_000,
+              consumer: orderResults,
             },
             {
               id: 'ResultsParking',
               queue: resultsParking,
               retentionSeconds: Math.floor(config.retention.parkingMs / 1000),
               maxVisible: 1,
+              consumer: orderResults,
+              backlogMeaning:
+                'Inventory results are in the results parking queue: order-results gave them back maxReceiveCount times (its database down?). Their orders show a stale reservation status until they are moved back.',
             },
           ],
         },

@@ -51,7 +51,10 @@ describe('CDK: data stack and SQS pipeline stack', () => {
     expect(config.sqs.visibilityTimeoutSeconds).toBeGreaterThanOrEqual(
       6 * config.timeoutsSeconds.reserve,
     );
-    expect(config.retention.parkingMs / 1000).toBeGreaterThan(config.sqs.sourceRetentionSeconds);
+    // both at SQS's maximum: the consumer parks a new message (its own 14 days); only the redrive
+    // policy's safety net moves the original, with its enqueue time (docs/design.md §5)
+    expect(config.sqs.sourceRetentionSeconds).toBe(14 * 24 * 3600);
+    expect(config.retention.parkingMs / 1000).toBe(config.sqs.sourceRetentionSeconds);
   });
 
   it('functions: nodejs24.x on arm64, their own log groups, the retry budget in their environment', () => {
@@ -127,10 +130,10 @@ describe('CDK: data stack and SQS pipeline stack', () => {
   });
 
   it('alarms on one SNS topic: parking arrivals, oldest message, outbox backlog / age / attention, function errors', () => {
-    // parking ×2, source age and backlog; 5 per outbox ×2; relay errors and throttles, reserve and
-    // maintenance errors, order-results errors; the results queues' 4 (QueueBoundAlarms)
+    // parking ×2, source age and backlog; 5 per outbox ×2; relay errors, reserve and maintenance
+    // errors, order-results errors; the results queues' 4 (QueueBoundAlarms)
     // (test/infra/alarms.test.ts asserts what each one watches)
-    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 23);
+    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 22);
     t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'ApproximateNumberOfMessagesVisible',
       Threshold: 0,

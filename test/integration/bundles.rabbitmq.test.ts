@@ -201,5 +201,7 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
         (m) => m.Queue === RABBITMQ_NAMES.inventoryQueue && typeof m.QueueDepth === 'number',
       ),
     ).toBe(true);
+    // and that it could read them (the QueueMetricsUnavailable alarm's metric)
+    expect(emf.some((m) => m.QueueMetricsAvailable === 1 && m.Queue === undefined)).toBe(true);
   }, 90_000);
 });
