@@ -3,7 +3,7 @@ import type { DatabaseLogin } from '../../infra/stackOutputs.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
-import { describeStack, stackDatabase } from './stack.js';
+import { describeStack, OperatorError, stackDatabase } from './stack.js';
 
 export const env = loadEnv();
 
@@ -22,9 +22,12 @@ export interface DbTarget {
  */
 export async function withDb<T>(target: DbTarget, fn: (db: SqlDatabase) => Promise<T>): Promise<T> {
   if (target.stack) {
-    const { db, close } = stackDatabase(await describeStack(target.stack), target.login);
+    const stack = await describeStack(target.stack);
+    const { db, close } = stackDatabase(stack, target.login);
     try {
       return await fn(db);
+    } catch (err) {
+      throw refusedByDataApi(err, stack.name, target.login) ?? err;
     } finally {
       close();
     }
@@ -36,4 +39,24 @@ export async function withDb<T>(target: DbTarget, fn: (db: SqlDatabase) => Promi
   } finally {
     await db.close();
   }
+}
+
+/**
+ * The Data API refusing the call itself (not a SQL error, which comes as DatabaseErrorException):
+ * no access to the cluster or to the login's secret, a secret it cannot read, credentials that
+ * expired. One line, exit 2; anything else is the command's own error.
+ */
+function refusedByDataApi(err: unknown, stack: string, login: string): OperatorError | undefined {
+  const cause = (err as { cause?: { name?: string; message?: string } }).cause;
+  const refusals = [
+    'BadRequestException',
+    'ForbiddenException',
+    'AccessDeniedException',
+    'UnrecognizedClientException',
+    'ExpiredTokenException',
+  ];
+  if (!cause?.name || !refusals.includes(cause.name)) return undefined;
+  return new OperatorError(
+    `stack ${stack}: the Data API refused the call as the ${login} login (rds-data on the cluster, secretsmanager:GetSecretValue on its secret?): ${cause.name}: ${cause.message ?? ''}`,
+  );
 }

@@ -46,6 +46,7 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
   const credentials = { accessKeyId: 'AKIDCLITEST', secretAccessKey: 'cli-test-secret-key' };
   let stackName = '';
   let partialName = '';
+  let noSecretName = '';
   /** What the CLI's environment holds: credentials, the region, the endpoints. Nothing else. */
   let aws: Record<string, string> = {};
   const order = { orderId: '' };
@@ -99,6 +100,18 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     published.push(
       await publishStackOutputs({ endpoint: cfnEndpoint, stackName: partialName, outputs: older }),
     );
+    // a login whose secret is gone (or that the operator may not read)
+    noSecretName = `${stackName}-nosecret`;
+    published.push(
+      await publishStackOutputs({
+        endpoint: cfnEndpoint,
+        stackName: noSecretName,
+        outputs: {
+          ...outputs,
+          [STACK_OUTPUTS.inventoryDbSecretArn]: `arn:aws:secretsmanager:${f.deployment.region}:000000000000:secret:gone`,
+        },
+      }),
+    );
     const platform = f.deployment.platformEnv;
     aws = {
       AWS_ACCESS_KEY_ID: credentials.accessKeyId,
@@ -122,7 +135,7 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     if (home) await rm(home, { recursive: true, force: true });
   }, 60_000);
 
-  it('no credentials, a stack that does not exist, a stack without the output: one line naming it, exit 2', async () => {
+  it('no credentials, a stack that does not exist, a secret the Data API cannot read, a stack without the output: one line naming it, exit 2', async () => {
     const { AWS_ACCESS_KEY_ID: _k, AWS_SECRET_ACCESS_KEY: _s, ...noCredentials } = aws;
     const missing = await cli(['outbox', 'status', '--stack', stackName], noCredentials);
     expect(missing.code).toBe(2);
@@ -134,6 +147,15 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
       code: 2,
       stderr: 'stack NoSuchStack does not exist in us-east-1\n',
     });
+
+    const refused = await cli(['stock', 'set', 'SKU-1', '1', '--stack', noSecretName]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim()).toMatch(
+      new RegExp(
+        `^stack ${noSecretName}: the Data API refused the call as the inventory login .*BadRequestException: secret arn:aws:secretsmanager:.*:secret:gone`,
+      ),
+    );
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
 
     const old = await cli(['relay', 'drain', '--stack', partialName]);
     expect(old.code).toBe(2);
