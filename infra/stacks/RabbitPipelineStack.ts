@@ -30,6 +30,7 @@ import {
   retryQueueName,
 } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
+import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
@@ -244,6 +245,7 @@ export class RabbitPipelineStack extends Stack {
       extra: { relay: config.relay },
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
+    addDatabaseOutputs(this, database);
 
     // An Amazon MQ event source reads the broker with the function's role: describe the broker,
     // read its secret (granted by `fn`), and manage its network interfaces in the broker's subnets.

@@ -14,6 +14,7 @@ import {
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import type { PipelineConfig } from '../config.js';
+import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
@@ -166,6 +167,7 @@ export class SqsPipelineStack extends Stack {
     this.source.grantSendMessages(relay);
     results.grantSendMessages(relay);
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
+    addDatabaseOutputs(this, database);
 
     const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, {
       sqs: {

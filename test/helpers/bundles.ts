@@ -39,7 +39,15 @@ export interface BundleFixture {
 export async function bundleFixture(
   transport: 'sqs' | 'rabbitmq',
   label: string,
-  options: { context?: Record<string, string> } = {},
+  options: {
+    context?: Record<string, string>;
+    /**
+     * An SQS server of the file's own, where the deployment's queues keep their pinned names (no
+     * prefix): what tools that look the queues up by name, as on AWS, need. Default: the run's
+     * fauxqs, with the file's prefix.
+     */
+    sqs?: { endpoint: string };
+  } = {},
 ): Promise<BundleFixture> {
   const { assembly, synth } = await synthesizedAssembly({
     transport,
@@ -66,10 +74,10 @@ export async function bundleFixture(
         databaseUrl: db.url,
         amqpUrl: AMQP_URL,
         managementUrl: RABBITMQ_MANAGEMENT_URL,
-        sqsEndpoint: servers.find((s) => s.name === 'fauxqs')?.endpoint,
+        sqsEndpoint: options.sqs?.endpoint ?? servers.find((s) => s.name === 'fauxqs')?.endpoint,
         secretsEndpoint: servers.find((s) => s.name === 'moto')?.endpoint,
       },
-      sqsQueuePrefix: `${name.replace(/_/g, '-')}-`,
+      sqsQueuePrefix: options.sqs ? '' : `${name.replace(/_/g, '-')}-`,
       ...(vhost ? { vhost: vhost.vhost } : {}),
       // every AWS request the functions send, by service and operation
       countCalls: true,
