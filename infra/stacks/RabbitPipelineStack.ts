@@ -23,6 +23,7 @@ import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
+import type { DbSide } from '../../shared/db/appRole.js';
 import {
   declaredTopology,
   QUEUE_BOUNDS,
@@ -36,7 +37,7 @@ import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
-import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
+import { addDatabaseOutputs, type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
   config: PipelineConfig;
@@ -188,7 +189,6 @@ export class RabbitPipelineStack extends Stack {
     // every function runs with the pipeline's budget and retention (what the topology declares)
     const common: FunctionSettings = {
       transport: 'rabbitmq',
-      dataApi: dataApiSettings(database),
       budget: config.budget,
       retention: config.retention,
     };
@@ -201,28 +201,34 @@ export class RabbitPipelineStack extends Stack {
         vhost: config.rabbitmq.vhost,
       },
     });
+    // each function reaches the database as its side's login (docs/design.md §9), or not at all
     const fn = (
       name: string,
       timeoutSeconds: number,
-      options: { broker?: boolean; asAdmin?: boolean; extra?: FunctionSettings } = {},
+      options: { db?: DbSide; broker?: boolean; asAdmin?: boolean; extra?: FunctionSettings } = {},
     ) => {
       const secret = options.asAdmin ? this.adminCredentials : this.credentials;
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
         environment: {
-          ...functionEnvironment(common),
+          ...functionEnvironment({
+            ...common,
+            ...(options.db ? { dataApi: dataApiSettings(database, options.db) } : {}),
+          }),
           ...(options.broker ? functionEnvironment(brokerAccess(secret)) : {}),
           ...functionEnvironment(options.extra ?? {}),
         },
         ...(options.broker ? { network } : {}),
       });
-      database.grant(f);
+      if (options.db) database.grant(f, options.db);
       if (options.broker) secret.grantRead(f);
       return f;
     };
+    addDatabaseOutputs(this, database);
 
-    // broker-setup runs as the administrator and creates the pipeline user from its secret
+    // broker-setup runs as the administrator and creates the pipeline user from its secret; it
+    // has no database access
     const setup = fn('broker-setup', 120, {
       broker: true,
       asAdmin: true,
@@ -232,13 +238,14 @@ export class RabbitPipelineStack extends Stack {
     new CfnOutput(this, 'BrokerSetupFunction', { value: setup.functionName });
     const topology = this.topologyOnDeploy(setup, config);
 
-    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
+    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, { db: 'orders' });
     if (props.httpApi !== false) {
       this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
+      db: 'relay',
       broker: true,
       extra: { relay: config.relay },
     });
@@ -286,6 +293,7 @@ export class RabbitPipelineStack extends Stack {
     };
 
     const reserve = fn('reserve-inventory-rabbitmq', config.timeoutsSeconds.reserve, {
+      db: 'inventory',
       broker: true,
     });
     amazonMqTrigger('ReserveTrigger', reserve, config.rabbitmq.queue);
@@ -296,11 +304,14 @@ export class RabbitPipelineStack extends Stack {
     // each order's reservation status from the events, so `orders.inventory-results` is read, not
     // growing.
     const orderResults = fn('order-results-rabbitmq', config.timeoutsSeconds.reserve, {
+      db: 'orders',
       broker: true,
     });
     amazonMqTrigger('OrderResultsTrigger', orderResults, RABBITMQ_NAMES.inventoryResultsQueue);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
+    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, {
+      db: 'maintenance',
+    });
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
