@@ -61,11 +61,13 @@ GRANT SELECT, UPDATE ON outbox, inventory_outbox TO relay_app;
 GRANT SELECT, DELETE ON processed_messages, outbox, inventory_outbox TO maintenance_app;
 
 -- Row-level security. The inbox is one table for both consumers, keyed by consumer_name: each side
--- sees, claims and undoes only its own consumer's rows (INSERT … ON CONFLICT DO NOTHING RETURNING
--- checks the INSERT policy on the new row and the SELECT policy for RETURNING: both the side's own
--- name). Maintenance deletes any consumer's old rows, and only published outbox rows: an
--- unpublished event is never deleted, whatever the cutoff. The owner (the migrating role) is not
--- subject to these policies; `pipeline_app` keeps every row until its login is retired.
+-- sees, claims and undoes only its own consumer's rows (the claim, INSERT … ON CONFLICT DO NOTHING
+-- RETURNING, checks the new row against the side's INSERT and SELECT policies: a claim in the other
+-- consumer's name fails, new or not). The outbox writers' policies admit every row (their grants
+-- bound them); INSERT … ON CONFLICT needs a SELECT policy too. Maintenance deletes any consumer's
+-- old inbox rows, and published outbox rows only: an unpublished event is never deleted, whatever
+-- the cutoff. The owner (the migrating role) is not subject to these policies; `pipeline_app`
+-- keeps every row until its login is retired.
 ALTER TABLE processed_messages ENABLE ROW LEVEL SECURITY;
 CREATE POLICY inbox_order_results ON processed_messages TO orders_app
   USING (consumer_name = 'order-results') WITH CHECK (consumer_name = 'order-results');
