@@ -30,7 +30,12 @@ export function addPipeline(app: App): void {
       config,
       database: {
         clusterArn: 'arn:aws:rds:us-east-1:123456789012:cluster:emulated',
-        secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated',
+        secretArns: {
+          orders: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-orders',
+          inventory: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-inventory',
+          relay: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-relay',
+          maintenance: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-maintenance',
+        },
         databaseName: 'reliable_messaging',
         grant: () => {},
       },
@@ -43,8 +48,9 @@ export function addPipeline(app: App): void {
   const data = new DataStack(app, 'ReliableMessagingData', {
     minCapacity,
     deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
+    legacyAppLogin: String(app.node.tryGetContext('legacyAppLogin') ?? 'true') !== 'false',
   });
-  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
   if (transport === 'sqs') {
     new SqsPipelineStack(app, 'ReliableMessagingSqs', { config, database });
   } else {

@@ -1,3 +1,5 @@
+import type { DbSide } from '../shared/db/appRole.js';
+
 /**
  * The outputs of a pipeline stack that operators' tooling reads (`npm run cli -- … --stack
  * <name>`, docs/cli.md). Names only, so that the CLI reads them without loading the CDK.
@@ -18,7 +20,7 @@ export const STACK_OUTPUTS = {
 } as const;
 
 /** Whose database login a command uses: the side whose tables it reads or changes. */
-export type DatabaseLogin = 'orders' | 'inventory' | 'relay' | 'maintenance';
+export type DatabaseLogin = DbSide;
 
 export const DATABASE_LOGIN_OUTPUTS: Record<DatabaseLogin, string> = {
   orders: STACK_OUTPUTS.ordersDbSecretArn,

@@ -22,7 +22,7 @@ import {
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
-import { APP_LOGIN_USER } from '../../shared/db/appRole.js';
+import { APP_LOGIN_USER, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
@@ -49,6 +49,12 @@ export interface DataStackProps extends StackProps {
   databaseName?: string;
   /** On by default; `-c deletionProtection=false` for throw-away deployments. */
   deletionProtection?: boolean;
+  /**
+   * Keep the legacy login `pipeline_fn` (its secret `AppSecret`, exported, and its user kept up to
+   * date), which functions deployed before the per-side logins use until their pipeline stack is
+   * updated. Default true; `-c legacyAppLogin=false` retires it (see the README's secret rotation).
+   */
+  legacyAppLogin?: boolean;
 }
 
 /**
@@ -59,10 +65,16 @@ export class DataStack extends Stack {
   readonly cluster: DatabaseCluster;
   readonly databaseName: string;
   /**
-   * The functions' database user (`pipeline_fn`, a member of the app role of migration 0005):
-   * every function but migrate reaches the Data API with this secret, never the master's.
+   * Each side's database login (`orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`, members
+   * of the group roles of migration 0006): a function reaches the Data API with its side's secret,
+   * never the master's.
    */
-  readonly appSecret: ISecret;
+  readonly dbSecrets: Record<DbSide, ISecret>;
+  /**
+   * The legacy login (`pipeline_fn`, migration 0005's app role), kept for functions deployed
+   * before the per-side logins; undefined once retired (`legacyAppLogin: false`).
+   */
+  readonly appSecret: ISecret | undefined;
 
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
@@ -88,15 +100,29 @@ export class DataStack extends Stack {
       vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
     });
-    // The application user's credentials: generated here, attached to the cluster (host, port,
-    // engine added: the shape Secrets Manager's multi-user rotation expects), created in the
-    // database by the migrate function.
-    const appSecret = new DatabaseSecret(this, 'AppSecret', {
-      username: APP_LOGIN_USER,
-      dbname: this.databaseName,
-      ...(this.cluster.secret ? { masterSecret: this.cluster.secret } : {}),
-    });
-    this.appSecret = appSecret.attach(this.cluster);
+    // Each side's login credentials: generated here, attached to the cluster (host, port, engine
+    // added: the shape Secrets Manager's multi-user rotation expects), created in the database by
+    // the migrate function.
+    const loginSecret = (id: string, username: string) => {
+      const secret = new DatabaseSecret(this, id, {
+        username,
+        dbname: this.databaseName,
+        ...(this.cluster.secret ? { masterSecret: this.cluster.secret } : {}),
+      });
+      Validations.of(secret).acknowledge(MANUAL_ROTATION);
+      return secret.attach(this.cluster);
+    };
+    this.dbSecrets = {
+      orders: loginSecret('OrdersDbSecret', DB_ROLES.orders.login),
+      inventory: loginSecret('InventoryDbSecret', DB_ROLES.inventory.login),
+      relay: loginSecret('RelayDbSecret', DB_ROLES.relay.login),
+      maintenance: loginSecret('MaintenanceDbSecret', DB_ROLES.maintenance.login),
+    };
+    // The legacy login, while kept: exported explicitly, so that a pipeline stack deployed before
+    // the per-side logins (which imports it) keeps working until it is updated.
+    const legacy = props.legacyAppLogin ?? true;
+    this.appSecret = legacy ? loginSecret('AppSecret', APP_LOGIN_USER) : undefined;
+    if (this.appSecret) this.exportValue(this.appSecret.secretArn);
     // Migrations on deploy: a custom resource whose version is the migrations' checksums, so a new
     // migration re-runs it (applying only what is pending). It alone runs as the master user.
     const migrateFn = new NodeFunction(this, 'migrate', {
@@ -109,30 +135,40 @@ export class DataStack extends Stack {
           secretArn: this.cluster.secret?.secretArn ?? '',
           database: this.databaseName,
         },
-        appDbSecretArn: this.appSecret.secretArn,
+        dbSecretArns: {
+          orders: this.dbSecrets.orders.secretArn,
+          inventory: this.dbSecrets.inventory.secretArn,
+          relay: this.dbSecrets.relay.secretArn,
+          maintenance: this.dbSecrets.maintenance.secretArn,
+        },
+        ...(this.appSecret
+          ? { appDbSecretArn: this.appSecret.secretArn }
+          : { retiredDbLogin: APP_LOGIN_USER }),
       }),
     });
     this.cluster.grantDataApiAccess(migrateFn);
     this.cluster.secret?.grantRead(migrateFn);
-    this.appSecret.grantRead(migrateFn);
+    const logins = [
+      ...DB_SIDES.map((side) => this.dbSecrets[side]),
+      ...(this.appSecret ? [this.appSecret] : []),
+    ];
+    for (const secret of logins) secret.grantRead(migrateFn);
     const provider = deployProvider(this, 'MigrationsProvider', migrateFn);
+    // Runs again when a migration is added and when the logins change (a secret replaced, the
+    // legacy login retired): the users in the database follow their secrets.
     const migrations = new CustomResource(this, 'Migrations', {
       serviceToken: provider.serviceToken,
       resourceType: 'Custom::Migrations',
-      properties: { version: migrationsVersion() },
+      properties: {
+        version: migrationsVersion(),
+        logins: logins.map((secret) => secret.secretArn),
+      },
     });
     migrations.node.addDependency(this.cluster);
 
     new CfnOutput(this, 'MigrateFunction', { value: migrateFn.functionName });
-    // No automatic rotation: a rotation function would need a Secrets Manager endpoint in the
-    // isolated VPC (the Data API needs none). The README's "Secret rotation" is the procedure.
-    for (const scope of [this.cluster, appSecret]) {
-      Validations.of(scope).acknowledge({
-        id: 'AwsSolutions::AwsSolutions-SMG4',
-        reason:
-          'Rotated by the manual procedure in the README, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
-      });
-    }
+    // The README's "Secret rotation" is the procedure for every secret of this stack.
+    Validations.of(this.cluster).acknowledge(MANUAL_ROTATION);
   }
 
   /** AZs pinned so `cdk synth` needs no credentials or lookups. */
@@ -142,6 +178,14 @@ export class DataStack extends Stack {
       : [`${this.region}a`, `${this.region}b`];
   }
 }
+
+// No automatic rotation: a rotation function would need a Secrets Manager endpoint in the isolated
+// VPC (the Data API needs none).
+const MANUAL_ROTATION = {
+  id: 'AwsSolutions::AwsSolutions-SMG4',
+  reason:
+    'Rotated by the manual procedure in the README, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
+};
 
 /** A digest of every migration file the bundle ships: changes when one is added. */
 function migrationsVersion(): string {

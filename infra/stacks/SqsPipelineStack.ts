@@ -13,6 +13,7 @@ import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
+import type { DbSide } from '../../shared/db/appRole.js';
 import type { PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
@@ -21,39 +22,50 @@ import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
 import { recursiveLoop } from '../constructs/recursiveLoop.js';
 
-/** How the functions reach the database: a cluster's Data API (or, for emulators, plain ARNs). */
+/**
+ * How the functions reach the database: a cluster's Data API with one login per side (or, for
+ * emulators, plain ARNs). Each function gets its side's secret and nothing else.
+ */
 export interface DatabaseAccess {
   clusterArn: string;
-  secretArn: string;
   databaseName: string;
-  grant(fn: IGrantable): void;
+  /** Each side's login secret (ARN): the Data API reads the username and password from it. */
+  secretArns: Record<DbSide, string>;
+  /** rds-data on the cluster and read of `side`'s secret, for one function. */
+  grant(fn: IGrantable, side: DbSide): void;
 }
 
-/** The Data API settings of a function that reaches the database through `access`. */
-export function dataApiSettings(access: DatabaseAccess): FunctionSettings['dataApi'] {
+/** The Data API settings of a function of `side` that reaches the database through `access`. */
+export function dataApiSettings(access: DatabaseAccess, side: DbSide): FunctionSettings['dataApi'] {
   return {
     resourceArn: access.clusterArn,
-    secretArn: access.secretArn,
+    secretArn: access.secretArns[side],
     database: access.databaseName,
   };
 }
 
 /**
- * The functions reach the cluster's Data API as the application user (`secret`: the data
- * stack's `appSecret`, a member of the app role with row access only), never as the master user,
- * whose secret only the migrate function reads.
+ * The functions reach the cluster's Data API as their side's login (`secrets`: the data stack's
+ * `dbSecrets`, each a member of its side's group role, migration 0006), never as the master
+ * user, whose secret only the migrate function reads.
  */
 export function dataApiAccess(
   cluster: DatabaseCluster,
   databaseName: string,
-  secret: ISecret,
+  secrets: Record<DbSide, ISecret>,
 ): DatabaseAccess {
   return {
     clusterArn: cluster.clusterArn,
-    secretArn: secret.secretArn,
+    secretArns: {
+      orders: secrets.orders.secretArn,
+      inventory: secrets.inventory.secretArn,
+      relay: secrets.relay.secretArn,
+      maintenance: secrets.maintenance.secretArn,
+    },
     databaseName,
-    grant: (fn) => {
-      // rds-data:* on this cluster and read of `secret` (grantDataApiAccess would add the master's)
+    grant: (fn, side) => {
+      // rds-data:* on this cluster and read of the side's secret (grantDataApiAccess would add the
+      // master's)
       fn.grantPrincipal.addToPrincipalPolicy(
         new PolicyStatement({
           actions: [
@@ -66,7 +78,7 @@ export function dataApiAccess(
           resources: [cluster.clusterArn],
         }),
       );
-      secret.grantRead(fn);
+      secrets[side].grantRead(fn);
     },
   };
 }
@@ -138,7 +150,6 @@ export class SqsPipelineStack extends Stack {
     // every function runs with the pipeline's budget and retention (what the queues were made for)
     const common: FunctionSettings = {
       transport: 'sqs',
-      dataApi: dataApiSettings(database),
       budget: config.budget,
       retention: config.retention,
       sqs: {
@@ -147,36 +158,48 @@ export class SqsPipelineStack extends Stack {
         resultsQueueUrl: results.queueUrl,
       },
     };
-    const fn = (name: string, timeoutSeconds: number, extra: FunctionSettings = {}) => {
+    // each function reaches the database as its side's login (docs/design.md §9)
+    const fn = (
+      name: string,
+      timeoutSeconds: number,
+      side: DbSide,
+      extra: FunctionSettings = {},
+    ) => {
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
-        environment: { ...functionEnvironment(common), ...functionEnvironment(extra) },
+        environment: {
+          ...functionEnvironment({ ...common, dataApi: dataApiSettings(database, side) }),
+          ...functionEnvironment(extra),
+        },
       });
-      database.grant(f);
+      database.grant(f, side);
       return f;
     };
+    addDatabaseOutputs(this, database);
 
-    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
+    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, 'orders');
     if (props.httpApi !== false) {
       this.api = new OrdersHttpApi(this, 'Orders', { placeOrder, settings: config.httpApi }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
-    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, { relay: config.relay });
+    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, 'relay', {
+      relay: config.relay,
+    });
     this.source.grantSendMessages(relay);
     results.grantSendMessages(relay);
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
-    addDatabaseOutputs(this, database);
 
-    const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, {
+    const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, 'inventory', {
       sqs: {
         retryMode: config.sqs.retryMode,
         visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds,
       },
     });
     this.source.grantConsumeMessages(reserve);
-    this.source.grantSendMessages(reserve); // resend mode sends delayed copies
+    // resend mode sends its delayed copies to the source queue; visibility mode never sends there
+    if (config.sqs.retryMode === 'resend') this.source.grantSendMessages(reserve);
     this.parking.grantSendMessages(reserve);
     // Both consumers' SQS event sources: the trigger settings, partial batch responses.
     const trigger = (queue: IQueue) =>
@@ -197,7 +220,7 @@ export class SqsPipelineStack extends Stack {
     // each order's reservation status from the events, so the results queue is read, not growing.
     // Its records are acknowledged or given back (partial batch response); a result given back
     // maxReceiveCount times moves to the results parking queue.
-    const orderResults = fn('order-results-sqs', config.timeoutsSeconds.reserve, {
+    const orderResults = fn('order-results-sqs', config.timeoutsSeconds.reserve, 'orders', {
       sqs: { visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds },
     });
     results.grantConsumeMessages(orderResults);
@@ -208,7 +231,7 @@ export class SqsPipelineStack extends Stack {
     // nothing back into it.
     recursiveLoop(RecursiveLoop.ALLOW, [relay, reserve, orderResults]);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
+    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, 'maintenance');
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],

@@ -31,7 +31,7 @@ function synth(broker?: Partial<BrokerSettings>) {
   const data = new DataStack(app, 'Data');
   const pipeline = new RabbitPipelineStack(app, 'Rabbit', {
     config,
-    database: dataApiAccess(data.cluster, data.databaseName, data.appSecret),
+    database: dataApiAccess(data.cluster, data.databaseName, data.dbSecrets),
     broker,
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
@@ -122,7 +122,7 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
       const data = new DataStack(app, 'Data');
       const stack = new RabbitPipelineStack(app, 'Rabbit', {
         config: pipelineConfig({ ...config.budget, ladderMs: budgetLadder }),
-        database: dataApiAccess(data.cluster, data.databaseName, data.appSecret),
+        database: dataApiAccess(data.cluster, data.databaseName, data.dbSecrets),
       });
       const [resource] = Object.values(
         Template.fromStack(stack).findResources('Custom::BrokerTopology'),
@@ -175,8 +175,11 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
       expect(p.Environment.Variables, name).toMatchObject({
         ...functionEnvironment({ budget: config.budget }),
         TRANSPORT: 'rabbitmq',
-        DB_DRIVER: 'data-api',
       });
+      // every function but broker-setup reaches the database through the Data API
+      expect(p.Environment.Variables.DB_DRIVER, name).toBe(
+        name === 'broker-setup' ? undefined : 'data-api',
+      );
       // a value resolving a secret would be a dynamic reference in the template
       expect(JSON.stringify(p.Environment), name).not.toMatch(/resolve:secretsmanager|password/i);
     }

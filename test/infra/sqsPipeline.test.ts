@@ -19,7 +19,7 @@ function synth() {
   const data = new DataStack(app, 'Data');
   const pipeline = new SqsPipelineStack(app, 'Sqs', {
     config,
-    database: dataApiAccess(data.cluster, data.databaseName, data.appSecret),
+    database: dataApiAccess(data.cluster, data.databaseName, data.dbSecrets),
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return { app, data: Template.fromStack(data), sqs: Template.fromStack(pipeline) };
