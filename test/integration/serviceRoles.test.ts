@@ -223,11 +223,12 @@ describe('one database login per side', () => {
       'SELECT payload FROM inventory_outbox',
       'UPDATE inventory_outbox SET published_at = now()',
       'DELETE FROM stock',
-      "INSERT INTO stock (sku, available) VALUES ('SKU-NEW', 1)",
       'SELECT * FROM order_results_set_aside',
     ]) {
       await expect(as.inventory.query(sql), sql).rejects.toThrow(PERMISSION);
     }
+    // the operator's `stock set --stack` runs as this side's login
+    await expect(setStock(as.inventory, 'SKU-NEW', 3)).resolves.toMatchObject({ available: 3 });
   });
 
   it("each side sees and claims only its own consumer's inbox rows; maintenance sees them all", async () => {

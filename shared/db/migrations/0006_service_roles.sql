@@ -45,9 +45,10 @@ GRANT SELECT, INSERT ON processed_messages TO orders_app;
 GRANT INSERT, SELECT (message_id) ON order_results_set_aside TO orders_app;
 GRANT USAGE ON SEQUENCE order_results_set_aside_id_seq TO orders_app;
 
--- Inventory: locks and reserves stock (never sets units on hand: that is the operator's CLI),
--- writes reservations and its result events, claims its inbox rows and undoes deferred claims.
-GRANT SELECT, UPDATE ON stock TO inventory_app;
+-- Inventory: locks and reserves stock, and sets units on hand (the operator's `stock set`, which
+-- runs as this side's login against a deployment), writes reservations and its result events,
+-- claims its inbox rows and undoes deferred claims. It never deletes stock.
+GRANT SELECT, INSERT, UPDATE ON stock TO inventory_app;
 GRANT SELECT, INSERT, UPDATE ON reservations TO inventory_app;
 -- (ON CONFLICT (id) reads the conflict target: SELECT on that column only)
 GRANT INSERT, SELECT (id) ON inventory_outbox TO inventory_app;
