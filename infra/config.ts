@@ -29,7 +29,18 @@ export interface PipelineConfig {
   sqs: {
     /** AWS's rule: at least 6 × the consumer function's timeout. */
     visibilityTimeoutSeconds: number;
+    /**
+     * `inventory-orders`: SQS's maximum (14 days, no cost). The consumer parks by sending a new
+     * message (a full parking retention from the park); only the redrive policy's safety net moves
+     * the original, whose retention counts from its first enqueue (docs/design.md §5).
+     */
     sourceRetentionSeconds: number;
+    /**
+     * `orders-inventory-results`: every message of its parking queue comes through the redrive
+     * policy (the original, its enqueue time kept), so it must be shorter than the parking
+     * retention: 4 days leave a parked result at least 10 days there.
+     */
+    resultsRetentionSeconds: number;
     /** SQS's own safety net, above the application's budget. */
     maxReceiveCount: number;
     batchSize: number;
@@ -42,8 +53,9 @@ export interface PipelineConfig {
    * The relay (docs/outbox-relay.md): kicked by the producers after COMMIT, each invocation drains
    * until no row came for `lingerMs` (at most `drainBudgetMs`); the 1-minute schedule ticks, and
    * sweeps the outboxes only after `sweepQuietMs` without traffic and `sweepIntervalMs` after the
-   * last look (at once while rows are left). At most `reservedConcurrency` invocations at once
-   * (0: unreserved, for an account that cannot reserve any).
+   * last look (at once while rows are left). `reservedConcurrency` is opt-in (0: unreserved, the
+   * default, which deploys on any account; a reservation needs the account's unreserved
+   * concurrency minus 100: docs/operations.md, "Before deploying").
    */
   relay: {
     drainBudgetMs: number;
@@ -55,6 +67,16 @@ export interface PipelineConfig {
     reservedConcurrency: number;
     /** Whether the producers kick the relay (false: the schedule alone, for comparisons). */
     kick: boolean;
+  };
+  /**
+   * The HTTP API in front of place-order: the stage's default route throttling (requests per
+   * second and burst, within the account's per-Region limits) and place-order's reserved
+   * concurrency (0: unreserved, the default, as for the relay).
+   */
+  httpApi: {
+    throttlingRateLimit: number;
+    throttlingBurstLimit: number;
+    placeOrderReservedConcurrency: number;
   };
   rabbitmq: {
     /** The queue the Amazon MQ event source reads, and where parked messages wait. */
@@ -68,7 +90,10 @@ export interface PipelineConfig {
   };
 }
 
-/** The Amazon MQ broker; `cdk -c brokerEngine=3.13 -c brokerInstance=… -c brokerDeployment=cluster`. */
+/**
+ * The Amazon MQ broker: a preset (`-c broker=test|production`), single settings on top of it
+ * (`-c brokerEngine=3.13 -c brokerInstance=… -c brokerDeployment=cluster`).
+ */
 export interface BrokerSettings {
   /** 4.2 is Amazon MQ's recommended version (mq.m7g only); 3.13 also runs on t3/m5. */
   engineVersion: string;
@@ -76,11 +101,21 @@ export interface BrokerSettings {
   deployment: 'single' | 'cluster';
 }
 
-export const DEFAULT_BROKER: BrokerSettings = {
-  engineVersion: '4.2',
-  instanceType: 'mq.m7g.medium',
-  deployment: 'single',
-};
+/**
+ * `test`, the default: one `mq.m7g.medium` instance, which Amazon MQ recommends only for testing
+ * (by default 100 connections and 500 channels; docs/aws-facts.md, "Amazon MQ for RabbitMQ").
+ * `production`: a three-node cluster of `mq.m7g.large`, the smallest type Amazon MQ recommends for
+ * production.
+ */
+export const BROKER_PRESETS = {
+  test: { engineVersion: '4.2', instanceType: 'mq.m7g.medium', deployment: 'single' },
+  production: { engineVersion: '4.2', instanceType: 'mq.m7g.large', deployment: 'cluster' },
+} as const satisfies Record<string, BrokerSettings>;
+
+export type BrokerPreset = keyof typeof BROKER_PRESETS;
+
+/** What `cdk deploy` creates without `-c broker=…`: the test size. */
+export const DEFAULT_BROKER: BrokerSettings = BROKER_PRESETS.test;
 
 /** Any setting of the pipeline but its pinned names, each one optional (nested objects too). */
 export type PipelineOverrides = {
@@ -116,7 +151,8 @@ export function pipelineConfig(
     timeoutsSeconds: timeouts,
     sqs: {
       visibilityTimeoutSeconds: 6 * timeouts.reserve,
-      sourceRetentionSeconds: 4 * 24 * 3600,
+      sourceRetentionSeconds: 14 * 24 * 3600,
+      resultsRetentionSeconds: 4 * 24 * 3600,
       maxReceiveCount: b.maxAttempts + 3,
       batchSize: 10,
       maxBatchingWindowSeconds: 0,
@@ -135,10 +171,20 @@ export function pipelineConfig(
       // 300 s auto-pause window passes; then at most hourly
       sweepQuietMs: 600_000,
       sweepIntervalMs: 3_600_000,
-      // 2 invocations × RELAY_CONCURRENCY loops × 2 outboxes: at most 8 transactions
-      reservedConcurrency: 2,
+      // unreserved: a reservation fails the deploy on an account whose unreserved concurrency is
+      // below it + 100 (new accounts). With 2 (production, after the check in docs/operations.md):
+      // 2 invocations × RELAY_CONCURRENCY loops × 2 outboxes, at most 8 transactions at once
+      reservedConcurrency: 0,
       kick: true,
       ...overrides.relay,
+    },
+    httpApi: {
+      // well under the account's 10,000 requests/s and burst of 5,000 (shared by every API of
+      // the Region), and under what place-order can serve on a new account's concurrency
+      throttlingRateLimit: 50,
+      throttlingBurstLimit: 100,
+      placeOrderReservedConcurrency: 0,
+      ...overrides.httpApi,
     },
     rabbitmq: {
       queue: RABBITMQ_NAMES.inventoryQueue,
@@ -157,6 +203,7 @@ const OVERRIDABLE: Record<keyof PipelineOverrides, true> = {
   timeoutsSeconds: true,
   sqs: true,
   relay: true,
+  httpApi: true,
   rabbitmq: true,
 };
 
@@ -214,6 +261,35 @@ export function validatePipelineConfig(config: PipelineConfig): PipelineConfig {
   if (visibility) {
     throw new ConfigError(
       `invalid pipeline configuration: sqs.visibilityTimeoutSeconds: ${config.sqs.visibilityTimeoutSeconds} s ${visibility}`,
+    );
+  }
+  // SQS moves a message into a dead-letter queue with its enqueue time: a parked result (all come
+  // that way) would expire at once from a parking queue that keeps it no longer than its source
+  const parkingSeconds = config.retention.parkingMs / 1000;
+  if (config.sqs.resultsRetentionSeconds >= parkingSeconds) {
+    throw new ConfigError(
+      `invalid pipeline configuration: sqs.resultsRetentionSeconds: ${config.sqs.resultsRetentionSeconds} s must be below the parking retention (${parkingSeconds} s): a result moved to its parking queue keeps its enqueue time there`,
+    );
+  }
+  if (config.sqs.sourceRetentionSeconds > parkingSeconds) {
+    throw new ConfigError(
+      `invalid pipeline configuration: sqs.sourceRetentionSeconds: ${config.sqs.sourceRetentionSeconds} s must be at most the parking retention (${parkingSeconds} s): a message moved to parking by the redrive policy keeps its enqueue time there`,
+    );
+  }
+  for (const [name, n] of [
+    ['relay.reservedConcurrency', config.relay.reservedConcurrency],
+    ['httpApi.placeOrderReservedConcurrency', config.httpApi.placeOrderReservedConcurrency],
+  ] as const) {
+    if (!Number.isInteger(n) || n < 0) {
+      throw new ConfigError(
+        `invalid pipeline configuration: ${name}: ${n}: a whole number of concurrent executions, 0 for unreserved`,
+      );
+    }
+  }
+  const { throttlingRateLimit: rate, throttlingBurstLimit: burst } = config.httpApi;
+  if (!(rate > 0) || !Number.isInteger(burst) || burst < 1) {
+    throw new ConfigError(
+      `invalid pipeline configuration: httpApi: throttlingRateLimit ${rate} must be above 0 (requests per second) and throttlingBurstLimit ${burst} a whole number of at least 1`,
     );
   }
   validateBudget(config.budget, config.retention);

@@ -1,6 +1,11 @@
 import { type App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { type BrokerSettings, DEFAULT_BROKER, pipelineConfigFromContext } from './config.js';
+import {
+  BROKER_PRESETS,
+  type BrokerPreset,
+  type BrokerSettings,
+  pipelineConfigFromContext,
+} from './config.js';
 import { DataStack } from './stacks/DataStack.js';
 import { RabbitPipelineStack } from './stacks/RabbitPipelineStack.js';
 import { dataApiAccess, SqsPipelineStack } from './stacks/SqsPipelineStack.js';
@@ -25,7 +30,12 @@ export function addPipeline(app: App): void {
       config,
       database: {
         clusterArn: 'arn:aws:rds:us-east-1:123456789012:cluster:emulated',
-        secretArn: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated',
+        secretArns: {
+          orders: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-orders',
+          inventory: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-inventory',
+          relay: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-relay',
+          maintenance: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-maintenance',
+        },
         databaseName: 'reliable_messaging',
         grant: () => {},
       },
@@ -38,30 +48,42 @@ export function addPipeline(app: App): void {
   const data = new DataStack(app, 'ReliableMessagingData', {
     minCapacity,
     deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
+    legacyAppLogin: String(app.node.tryGetContext('legacyAppLogin') ?? 'true') !== 'false',
   });
-  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
   if (transport === 'sqs') {
     new SqsPipelineStack(app, 'ReliableMessagingSqs', { config, database });
   } else {
     new RabbitPipelineStack(app, 'ReliableMessagingRabbitMq', {
       config,
       database,
-      broker: brokerSettings(app),
+      broker: brokerSettingsFromContext((key) => app.node.tryGetContext(key)),
     });
   }
   if (app.node.tryGetContext('nag') !== 'off')
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 }
 
-/** `-c brokerEngine=3.13 -c brokerInstance=mq.m7g.large -c brokerDeployment=cluster`. */
-function brokerSettings(app: App): BrokerSettings {
-  const deployment = app.node.tryGetContext('brokerDeployment') ?? DEFAULT_BROKER.deployment;
+/**
+ * The broker from the context: `-c broker=test|production` (unset: test, `DEFAULT_BROKER`), then
+ * single settings on top (`-c brokerEngine=3.13 -c brokerInstance=mq.m7g.xlarge
+ * -c brokerDeployment=cluster`).
+ */
+export function brokerSettingsFromContext(context: (key: string) => unknown): BrokerSettings {
+  const preset = context('broker') ?? 'test';
+  if (typeof preset !== 'string' || !Object.hasOwn(BROKER_PRESETS, preset)) {
+    throw new Error(
+      `-c broker=${String(preset)}: expected ${Object.keys(BROKER_PRESETS).join(' or ')}`,
+    );
+  }
+  const base: BrokerSettings = BROKER_PRESETS[preset as BrokerPreset];
+  const deployment = context('brokerDeployment') ?? base.deployment;
   if (deployment !== 'single' && deployment !== 'cluster') {
-    throw new Error(`-c brokerDeployment=${deployment}: expected "single" or "cluster"`);
+    throw new Error(`-c brokerDeployment=${String(deployment)}: expected "single" or "cluster"`);
   }
   return {
-    engineVersion: app.node.tryGetContext('brokerEngine') ?? DEFAULT_BROKER.engineVersion,
-    instanceType: app.node.tryGetContext('brokerInstance') ?? DEFAULT_BROKER.instanceType,
+    engineVersion: String(context('brokerEngine') ?? base.engineVersion),
+    instanceType: String(context('brokerInstance') ?? base.instanceType),
     deployment,
   };
 }

@@ -1,3 +1,4 @@
+import { LOCAL_PIPELINE_DEFAULTS } from '../devkit/lambda/synth.js';
 import type { PipelineConfig } from '../infra/config.js';
 import { DEFAULT_CAPACITY } from '../infra/stacks/DataStack.js';
 import { AMAZON_MQ_TRIGGER, RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/index.js';
@@ -76,8 +77,8 @@ export function renderDeployedNumbers(
     ],
     [
       'relay: kicks, tick, sweep, concurrency',
-      `≤ 1 kick per ${s(config.relay.kickIntervalMs)} per producer container; tick every minute (no database call); sweep after ${config.relay.sweepQuietMs / 60_000} min without traffic, then every ${config.relay.sweepIntervalMs / 60_000} min; ${config.relay.reservedConcurrency} invocations at once`,
-      'as deployed with `--bundles`',
+      `≤ 1 kick per ${s(config.relay.kickIntervalMs)} per producer container; tick every minute (no database call); sweep after ${config.relay.sweepQuietMs / 60_000} min without traffic, then every ${config.relay.sweepIntervalMs / 60_000} min; ${config.relay.reservedConcurrency > 0 ? `${config.relay.reservedConcurrency} invocations at once` : 'unreserved (reserved concurrency is opt-in)'}`,
+      `as deployed with \`--bundles\`, ${LOCAL_PIPELINE_DEFAULTS.relay.reservedConcurrency} invocations at once`,
       '`relay.*` (docs/outbox-relay.md)',
     ],
     [

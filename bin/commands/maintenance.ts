@@ -9,6 +9,7 @@ import {
   runMaintenance,
 } from '../../shared/maintenance/retention.js';
 import { withDb } from './common.js';
+import { stackOption } from './stack.js';
 
 export function registerMaintenanceCommands(program: Command): void {
   const maintenance = program.command('maintenance').description('retention maintenance');
@@ -24,35 +25,38 @@ export function registerMaintenanceCommands(program: Command): void {
     )
     .option('--dry-run', 'count what would be deleted, delete nothing')
     .option('--json', 'print JSON')
-    .action(async (opts: { batchSize?: string; dryRun?: boolean; json?: boolean }) => {
-      const batchSize =
-        opts.batchSize === undefined ? DEFAULT_MAINTENANCE_BATCH_SIZE : Number(opts.batchSize);
-      if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
-        program.error(`--batch-size must be a positive integer, got '${opts.batchSize}'`);
-      }
-      let result: MaintenanceResult;
-      try {
-        const retention = loadRetention();
-        const budget = loadBudget(process.env, undefined, retention);
-        result = await withDb((db) =>
-          runMaintenance(db, { retention, budget, batchSize, dryRun: opts.dryRun === true }),
+    .addOption(stackOption())
+    .action(
+      async (opts: { batchSize?: string; dryRun?: boolean; json?: boolean; stack?: string }) => {
+        const batchSize =
+          opts.batchSize === undefined ? DEFAULT_MAINTENANCE_BATCH_SIZE : Number(opts.batchSize);
+        if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
+          program.error(`--batch-size must be a positive integer, got '${opts.batchSize}'`);
+        }
+        let result: MaintenanceResult;
+        try {
+          const retention = loadRetention();
+          const budget = loadBudget(process.env, undefined, retention);
+          result = await withDb({ stack: opts.stack, login: 'maintenance' }, (db) =>
+            runMaintenance(db, { retention, budget, batchSize, dryRun: opts.dryRun === true }),
+          );
+        } catch (err) {
+          if (err instanceof ConfigError) program.error(`refused: ${err.message}`);
+          throw err;
+        }
+        if (opts.json) {
+          console.log(JSON.stringify(result, null, 2));
+          return;
+        }
+        console.table(
+          MAINTENANCE_TABLES.map((table) => ({
+            table,
+            [result.dryRun ? 'would delete' : 'deleted']: result.tables[table].deleted,
+            batches: result.tables[table].batches,
+            'older than': result.tables[table].cutoff,
+          })),
         );
-      } catch (err) {
-        if (err instanceof ConfigError) program.error(`refused: ${err.message}`);
-        throw err;
-      }
-      if (opts.json) {
-        console.log(JSON.stringify(result, null, 2));
-        return;
-      }
-      console.table(
-        MAINTENANCE_TABLES.map((table) => ({
-          table,
-          [result.dryRun ? 'would delete' : 'deleted']: result.tables[table].deleted,
-          batches: result.tables[table].batches,
-          'older than': result.tables[table].cutoff,
-        })),
-      );
-      if (result.dryRun) console.log('dry run: nothing was deleted');
-    });
+        if (result.dryRun) console.log('dry run: nothing was deleted');
+      },
+    );
 }

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import { withDb } from './common.js';
+import { stackOption } from './stack.js';
 
 export function registerOutboxCommands(program: Command): void {
   const outbox = program.command('outbox').description('inspect and operate the outboxes');
@@ -12,10 +13,11 @@ export function registerOutboxCommands(program: Command): void {
     )
     .option('--json', 'print JSON')
     .option('--limit <n>', 'rows needing attention listed per outbox', '50')
-    .action(async (opts: { json?: boolean; limit: string }) => {
+    .addOption(stackOption())
+    .action(async (opts: { json?: boolean; limit: string; stack?: string }) => {
       const limit = Number.parseInt(opts.limit, 10);
       if (!Number.isInteger(limit) || limit < 0) program.error('--limit must be a whole number');
-      const statuses = await withDb((db) =>
+      const statuses = await withDb({ stack: opts.stack, login: 'relay' }, (db) =>
         Promise.all(
           OUTBOX_TABLES.map(async (t) => {
             const store = new OutboxStore(t);
@@ -70,7 +72,8 @@ export function registerOutboxCommands(program: Command): void {
     )
     .option('--table <table>', `one of ${OUTBOX_TABLES.join(', ')} (default: both)`)
     .option('--ids <ids>', 'comma-separated event ids (default: all that need attention)')
-    .action(async (opts: { table?: string; ids?: string }) => {
+    .addOption(stackOption())
+    .action(async (opts: { table?: string; ids?: string; stack?: string }) => {
       const tables = opts.table
         ? OUTBOX_TABLES.filter((t) => t === opts.table)
         : [...OUTBOX_TABLES];
@@ -79,7 +82,7 @@ export function registerOutboxCommands(program: Command): void {
         ?.split(',')
         .map((s) => s.trim())
         .filter(Boolean);
-      await withDb(async (db) => {
+      await withDb({ stack: opts.stack, login: 'relay' }, async (db) => {
         for (const t of tables) {
           const n = await new OutboxStore(t).retryNeedsAttention(db, ids);
           console.log(`${t}: ${n} row(s) back in the batches`);

@@ -1,41 +1,70 @@
 import { mkdir, writeFile } from 'node:fs/promises';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import { type Command, Option } from 'commander';
 import { requireServices } from '../../devkit/preflight.js';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { backendFromEnv } from '../../shared/transport/index.js';
-import { SqsBackend, sqsQueueNames } from '../../shared/transport/sqs/index.js';
+import { SqsBackend, sqsBackend, sqsQueueNames } from '../../shared/transport/sqs/index.js';
 import type { ParkingLot, RedriveSelection } from '../../shared/transport/types.js';
 import { env } from './common.js';
+import { describeStack, stackOption } from './stack.js';
 
 const transportOption = () =>
   new Option('--transport <transport>', 'which parking lot')
     .choices(['rabbitmq', 'sqs'])
     .makeOptionMandatory();
 
-/** Runs `fn` with the parking lot of the chosen transport; exits 2 if it cannot be reached. */
+/**
+ * Runs `fn` with the parking lot of the chosen transport; exits 2 if it cannot be reached. With
+ * `--stack`, SQS is the stack's region's (the queues by their pinned names, with the operator's
+ * credentials); RabbitMQ is reached as without it, from inside the stack's VPC.
+ */
 async function withParkingLot<T>(
   transport: string,
+  stack: string | undefined,
   fn: (lot: ParkingLot) => Promise<T>,
 ): Promise<T> {
+  const deployed = stack ? await describeStack(stack) : undefined;
+  if (deployed && transport === 'rabbitmq') {
+    console.error(
+      `--stack ${deployed.name}: the Amazon MQ broker is private and admits only the stack's operator security group, so the parking lot is reached at AMQP_URL and RABBITMQ_MANAGEMENT_URL from inside the stack's VPC, as without --stack (docs/cli.md)`,
+    );
+  }
   if (transport === 'rabbitmq') await requireServices({ rabbitmq: env.AMQP_URL });
-  const endpoint = env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`;
   const retention = loadRetention();
-  const backend = backendFromEnv(transport as 'rabbitmq' | 'sqs', env, {
+  const base = {
     budget: loadBudget(process.env, undefined, retention),
     retention,
     consumer: `cli@${CODE_VERSION}`,
-    rabbitmq: { connectionName: 'cli-parked' },
-    sqs: { endpoint, maxAttempts: 1 },
-  });
+  };
+  // the deployment's queues: pinned names (no prefix), the stack's region, the SDK's endpoint
+  // (AWS's, or AWS_ENDPOINT_URL_SQS), never a queue URL's host
+  const region = deployed && transport === 'sqs' ? deployed.region : undefined;
+  const client = region
+    ? new SQSClient({ region, useQueueUrlAsEndpoint: false, maxAttempts: 2 })
+    : undefined;
+  const endpoint = region
+    ? `SQS in ${region}`
+    : (env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`);
+  const backend =
+    region && client
+      ? sqsBackend({ ...base, region, mode: env.SQS_RETRY_MODE, client })
+      : backendFromEnv(transport as 'rabbitmq' | 'sqs', env, {
+          ...base,
+          rabbitmq: { connectionName: 'cli-parked' },
+          sqs: { endpoint, maxAttempts: 1 },
+        });
   try {
     if (backend instanceof SqsBackend) {
       await backend.queues().catch((err: unknown) => {
-        const names = sqsQueueNames(env.SQS_QUEUE_PREFIX);
+        const names = sqsQueueNames(client ? '' : env.SQS_QUEUE_PREFIX);
         console.error(
           `SQS queues ${names.source} / ${names.parking} not reachable at ${endpoint} (${(err as Error).message}); ` +
-            'set SQS_ENDPOINT, or start the local pipeline with `npm run dev -- --transport sqs`',
+            (client
+              ? `are they stack ${deployed?.name}'s? (sqs:GetQueueUrl on them)`
+              : 'set SQS_ENDPOINT, or start the local pipeline with `npm run dev -- --transport sqs`'),
         );
         process.exit(2);
       });
@@ -43,6 +72,7 @@ async function withParkingLot<T>(
     return await fn(backend.parkingLot());
   } finally {
     await backend.close();
+    client?.destroy();
   }
 }
 
@@ -72,10 +102,13 @@ export function registerParkedCommands(program: Command): void {
     .command('list')
     .description('show parked messages with their diagnosis (they stay parked)')
     .addOption(transportOption())
+    .addOption(stackOption())
     .option('--limit <n>', 'at most this many', '50')
     .option('--json', 'print JSON')
-    .action(async (opts: { transport: string; limit: string; json?: boolean }) => {
-      const items = await withParkingLot(opts.transport, (lot) => lot.list(Number(opts.limit)));
+    .action(async (opts: { transport: string; stack?: string; limit: string; json?: boolean }) => {
+      const items = await withParkingLot(opts.transport, opts.stack, (lot) =>
+        lot.list(Number(opts.limit)),
+      );
       if (opts.json) {
         console.log(
           JSON.stringify(
@@ -111,6 +144,7 @@ export function registerParkedCommands(program: Command): void {
       'move selected parked messages back to the consumer queue (same id, attempts reset)',
     )
     .addOption(transportOption())
+    .addOption(stackOption())
     .option('--type <types>', 'event types, comma-separated')
     .option('--error-class <classes>', 'error classes or park reasons, comma-separated')
     .option('--since <when>', 'parked at or after (ISO-8601, or 15m / 2h / 3d ago)')
@@ -131,6 +165,7 @@ export function registerParkedCommands(program: Command): void {
     .action(
       async (opts: {
         transport: string;
+        stack?: string;
         type?: string;
         errorClass?: string;
         since?: string;
@@ -165,7 +200,7 @@ export function registerParkedCommands(program: Command): void {
               'arrive after its inbox row was deleted and apply its effect a second time.',
           );
         }
-        const result = await withParkingLot(opts.transport, (lot) =>
+        const result = await withParkingLot(opts.transport, opts.stack, (lot) =>
           lot.redrive(selection, {
             rate,
             dryRun: opts.dryRun ?? false,

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { StockError, setStock } from '../../shared/inventory/stock.js';
 import { withDb } from './common.js';
+import { stackOption } from './stack.js';
 
 export function registerStockCommands(program: Command): void {
   program
@@ -8,8 +9,9 @@ export function registerStockCommands(program: Command): void {
     .description('manage stock levels')
     .command('set <sku> <quantity>')
     .description('set the units on hand for a SKU')
-    .action(async (sku: string, quantity: string) => {
-      await withDb(async (db) => {
+    .addOption(stackOption())
+    .action(async (sku: string, quantity: string, opts: { stack?: string }) => {
+      await withDb({ stack: opts.stack, login: 'inventory' }, async (db) => {
         try {
           const s = await setStock(db, sku, Number(quantity));
           console.log(`${s.sku}: available ${s.available}, reserved ${s.reserved}`);

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { JournalEntry } from '../../shared/consumer/journal.js';
+import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { withDatabase } from '../scratch.js';
 import { type DeployedAssembly, readAssembly } from './assembly.js';
@@ -16,7 +17,9 @@ import { type SynthOptions, type SynthResult, synthesize } from './synth.js';
  * stack, with the secrets holding local identities of their own (so that parallel runs never share
  * a database login or a broker user) and cleaned up afterwards:
  * - the Aurora master secret → the user of `databaseUrl` (it creates roles, as the master does);
- * - the app secret (`pipeline_fn` in AWS) → `<name>_fn`, created by the migrate bundle;
+ * - each side's login secret (`orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn` in AWS) →
+ *   `<name>_orders_fn`, …, and the legacy app secret (`pipeline_fn`) → `<name>_fn`, created by
+ *   the migrate bundle;
  * - the broker administrator (`admin`) → the local broker's user (guest);
  * - the broker's pipeline user (`pipeline`) → `<name>_pipeline`, created by broker-setup.
  */
@@ -32,7 +35,10 @@ export interface LocalPipelineOptions
 export class LocalPipeline {
   private constructor(
     readonly deployment: LocalDeployment,
+    /** The legacy login (the app secret's user). */
     readonly appUser: string,
+    /** Each side's login (its secret's user). */
+    readonly dbUsers: Readonly<Record<DbSide, string>>,
     readonly brokerUser: string,
     private readonly options: LocalPipelineOptions,
   ) {}
@@ -42,6 +48,9 @@ export class LocalPipeline {
     options: LocalPipelineOptions,
   ): Promise<LocalPipeline> {
     const appUser = `${options.name}_fn`;
+    const dbUsers = Object.fromEntries(
+      DB_SIDES.map((side) => [side, `${options.name}_${DB_ROLES[side].login}`]),
+    ) as Record<DbSide, string>;
     const brokerUser = `${options.name}_pipeline`;
     const db = new URL(options.services.databaseUrl);
     const broker = new URL(options.services.amqpUrl);
@@ -61,6 +70,9 @@ export class LocalPipeline {
           };
         }
         if (path.endsWith('/AppSecret')) return { ...generated, username: appUser };
+        // a side's login secret, known by the username the template gives it (`orders_fn`, …)
+        const side = DB_SIDES.find((s) => generated.username === DB_ROLES[s].login);
+        if (side) return { ...generated, username: dbUsers[side] };
         if (path.endsWith('/BrokerAdminCredentials')) {
           return {
             username: decodeURIComponent(broker.username),
@@ -71,7 +83,7 @@ export class LocalPipeline {
         return generated;
       },
     });
-    return new LocalPipeline(deployment, appUser, brokerUser, options);
+    return new LocalPipeline(deployment, appUser, dbUsers, brokerUser, options);
   }
 
   /**
@@ -89,7 +101,7 @@ export class LocalPipeline {
     return results;
   }
 
-  /** Stops every function and stand-in, then removes the local database login and broker user. */
+  /** Stops every function and stand-in, then removes the local database logins and broker user. */
   async close(): Promise<void> {
     await this.deployment.stop();
     const admin = new pg.Client({
@@ -98,7 +110,9 @@ export class LocalPipeline {
     try {
       await admin.connect();
       // the scratch database (which holds the grants) must be dropped first
-      await admin.query(`DROP ROLE IF EXISTS ${this.appUser}`).catch(() => {});
+      for (const user of [this.appUser, ...Object.values(this.dbUsers)]) {
+        await admin.query(`DROP ROLE IF EXISTS ${user}`).catch(() => {});
+      }
     } finally {
       await admin.end().catch(() => {});
     }

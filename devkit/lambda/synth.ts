@@ -43,6 +43,31 @@ async function filesUnder(dir: string): Promise<string[]> {
   return out;
 }
 
+/**
+ * What a local run synthesizes with besides the caller's settings: the relay's reserved
+ * concurrency of a production account (2, `-c pipeline='{"relay":{"reservedConcurrency":2}}'`).
+ * The app leaves it unreserved by default so that it deploys on a new account (infra/config.ts);
+ * this machine is no account's concurrency, and unreserved every kick would start one more local
+ * relay environment. A caller's own `relay.reservedConcurrency` wins.
+ */
+export const LOCAL_PIPELINE_DEFAULTS = { relay: { reservedConcurrency: 2 } } as const;
+
+/** `options` with {@link LOCAL_PIPELINE_DEFAULTS} under its `pipeline` context. */
+export function withLocalDefaults<T extends Pick<SynthOptions, 'context'>>(options: T): T {
+  const raw = options.context?.pipeline;
+  const pipeline = (raw ? JSON.parse(raw) : {}) as { relay?: Record<string, unknown> };
+  return {
+    ...options,
+    context: {
+      ...options.context,
+      pipeline: JSON.stringify({
+        ...pipeline,
+        relay: { ...LOCAL_PIPELINE_DEFAULTS.relay, ...pipeline.relay },
+      }),
+    },
+  };
+}
+
 /** A digest of everything `cdk synth` reads, and of the settings it is run with. */
 export async function sourceKey(options: SynthOptions): Promise<string> {
   const hash = createHash('sha256');
@@ -76,7 +101,8 @@ const alive = (pid: number) => {
  * the one that synthesizes (a lock folder beside the cache entry). cdk-nag is left out: it only
  * validates, the templates and assets are the same (compared: only `CDKMetadata` differs).
  */
-export async function synthesize(options: SynthOptions): Promise<SynthResult> {
+export async function synthesize(given: SynthOptions): Promise<SynthResult> {
+  const options = withLocalDefaults(given);
   const root = options.cacheDir ?? join(REPO_ROOT, '.tmp', 'cdk-assemblies');
   const key = await sourceKey(options);
   return cached(root, key, async (partial) => {
@@ -191,8 +217,9 @@ async function prune(root: string, keep: number): Promise<void> {
  * empty). Same context as `synthesize` (cdk.json's feature flags, the transport, overrides).
  */
 export async function synthesizeTemplates(
-  options: Pick<SynthOptions, 'transport' | 'context' | 'cacheDir'>,
+  given: Pick<SynthOptions, 'transport' | 'context' | 'cacheDir'>,
 ): Promise<SynthResult> {
+  const options = withLocalDefaults(given);
   const root = join(options.cacheDir ?? join(REPO_ROOT, '.tmp', 'cdk-assemblies'), 'templates');
   return cached(root, await sourceKey(options), async (outdir) => {
     const [{ App }, { addPipeline }] = await Promise.all([
@@ -228,7 +255,7 @@ export async function templatesFor(
   options: Pick<SynthOptions, 'transport' | 'context' | 'cacheDir'>,
 ): Promise<{ dir: string; bundled: boolean }> {
   const root = options.cacheDir ?? join(REPO_ROOT, '.tmp', 'cdk-assemblies');
-  const full = join(root, await sourceKey(options));
+  const full = join(root, await sourceKey(withLocalDefaults(options)));
   if (existsSync(join(full, '.complete'))) return { dir: full, bundled: true };
   return { dir: (await synthesizeTemplates(options)).dir, bundled: false };
 }

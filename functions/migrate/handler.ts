@@ -1,14 +1,29 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
-import { type DbLogin, ensureAppLogin } from '../../shared/db/appRole.js';
+import {
+  APP_LOGIN_USER,
+  DB_SIDES,
+  type DbLogin,
+  type DbSide,
+  ensureAppLogin,
+  ensureServiceLogins,
+  retireLogin,
+} from '../../shared/db/appRole.js';
 import { migrate } from '../../shared/db/migrate.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
 
 export interface MigrateResponse {
   PhysicalResourceId: string;
-  Data: { applied: number; skipped: number; appUser: string };
+  Data: {
+    applied: number;
+    skipped: number;
+    /** The legacy login user (`pipeline_fn`), or '' when there is none. */
+    appUser: string;
+    /** The sides' login users, `orders,inventory,relay,maintenance` order, comma-separated. */
+    logins: string;
+  };
 }
 
 export interface MigrateDeps {
@@ -16,18 +31,25 @@ export interface MigrateDeps {
   db: SqlDatabase;
   logger: Logger;
   /**
-   * The functions' login user from its secret, when deployed (`APP_DB_SECRET_ARN`): created or
-   * updated after the migrations, a member of the app role. Absent locally.
+   * Each side's login user from its secret, when deployed (`ORDERS_DB_SECRET_ARN`, …): created or
+   * updated after the migrations, a member of its side's group role only. Absent locally.
+   */
+  serviceLogins?: () => Promise<Partial<Record<DbSide, DbLogin>>>;
+  /**
+   * The legacy login (`pipeline_fn`, `APP_DB_SECRET_ARN`), kept up to date while functions deployed
+   * before the per-side logins may still use it.
    */
   appLogin?: () => Promise<DbLogin>;
+  /** A login to retire after the migrations (`RETIRED_DB_LOGIN`): no login, no groups. */
+  retiredLogin?: string;
 }
 
 /**
  * Applies the migrations on deploy: the `onEvent` handler of a CloudFormation custom resource
  * (CDK Provider framework). Create and Update apply what is pending (a re-run is a no-op), then
- * create or update the functions' login user; Delete keeps the data. Through the Data API each
- * statement is its own call, in one transaction per migration (note: Aurora commits DDL
- * implicitly, so a failing migration may leave part of it).
+ * create or update the sides' login users (and the legacy one, or retire it); Delete keeps the
+ * data. Through the Data API each statement is its own call, in one transaction per migration
+ * (note: Aurora commits DDL implicitly, so a failing migration may leave part of it).
  */
 export function createMigrateHandler(deps: MigrateDeps) {
   return middy<CloudFormationCustomResourceEvent, MigrateResponse>()
@@ -36,20 +58,32 @@ export function createMigrateHandler(deps: MigrateDeps) {
       if (event.RequestType === 'Delete') {
         return {
           PhysicalResourceId: event.PhysicalResourceId,
-          Data: { applied: 0, skipped: 0, appUser: '' },
+          Data: { applied: 0, skipped: 0, appUser: '', logins: '' },
         };
       }
       const { applied, skipped } = await migrate(deps.db);
       deps.logger.info('migrations applied', { applied, skipped: skipped.length });
+      let logins = '';
+      if (deps.serviceLogins) {
+        const ready = await ensureServiceLogins(deps.db, await deps.serviceLogins(), {
+          legacy: APP_LOGIN_USER,
+        });
+        logins = DB_SIDES.map((side) => ready[side]?.username ?? '').join(',');
+        deps.logger.info('database logins ready', { logins: ready });
+      }
       let appUser = '';
       if (deps.appLogin) {
         const login = await ensureAppLogin(deps.db, await deps.appLogin());
         appUser = login.username;
-        deps.logger.info('application database user ready', { ...login });
+        deps.logger.info('legacy database login ready', { ...login });
+      }
+      if (deps.retiredLogin) {
+        const retired = await retireLogin(deps.db, deps.retiredLogin);
+        deps.logger.info('database login retired', { username: deps.retiredLogin, retired });
       }
       return {
         PhysicalResourceId: 'schema-migrations',
-        Data: { applied: applied.length, skipped: skipped.length, appUser },
+        Data: { applied: applied.length, skipped: skipped.length, appUser, logins },
       };
     });
 }

@@ -1,6 +1,6 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { loadEnv } from '../../shared/config/env.js';
-import { parseDbSecret } from '../../shared/db/appRole.js';
+import { ConfigError, DB_SECRET_ENV, loadEnv } from '../../shared/config/env.js';
+import { DB_SIDES, type DbLogin, type DbSide, parseDbSecret } from '../../shared/db/appRole.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { sharedDb } from '../commons/clients.js';
@@ -8,19 +8,34 @@ import { createMigrateHandler } from './handler.js';
 
 /** Lambda entry point (custom resource on deploy; migrations are bundled beside it). */
 const env = loadEnv();
-const appSecretArn = env.APP_DB_SECRET_ARN;
 const logger = createLogger('migrate');
 const db = sharedDb({ service: 'migrate', logger });
+const secrets = new SecretsManagerClient({ region: env.AWS_REGION });
+const readLogin = async (secretId: string, label: string): Promise<DbLogin> => {
+  const out = await secrets.send(new GetSecretValueCommand({ SecretId: secretId }));
+  try {
+    return parseDbSecret(out.SecretString);
+  } catch (err) {
+    throw new ConfigError(`${label}: ${(err as Error).message}`, { cause: err });
+  }
+};
+const sides = DB_SIDES.flatMap((side) => {
+  const arn = env[DB_SECRET_ENV[side]];
+  return arn ? [[side, arn] as const] : [];
+});
+const appSecretArn = env.APP_DB_SECRET_ARN;
 export const handler = createMigrateHandler({
   db,
   logger,
-  ...(appSecretArn
+  ...(sides.length > 0
     ? {
-        appLogin: async () => {
-          const client = new SecretsManagerClient({ region: env.AWS_REGION });
-          const out = await client.send(new GetSecretValueCommand({ SecretId: appSecretArn }));
-          return parseDbSecret(out.SecretString);
+        serviceLogins: async () => {
+          const out: Partial<Record<DbSide, DbLogin>> = {};
+          for (const [side, arn] of sides) out[side] = await readLogin(arn, DB_SECRET_ENV[side]);
+          return out;
         },
       }
     : {}),
+  ...(appSecretArn ? { appLogin: () => readLogin(appSecretArn, 'APP_DB_SECRET_ARN') } : {}),
+  ...(env.RETIRED_DB_LOGIN ? { retiredLogin: env.RETIRED_DB_LOGIN } : {}),
 }).use(transactionDeadline({ db, logger }));

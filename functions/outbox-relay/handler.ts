@@ -3,7 +3,12 @@ import middy from '@middy/core';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import type { OutboxTable } from '../../shared/config/constants.js';
 import type { Logger } from '../../shared/logger.js';
-import { isKickEvent, type KickEvent } from '../../shared/outbox/kick.js';
+import {
+  type DrainEvent,
+  isDrainEvent,
+  isKickEvent,
+  type KickEvent,
+} from '../../shared/outbox/kick.js';
 import {
   type DrainResult,
   emptyDrainResult,
@@ -33,7 +38,11 @@ export interface OutboxRelayHandlerOptions {
 
 /** What one invocation did: per outbox its drain, or nothing when a tick left the database alone. */
 export type RelaySummary = Partial<Record<OutboxTable, DrainResult>> & {
-  /** `kick`, `sweep`, `tick` (heartbeat only) or `drain` (the whole budget). */
+  /**
+   * `kick`, `sweep`, `tick` (heartbeat only) or `drain`: an operator's drain event (deployed: read
+   * both outboxes until the linger, like a sweep that is always due), or any invocation without
+   * the deployed design (the whole budget).
+   */
   mode?: 'kick' | 'sweep' | 'tick' | 'drain';
 };
 
@@ -59,13 +68,14 @@ export function createOutboxRelayHandler(
 ) {
   let prepared: Promise<void> | undefined;
   const log = deps.logger;
-  return middy<ScheduledEvent | KickEvent, RelaySummary>()
+  return middy<ScheduledEvent | KickEvent | DrainEvent, RelaySummary>()
     .use(injectLambdaContext(deps.logger, { resetKeys: true }))
-    .handler(async (event: ScheduledEvent | KickEvent, context: Context) => {
+    .handler(async (event: ScheduledEvent | KickEvent | DrainEvent, context: Context) => {
       const kicked = options.kicked;
       let mode: NonNullable<RelaySummary['mode']> = 'drain';
       if (kicked) {
         if (isKickEvent(event)) mode = 'kick';
+        else if (isDrainEvent(event)) mode = 'drain';
         else {
           const state = await kicked.state.get().catch((err: unknown) => {
             log.warn('relay state unreadable: sweeping', { error: String(err) });

@@ -9,7 +9,7 @@ import {
   SsmRelayStateStore,
 } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
-import { publishQueueMetrics } from '../../shared/transport/rabbitmq/index.js';
+import { reportQueueMetrics } from '../../shared/transport/rabbitmq/index.js';
 import type { Backend } from '../../shared/transport/types.js';
 import { sharedDb, sharedRabbit, sharedSqs } from '../commons/clients.js';
 import { createOutboxRelayHandler } from './handler.js';
@@ -49,14 +49,9 @@ export const handler = createOutboxRelayHandler(
         logger,
       );
       // On Amazon MQ the queue depths come from the backend's inspection (RabbitMQ 4 brokers vend
-      // no per-queue CloudWatch metrics); a failure here must not fail the relay.
+      // no per-queue CloudWatch metrics), with QueueMetricsAvailable 1/0; it never fails the relay.
       if (env.TRANSPORT === 'rabbitmq' && env.BROKER_SECRET_ARN) {
-        await backend
-          .inspect()
-          .then((inspection) => publishQueueMetrics(inspection))
-          .catch((err: unknown) =>
-            logger.warn('queue metrics unavailable', { error: String(err) }),
-          );
+        await reportQueueMetrics(() => backend.inspect(), logger);
       }
       return backlog;
     },

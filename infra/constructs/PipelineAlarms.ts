@@ -10,7 +10,7 @@ import {
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Key } from 'aws-cdk-lib/aws-kms';
-import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
@@ -18,10 +18,10 @@ import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 import { addQueueBoundAlarms, type QueueBoundAlarmsProps } from './QueueBoundAlarms.js';
+import { alarmDescription, type RunbookValues } from './runbook.js';
 
-const PARKED = 'Messages are in the parking lot: read their diagnosis with `cli parked list`.';
-const NEW_PARKED =
-  'New messages arrived in the parking lot (its depth rose): read their diagnosis with `cli parked list`.';
+const PARKED = 'Messages are in the parking lot.';
+const NEW_PARKED = 'New messages arrived in the parking lot (its depth rose).';
 /**
  * Appended to the alarms on the outbox gauges: only runs that read the outboxes publish them (a
  * kicked run, a sweep; every minute while rows are left, hourly at rest), so missing data is not
@@ -29,23 +29,29 @@ const NEW_PARKED =
  */
 const FROM_RUNS =
   ' (Reported by each relay run that reads the outboxes: every minute while rows are left, at least hourly at rest; a stopped relay raises RelayHeartbeat.)';
-/** Appended to the alarms on metrics only the relay publishes (missing data is breaching). */
-const OR_SILENT = ' (Or the relay stopped publishing: see the RelayHeartbeat alarm.)';
+/**
+ * Appended to the alarms on the queue depths the relay reads from the broker: while it cannot
+ * (broker or management API unreachable) QueueMetricsUnavailable alone fires, and a stopped relay
+ * is the heartbeat's alarm, so their missing data is not breaching.
+ */
+const FROM_BROKER =
+  ' (Read by the relay from the broker each minute: while it cannot, QueueMetricsUnavailable fires instead.)';
 
 export interface PipelineAlarmsProps {
-  relay: IFunction;
-  reserve: IFunction;
+  relay: LambdaFunction;
+  reserve: LambdaFunction;
   /** The order side's consumer of inventory's results: it throws when its database fails. */
-  orderResults?: IFunction;
+  orderResults?: LambdaFunction;
   /** The daily maintenance function: it fails (throws) so that this alarm fires. */
-  maintenance?: IFunction;
+  maintenance?: LambdaFunction;
   /** SQS pipeline: parking arrivals, the source's backlog and oldest message age. */
   queues?: { source: IQueue; parking: IQueue };
   /**
    * RabbitMQ pipeline: queue names whose depths the relay publishes (parking, backlog, and the
-   * results parking queue `orders.inventory-results` dead-letters into).
+   * results parking queue `orders.inventory-results` dead-letters into), and the broker's id (for
+   * the runbook's commands).
    */
-  brokerQueues?: { source: string; parking: string; resultsParking?: string };
+  brokerQueues?: { source: string; parking: string; resultsParking?: string; brokerId?: string };
   /** Thresholds. */
   consumerBacklog?: number;
   outboxBacklog?: number;
@@ -65,11 +71,15 @@ export interface AlarmOptions {
 
 /**
  * The alarms an operator needs, on one SNS topic encrypted with a customer-managed key CloudWatch
- * may use: the relay's heartbeat is missing, its rounds fail or it is throttled, messages are in
- * (or newly arrived in) parking, the consumer's backlog or oldest message grows, an outbox's
- * backlog grows or gets old or has rows needing attention, a function fails. Alarms on metrics
- * only the relay publishes treat missing data as breaching: a stopped relay raises them instead
- * of silencing them.
+ * may use: the relay's heartbeat is missing or its rounds fail, messages are in (or newly arrived
+ * in) parking, the consumer's backlog or oldest message grows, an outbox's backlog grows or gets
+ * old or has rows needing attention, a function fails; on RabbitMQ, the queue depths cannot be
+ * read. Each means one thing: only the heartbeat treats missing data as breaching (a stopped
+ * relay raises it), and the depths the relay reads from the broker have their own "unavailable"
+ * alarm rather than breaching each on a broker outage. Each description names what to check, the
+ * command that shows it and its section of the runbook (runbook.ts, docs/operations.md). The
+ * relay's Lambda `Throttles` has no alarm: producers kick it beyond a reserved concurrency on
+ * purpose, and a relay that cannot run at all misses its heartbeat.
  */
 export class PipelineAlarms extends Construct {
   readonly topic: Topic;
@@ -122,12 +132,27 @@ export class PipelineAlarms extends Construct {
       }),
     );
     const action = new SnsAction(this.topic);
+    const values: RunbookValues = {
+      stack: stack.stackName,
+      ...(props.queues
+        ? { transport: 'sqs' }
+        : props.brokerQueues
+          ? { transport: 'rabbitmq' }
+          : {}),
+    };
+    /** The runbook's values for an alarm about function `fn`. */
+    const of = (fn: LambdaFunction): RunbookValues => ({
+      function: fn.functionName,
+      'log group': fn.logGroup.logGroupName,
+    });
+    /** An alarm whose runbook section is its id (`name`), the commands filled from `more`. */
     const alarm = (
       name: string,
       metric: IMetric,
       threshold: number,
-      description: string,
+      meaning: string,
       options: AlarmOptions = {},
+      more: RunbookValues = {},
     ): Alarm => {
       const a = new Alarm(this, name, {
         metric,
@@ -136,13 +161,13 @@ export class PipelineAlarms extends Construct {
         datapointsToAlarm: options.datapointsToAlarm,
         comparisonOperator: options.comparison ?? ComparisonOperator.GREATER_THAN_THRESHOLD,
         treatMissingData: options.treatMissingData ?? TreatMissingData.NOT_BREACHING,
-        alarmDescription: description,
+        alarmDescription: alarmDescription(meaning, name, { ...values, ...more }),
       });
       a.addAlarmAction(action);
       this.alarms.push(a);
       return a;
     };
-    /** A metric the relay publishes each invocation: its absence means the relay is not running. */
+    /** The heartbeat, published by each invocation: its absence means the relay is not running. */
     const relayPublished: AlarmOptions = { treatMissingData: TreatMissingData.BREACHING };
     const relayMetric = (
       metricName: string,
@@ -187,6 +212,8 @@ export class PipelineAlarms extends Construct {
         }),
         props.oldestMessageSeconds ?? 300,
         'The oldest message waiting for the consumer is too old.',
+        {},
+        of(props.reserve),
       );
       // The age leaves out messages received three times or more (poison): the backlog does not.
       alarm(
@@ -197,19 +224,28 @@ export class PipelineAlarms extends Construct {
         }),
         props.consumerBacklog ?? 1_000,
         'Messages pile up in the consumer queue (visible backlog, poison included).',
+        {},
+        of(props.reserve),
       );
     }
     if (props.brokerQueues) {
       // Amazon MQ vends no per-queue CloudWatch metrics for RabbitMQ 4: the relay publishes the
-      // depths it reads from the management API once a minute.
+      // depths it reads from the management API once a minute, and whether it could read them.
       const depth = (metricName: string, queue: string, period?: Duration) =>
         relayMetric(metricName, { Queue: queue }, 'Maximum', period);
+      alarm(
+        'QueueMetricsUnavailable',
+        relayMetric(QUEUE_METRICS.available, {}, 'Maximum'),
+        1,
+        'For 5 minutes no relay run could read the broker’s queue depths and routes (broker or management API unreachable, broker credentials refused): the depth alarms are blind meanwhile.',
+        { comparison: ComparisonOperator.LESS_THAN_THRESHOLD },
+        props.brokerQueues.brokerId ? { broker: props.brokerQueues.brokerId } : {},
+      );
       alarm(
         'ParkedMessages',
         depth(QUEUE_METRICS.depth, props.brokerQueues.parking),
         0,
-        PARKED + OR_SILENT,
-        relayPublished,
+        PARKED + FROM_BROKER,
       );
       alarm(
         'NewParkedMessages',
@@ -222,16 +258,18 @@ export class PipelineAlarms extends Construct {
         'ConsumerBacklog',
         depth(QUEUE_METRICS.ready, props.brokerQueues.source),
         props.consumerBacklog ?? 1_000,
-        `Messages pile up in the consumer queue (RabbitMQ has no oldest-message age metric).${OR_SILENT}`,
-        relayPublished,
+        `Messages pile up in the consumer queue (RabbitMQ has no oldest-message age metric).${FROM_BROKER}`,
+        {},
+        of(props.reserve),
       );
       if (props.brokerQueues.resultsParking) {
         alarm(
           'ResultsParkedMessages',
           depth(QUEUE_METRICS.depth, props.brokerQueues.resultsParking),
           0,
-          `Inventory results are in ${props.brokerQueues.resultsParking}: the order side gave them back past the delivery limit (its database down?). Their orders show a stale reservation status until they are moved back (docs/design.md, "Results parking").${OR_SILENT}`,
-          relayPublished,
+          `Inventory results are in ${props.brokerQueues.resultsParking}: the order side gave them back past the delivery limit (its database down?). Their orders show a stale reservation status until they are moved back.${FROM_BROKER}`,
+          {},
+          props.orderResults ? of(props.orderResults) : {},
         );
       }
     }
@@ -245,14 +283,17 @@ export class PipelineAlarms extends Construct {
         `${prefix}RelayHeartbeat`,
         outbox(OUTBOX_METRICS.heartbeat, 'Sum'),
         1,
-        `The relay has not reported on ${table} for 5 minutes: it is not running (schedule disabled, failing at start, throttled).`,
+        `The relay has not reported on ${table} for 5 minutes: it is not running (schedule disabled, failing at start, throttled: no invocation got through).`,
         { ...relayPublished, comparison: ComparisonOperator.LESS_THAN_THRESHOLD },
+        of(props.relay),
       );
       alarm(
         `${prefix}RelayRoundErrors`,
         outbox(OUTBOX_METRICS.roundErrors, 'Sum'),
         0,
         `Relay rounds on ${table} fail (database trouble, a bug): the relay logs and retries them, so Lambda's Errors stays 0.`,
+        {},
+        of(props.relay),
       );
       alarm(
         `${prefix}OutboxBacklog`,
@@ -270,7 +311,7 @@ export class PipelineAlarms extends Construct {
         `${prefix}OutboxNeedsAttention`,
         outbox(OUTBOX_METRICS.needsAttention, 'Maximum'),
         0,
-        `Rows in ${table} need attention: \`cli outbox status\`. At rest the hourly sweep reports them again (one notification an hour while they wait).${FROM_RUNS}`,
+        `Rows in ${table} need attention. At rest the hourly sweep reports them again (one notification an hour while they wait).${FROM_RUNS}`,
       );
     }
     alarm(
@@ -278,18 +319,16 @@ export class PipelineAlarms extends Construct {
       props.relay.metricErrors({ period: Duration.minutes(5) }),
       0,
       'The outbox relay failed (a timeout or a start-up failure: round errors have their own alarm).',
-    );
-    alarm(
-      'RelayThrottles',
-      props.relay.metricThrottles({ period: Duration.minutes(5) }),
-      0,
-      'The outbox relay was throttled: scheduled invocations are being refused.',
+      {},
+      of(props.relay),
     );
     alarm(
       'ReserveErrors',
       props.reserve.metricErrors({ period: Duration.minutes(5) }),
       0,
       'The inventory consumer failed.',
+      {},
+      of(props.reserve),
     );
     if (props.orderResults) {
       alarm(
@@ -297,6 +336,8 @@ export class PipelineAlarms extends Construct {
         props.orderResults.metricErrors({ period: Duration.minutes(5) }),
         0,
         'The order side’s results consumer failed (its database?): the batch went back to the queue and orders show a stale reservation status.',
+        {},
+        of(props.orderResults),
       );
     }
     if (props.maintenance) {
@@ -304,11 +345,15 @@ export class PipelineAlarms extends Construct {
         'MaintenanceErrors',
         props.maintenance.metricErrors({ period: Duration.minutes(5) }),
         0,
-        'The daily maintenance failed (retention sweep or inbox check): read its log.',
+        'The daily maintenance failed (retention sweep or inbox check).',
+        {},
+        of(props.maintenance),
       );
     }
 
     // Bounded queues and missing routes.
-    if (props.bounds) this.alarms.push(...addQueueBoundAlarms(this, action, props.bounds));
+    if (props.bounds) {
+      this.alarms.push(...addQueueBoundAlarms(this, action, props.bounds, values));
+    }
   }
 }

@@ -7,10 +7,12 @@ import {
   Metric,
   TreatMissingData,
 } from 'aws-cdk-lib/aws-cloudwatch';
+import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { METRICS_NAMESPACE } from '../../shared/outbox/metrics.js';
 import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
+import { alarmDescription, type RunbookValues } from './runbook.js';
 
 /** Queues that are bounded rather than drained, and the routes a consumer depends on. */
 export interface QueueBoundAlarmsProps {
@@ -18,39 +20,56 @@ export interface QueueBoundAlarmsProps {
   brokerBounded?: { queue: string; maxLength: number; atBound: string }[];
   /** RabbitMQ: consumer queues whose declared routes the relay verifies (`RouteMissing`). */
   brokerRoutes?: string[];
-  /** SQS: queues bounded by their retention (a message older than it is deleted unread). */
-  sqsBounded?: { id: string; queue: IQueue; retentionSeconds: number; maxVisible: number }[];
+  /** RabbitMQ: the function that declares the topology (the runbook's fix for a missing route). */
+  brokerSetup?: LambdaFunction;
+  /**
+   * SQS: queues bounded by their retention (a message older than it is deleted unread), with the
+   * function that reads them (or gave their messages back, for a parking queue).
+   */
+  sqsBounded?: {
+    id: string;
+    queue: IQueue;
+    retentionSeconds: number;
+    maxVisible: number;
+    consumer?: LambdaFunction;
+    /** What a backlog there means (default: its consumer is down or behind). */
+    backlogMeaning?: string;
+  }[];
 }
 
 /**
  * The alarms of the bounded queues: at `QUEUE_BOUNDS.alarmFraction` of a `max-length` (before
  * the overflow behaviour starts), at half an SQS queue's retention (before messages expire), on
- * a visible backlog, and on a missing route within one minute. The relay publishes the RabbitMQ
- * depths on every invocation, so missing data is breaching for the near-bound alarms, as for every
- * alarm on a metric the relay always publishes (PipelineAlarms); `RouteMissing` is published only
- * when the management API answered, so missing data is not breaching there (a stopped relay is
- * the heartbeat alarm's business).
+ * a visible backlog, and on a missing route within one minute. Missing data is never breaching
+ * here: the relay publishes the RabbitMQ depths and `RouteMissing` only when it could read them
+ * from the broker, and a broker it cannot read is QueueMetricsUnavailable's alarm, a stopped relay
+ * the heartbeat's (PipelineAlarms). Each description names its runbook section (`runbook` for a
+ * kind of alarm per queue, else the alarm's id) with the commands filled from `values`.
  */
 export function addQueueBoundAlarms(
   scope: Construct,
   action: IAlarmAction,
   props: QueueBoundAlarmsProps,
+  values: RunbookValues = {},
 ): Alarm[] {
   const alarms: Alarm[] = [];
   const alarm = (
     id: string,
     metric: IMetric,
     threshold: number,
-    description: string,
-    treatMissingData = TreatMissingData.NOT_BREACHING,
+    meaning: string,
+    runbook: { section: string; values?: RunbookValues },
   ) => {
     const a = new Alarm(scope, id, {
       metric,
       threshold,
       evaluationPeriods: 1,
       comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData,
-      alarmDescription: description,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+      alarmDescription: alarmDescription(meaning, runbook.section, {
+        ...values,
+        ...runbook.values,
+      }),
     });
     a.addAlarmAction(action);
     alarms.push(a);
@@ -70,8 +89,8 @@ export function addQueueBoundAlarms(
       `NearBound${id(b.queue)}`,
       broker(QUEUE_METRICS.ready, b.queue, Duration.minutes(5)),
       Math.floor(b.maxLength * QUEUE_BOUNDS.alarmFraction),
-      `${b.queue} holds ${QUEUE_BOUNDS.alarmFraction * 100} % of its max-length (${b.maxLength}); at the bound ${b.atBound}. (Or the relay stopped publishing: see the RelayHeartbeat alarm.)`,
-      TreatMissingData.BREACHING,
+      `${b.queue} holds ${QUEUE_BOUNDS.alarmFraction * 100} % of its max-length (${b.maxLength}); at the bound ${b.atBound}.`,
+      { section: 'NearBound', values: { queue: b.queue } },
     );
   }
   for (const queue of props.brokerRoutes ?? []) {
@@ -79,10 +98,17 @@ export function addQueueBoundAlarms(
       `RouteMissing${id(queue)}`,
       broker(QUEUE_METRICS.routeMissing, queue, Duration.minutes(1)),
       1,
-      `A declared binding to ${queue} is missing on the broker: the relay holds the events it would route there (route-missing); restore it with the broker-setup resource or \`backend.prepare\`.`,
+      `A declared binding to ${queue} is missing on the broker: the relay holds the events it would route there (route-missing).`,
+      {
+        section: 'RouteMissing',
+        values: props.brokerSetup ? { function: props.brokerSetup.functionName } : {},
+      },
     );
   }
   for (const s of props.sqsBounded ?? []) {
+    const consumer: RunbookValues = s.consumer
+      ? { function: s.consumer.functionName, 'log group': s.consumer.logGroup.logGroupName }
+      : {};
     alarm(
       `${s.id}OldestMessageAge`,
       s.queue.metricApproximateAgeOfOldestMessage({
@@ -91,6 +117,7 @@ export function addQueueBoundAlarms(
       }),
       Math.floor(s.retentionSeconds / 2),
       `A message has waited half the queue's retention (${s.retentionSeconds} s): SQS deletes it unread at the retention.`,
+      { section: `${s.id}OldestMessageAge`, values: consumer },
     );
     alarm(
       `${s.id}Backlog`,
@@ -99,7 +126,8 @@ export function addQueueBoundAlarms(
         statistic: 'Maximum',
       }),
       s.maxVisible,
-      'Messages pile up in the queue: its consumer is down or behind.',
+      s.backlogMeaning ?? 'Messages pile up in the queue: its consumer is down or behind.',
+      { section: `${s.id}Backlog`, values: consumer },
     );
   }
   return alarms;

@@ -13,8 +13,10 @@ import type { NodeFunction } from './NodeFunction.js';
  *   a COMMIT that wrote outbox rows (`RELAY_FUNCTION_NAME`, `lambda:InvokeFunction`);
  * - ticked: a 1-minute schedule, whose invocation publishes the heartbeat and reads the outboxes
  *   only when its state (an SSM parameter) says rows were left or a quiet pipeline's sweep is due;
- * - bounded: `reservedConcurrency` invocations at most; an asynchronous event is not retried and
- *   kept at most a minute (a kick throttled for longer is covered by the relays running then).
+ * - bounded, when `reservedConcurrency` is set (opt-in: it fails the deploy on an account with
+ *   too little unreserved concurrency): that many invocations at most. An asynchronous event is
+ *   not retried and kept at most a minute (a kick throttled for longer is covered by the relays
+ *   running then). Unreserved, the kicks alone bound it (docs/outbox-relay.md, "Bounded").
  */
 export function relayTriggers(
   stack: Stack,
@@ -31,8 +33,8 @@ export function relayTriggers(
   state.grantRead(relay);
   state.grantWrite(relay);
   relay.addEnvironment('RELAY_STATE_PARAMETER', state.parameterName);
-  // 0 or less leaves it unreserved: an account can reserve only its unreserved concurrency
-  // minus 100 (docs/aws-facts.md), which a new account with a low limit does not have
+  // 0 leaves it unreserved: an account can reserve only its unreserved concurrency minus 100
+  // (docs/aws-facts.md), which a new account with a low limit does not have
   if (config.reservedConcurrency > 0) {
     (relay.node.defaultChild as CfnFunction).reservedConcurrentExecutions =
       config.reservedConcurrency;

@@ -22,11 +22,22 @@ import {
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
-import { APP_LOGIN_USER } from '../../shared/db/appRole.js';
+import { APP_LOGIN_USER, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { MIGRATIONS_SOURCE } from '../paths.js';
+
+/**
+ * The engine: Aurora PostgreSQL 16's long-term-support minor (a non-LTS minor is withdrawn about a
+ * year after its release, and then a new deployment fails: docs/aws-facts.md, "Aurora"; the test
+ * compares it with the LTS the facts name). Automatic minor upgrades are off on the instance, as
+ * AWS advises to stay on an LTS minor; AWS still patches it to the LTS's latest patch yearly.
+ */
+export const ENGINE_VERSION = AuroraPostgresEngineVersion.VER_16_8;
+
+/** Automated backups kept (days; Aurora's default is 1). */
+export const BACKUP_RETENTION_DAYS = 14;
 
 /** The cluster's capacity range when not overridden (ACU; 0 lets it pause when idle). */
 export const DEFAULT_CAPACITY = { minAcu: 0, maxAcu: 4 } as const;
@@ -46,6 +57,12 @@ export interface DataStackProps extends StackProps {
   databaseName?: string;
   /** On by default; `-c deletionProtection=false` for throw-away deployments. */
   deletionProtection?: boolean;
+  /**
+   * Keep the legacy login `pipeline_fn` (its secret `AppSecret`, exported, and its user kept up to
+   * date), which functions deployed before the per-side logins use until their pipeline stack is
+   * updated. Default true; `-c legacyAppLogin=false` retires it (see the README's secret rotation).
+   */
+  legacyAppLogin?: boolean;
 }
 
 /**
@@ -56,10 +73,16 @@ export class DataStack extends Stack {
   readonly cluster: DatabaseCluster;
   readonly databaseName: string;
   /**
-   * The functions' database user (`pipeline_fn`, a member of the app role of migration 0005):
-   * every function but migrate reaches the Data API with this secret, never the master's.
+   * Each side's database login (`orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`, members
+   * of the group roles of migration 0006): a function reaches the Data API with its side's secret,
+   * never the master's.
    */
-  readonly appSecret: ISecret;
+  readonly dbSecrets: Record<DbSide, ISecret>;
+  /**
+   * The legacy login (`pipeline_fn`, migration 0005's app role), kept for functions deployed
+   * before the per-side logins; undefined once retired (`legacyAppLogin: false`).
+   */
+  readonly appSecret: ISecret | undefined;
 
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
@@ -72,10 +95,9 @@ export class DataStack extends Stack {
     });
     addFlowLogs(vpc);
     this.cluster = new DatabaseCluster(this, 'Db', {
-      engine: DatabaseClusterEngine.auroraPostgres({
-        version: AuroraPostgresEngineVersion.VER_16_6,
-      }),
-      writer: ClusterInstance.serverlessV2('writer'),
+      engine: DatabaseClusterEngine.auroraPostgres({ version: ENGINE_VERSION }),
+      writer: ClusterInstance.serverlessV2('writer', { autoMinorVersionUpgrade: false }),
+      backup: { retention: Duration.days(BACKUP_RETENTION_DAYS) },
       serverlessV2MinCapacity: minAcu,
       serverlessV2MaxCapacity: props.maxCapacity ?? DEFAULT_CAPACITY.maxAcu,
       // every caller but place-order waits out a resume (docs/design.md §12)
@@ -95,15 +117,29 @@ export class DataStack extends Stack {
       vpc,
       vpcSubnets: { subnetType: SubnetType.PRIVATE_ISOLATED },
     });
-    // The application user's credentials: generated here, attached to the cluster (host, port,
-    // engine added: the shape Secrets Manager's multi-user rotation expects), created in the
-    // database by the migrate function.
-    const appSecret = new DatabaseSecret(this, 'AppSecret', {
-      username: APP_LOGIN_USER,
-      dbname: this.databaseName,
-      ...(this.cluster.secret ? { masterSecret: this.cluster.secret } : {}),
-    });
-    this.appSecret = appSecret.attach(this.cluster);
+    // Each side's login credentials: generated here, attached to the cluster (host, port, engine
+    // added: the shape Secrets Manager's multi-user rotation expects), created in the database by
+    // the migrate function.
+    const loginSecret = (id: string, username: string) => {
+      const secret = new DatabaseSecret(this, id, {
+        username,
+        dbname: this.databaseName,
+        ...(this.cluster.secret ? { masterSecret: this.cluster.secret } : {}),
+      });
+      Validations.of(secret).acknowledge(MANUAL_ROTATION);
+      return secret.attach(this.cluster);
+    };
+    this.dbSecrets = {
+      orders: loginSecret('OrdersDbSecret', DB_ROLES.orders.login),
+      inventory: loginSecret('InventoryDbSecret', DB_ROLES.inventory.login),
+      relay: loginSecret('RelayDbSecret', DB_ROLES.relay.login),
+      maintenance: loginSecret('MaintenanceDbSecret', DB_ROLES.maintenance.login),
+    };
+    // The legacy login, while kept: exported explicitly, so that a pipeline stack deployed before
+    // the per-side logins (which imports it) keeps working until it is updated.
+    const legacy = props.legacyAppLogin ?? true;
+    this.appSecret = legacy ? loginSecret('AppSecret', APP_LOGIN_USER) : undefined;
+    if (this.appSecret) this.exportValue(this.appSecret.secretArn);
     // Migrations on deploy: a custom resource whose version is the migrations' checksums, so a new
     // migration re-runs it (applying only what is pending). It alone runs as the master user.
     const migrateFn = new NodeFunction(this, 'migrate', {
@@ -116,30 +152,40 @@ export class DataStack extends Stack {
           secretArn: this.cluster.secret?.secretArn ?? '',
           database: this.databaseName,
         },
-        appDbSecretArn: this.appSecret.secretArn,
+        dbSecretArns: {
+          orders: this.dbSecrets.orders.secretArn,
+          inventory: this.dbSecrets.inventory.secretArn,
+          relay: this.dbSecrets.relay.secretArn,
+          maintenance: this.dbSecrets.maintenance.secretArn,
+        },
+        ...(this.appSecret
+          ? { appDbSecretArn: this.appSecret.secretArn }
+          : { retiredDbLogin: APP_LOGIN_USER }),
       }),
     });
     this.cluster.grantDataApiAccess(migrateFn);
     this.cluster.secret?.grantRead(migrateFn);
-    this.appSecret.grantRead(migrateFn);
+    const logins = [
+      ...DB_SIDES.map((side) => this.dbSecrets[side]),
+      ...(this.appSecret ? [this.appSecret] : []),
+    ];
+    for (const secret of logins) secret.grantRead(migrateFn);
     const provider = deployProvider(this, 'MigrationsProvider', migrateFn);
+    // Runs again when a migration is added and when the logins change (a secret replaced, the
+    // legacy login retired): the users in the database follow their secrets.
     const migrations = new CustomResource(this, 'Migrations', {
       serviceToken: provider.serviceToken,
       resourceType: 'Custom::Migrations',
-      properties: { version: migrationsVersion() },
+      properties: {
+        version: migrationsVersion(),
+        logins: logins.map((secret) => secret.secretArn),
+      },
     });
     migrations.node.addDependency(this.cluster);
 
     new CfnOutput(this, 'MigrateFunction', { value: migrateFn.functionName });
-    // No automatic rotation: a rotation function would need a Secrets Manager endpoint in the
-    // isolated VPC (the Data API needs none). The README's "Secret rotation" is the procedure.
-    for (const scope of [this.cluster, appSecret]) {
-      Validations.of(scope).acknowledge({
-        id: 'AwsSolutions::AwsSolutions-SMG4',
-        reason:
-          'Rotated by the manual procedure in the README, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
-      });
-    }
+    // The README's "Secret rotation" is the procedure for every secret of this stack.
+    Validations.of(this.cluster).acknowledge(MANUAL_ROTATION);
   }
 
   /** AZs pinned so `cdk synth` needs no credentials or lookups. */
@@ -149,6 +195,14 @@ export class DataStack extends Stack {
       : [`${this.region}a`, `${this.region}b`];
   }
 }
+
+// No automatic rotation: a rotation function would need a Secrets Manager endpoint in the isolated
+// VPC (the Data API needs none).
+const MANUAL_ROTATION = {
+  id: 'AwsSolutions::AwsSolutions-SMG4',
+  reason:
+    'Rotated by the manual procedure in the README, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
+};
 
 /** A digest of every migration file the bundle ships: changes when one is added. */
 function migrationsVersion(): string {

@@ -15,7 +15,7 @@ import { Peer, Port, SecurityGroup, SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2'
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
+import { CfnEventSourceMapping, RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
@@ -23,6 +23,7 @@ import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
+import type { DbSide } from '../../shared/db/appRole.js';
 import {
   declaredTopology,
   QUEUE_BOUNDS,
@@ -30,12 +31,14 @@ import {
   retryQueueName,
 } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
+import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
+import { recursiveLoop } from '../constructs/recursiveLoop.js';
 import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
@@ -188,7 +191,6 @@ export class RabbitPipelineStack extends Stack {
     // every function runs with the pipeline's budget and retention (what the topology declares)
     const common: FunctionSettings = {
       transport: 'rabbitmq',
-      dataApi: dataApiSettings(database),
       budget: config.budget,
       retention: config.retention,
     };
@@ -201,28 +203,34 @@ export class RabbitPipelineStack extends Stack {
         vhost: config.rabbitmq.vhost,
       },
     });
+    // each function reaches the database as its side's login (docs/design.md §9), or not at all
     const fn = (
       name: string,
       timeoutSeconds: number,
-      options: { broker?: boolean; asAdmin?: boolean; extra?: FunctionSettings } = {},
+      options: { db?: DbSide; broker?: boolean; asAdmin?: boolean; extra?: FunctionSettings } = {},
     ) => {
       const secret = options.asAdmin ? this.adminCredentials : this.credentials;
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
         environment: {
-          ...functionEnvironment(common),
+          ...functionEnvironment({
+            ...common,
+            ...(options.db ? { dataApi: dataApiSettings(database, options.db) } : {}),
+          }),
           ...(options.broker ? functionEnvironment(brokerAccess(secret)) : {}),
           ...functionEnvironment(options.extra ?? {}),
         },
         ...(options.broker ? { network } : {}),
       });
-      database.grant(f);
+      if (options.db) database.grant(f, options.db);
       if (options.broker) secret.grantRead(f);
       return f;
     };
+    addDatabaseOutputs(this, database);
 
-    // broker-setup runs as the administrator and creates the pipeline user from its secret
+    // broker-setup runs as the administrator and creates the pipeline user from its secret; it
+    // has no database access
     const setup = fn('broker-setup', 120, {
       broker: true,
       asAdmin: true,
@@ -232,13 +240,14 @@ export class RabbitPipelineStack extends Stack {
     new CfnOutput(this, 'BrokerSetupFunction', { value: setup.functionName });
     const topology = this.topologyOnDeploy(setup, config);
 
-    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
+    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, { db: 'orders' });
     if (props.httpApi !== false) {
-      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder, settings: config.httpApi }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
     const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
+      db: 'relay',
       broker: true,
       extra: { relay: config.relay },
     });
@@ -286,6 +295,7 @@ export class RabbitPipelineStack extends Stack {
     };
 
     const reserve = fn('reserve-inventory-rabbitmq', config.timeoutsSeconds.reserve, {
+      db: 'inventory',
       broker: true,
     });
     amazonMqTrigger('ReserveTrigger', reserve, config.rabbitmq.queue);
@@ -296,11 +306,17 @@ export class RabbitPipelineStack extends Stack {
     // each order's reservation status from the events, so `orders.inventory-results` is read, not
     // growing.
     const orderResults = fn('order-results-rabbitmq', config.timeoutsSeconds.reserve, {
+      db: 'orders',
       broker: true,
     });
     amazonMqTrigger('OrderResultsTrigger', orderResults, RABBITMQ_NAMES.inventoryResultsQueue);
+    // No loop Lambda can follow here (the relay publishes over AMQP, Amazon MQ is not a service it
+    // tracks): the chain ends at the kicked relay, and detection stays on for a real loop.
+    recursiveLoop(RecursiveLoop.TERMINATE, [relay, reserve, orderResults]);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
+    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, {
+      db: 'maintenance',
+    });
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
@@ -316,6 +332,7 @@ export class RabbitPipelineStack extends Stack {
           source: config.rabbitmq.queue,
           parking: config.rabbitmq.parkingQueue,
           resultsParking: RABBITMQ_NAMES.resultsParkingQueue,
+          brokerId: this.broker.ref,
         },
         bounds: {
           brokerBounded: [
@@ -347,6 +364,7 @@ export class RabbitPipelineStack extends Stack {
             })),
           ],
           brokerRoutes: [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.inventoryResultsQueue],
+          brokerSetup: setup,
         },
       });
       new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });

@@ -3,6 +3,7 @@ import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { type IGrantable, PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -12,45 +13,59 @@ import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
+import type { DbSide } from '../../shared/db/appRole.js';
 import type { PipelineConfig } from '../config.js';
+import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
+import { recursiveLoop } from '../constructs/recursiveLoop.js';
 
-/** How the functions reach the database: a cluster's Data API (or, for emulators, plain ARNs). */
+/**
+ * How the functions reach the database: a cluster's Data API with one login per side (or, for
+ * emulators, plain ARNs). Each function gets its side's secret and nothing else.
+ */
 export interface DatabaseAccess {
   clusterArn: string;
-  secretArn: string;
   databaseName: string;
-  grant(fn: IGrantable): void;
+  /** Each side's login secret (ARN): the Data API reads the username and password from it. */
+  secretArns: Record<DbSide, string>;
+  /** rds-data on the cluster and read of `side`'s secret, for one function. */
+  grant(fn: IGrantable, side: DbSide): void;
 }
 
-/** The Data API settings of a function that reaches the database through `access`. */
-export function dataApiSettings(access: DatabaseAccess): FunctionSettings['dataApi'] {
+/** The Data API settings of a function of `side` that reaches the database through `access`. */
+export function dataApiSettings(access: DatabaseAccess, side: DbSide): FunctionSettings['dataApi'] {
   return {
     resourceArn: access.clusterArn,
-    secretArn: access.secretArn,
+    secretArn: access.secretArns[side],
     database: access.databaseName,
   };
 }
 
 /**
- * The functions reach the cluster's Data API as the application user (`secret`: the data
- * stack's `appSecret`, a member of the app role with row access only), never as the master user,
- * whose secret only the migrate function reads.
+ * The functions reach the cluster's Data API as their side's login (`secrets`: the data stack's
+ * `dbSecrets`, each a member of its side's group role, migration 0006), never as the master
+ * user, whose secret only the migrate function reads.
  */
 export function dataApiAccess(
   cluster: DatabaseCluster,
   databaseName: string,
-  secret: ISecret,
+  secrets: Record<DbSide, ISecret>,
 ): DatabaseAccess {
   return {
     clusterArn: cluster.clusterArn,
-    secretArn: secret.secretArn,
+    secretArns: {
+      orders: secrets.orders.secretArn,
+      inventory: secrets.inventory.secretArn,
+      relay: secrets.relay.secretArn,
+      maintenance: secrets.maintenance.secretArn,
+    },
     databaseName,
-    grant: (fn) => {
-      // rds-data:* on this cluster and read of `secret` (grantDataApiAccess would add the master's)
+    grant: (fn, side) => {
+      // rds-data:* on this cluster and read of the side's secret (grantDataApiAccess would add the
+      // master's)
       fn.grantPrincipal.addToPrincipalPolicy(
         new PolicyStatement({
           actions: [
@@ -63,7 +78,7 @@ export function dataApiAccess(
           resources: [cluster.clusterArn],
         }),
       );
-      secret.grantRead(fn);
+      secrets[side].grantRead(fn);
     },
   };
 }
@@ -120,11 +135,11 @@ export class SqsPipelineStack extends Stack {
       encryption: QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
     });
-    // Bounded by its retention like the source (SQS deletes older messages unread; its parking
-    // keeps them longer, as a dead-letter queue's retention must be): alarmed at half of it.
+    // Bounded by its retention (SQS deletes older messages unread), alarmed at half of it; shorter
+    // than its parking's, since a result moves there with its enqueue time (infra/config.ts).
     const results = new Queue(this, 'Results', {
       queueName: config.names.inventoryResultsQueue,
-      retentionPeriod: Duration.seconds(config.sqs.sourceRetentionSeconds),
+      retentionPeriod: Duration.seconds(config.sqs.resultsRetentionSeconds),
       // read by the order-results function: at least 6 × its timeout, as for the source queue
       visibilityTimeout: Duration.seconds(config.sqs.visibilityTimeoutSeconds),
       encryption: QueueEncryption.SQS_MANAGED,
@@ -135,7 +150,6 @@ export class SqsPipelineStack extends Stack {
     // every function runs with the pipeline's budget and retention (what the queues were made for)
     const common: FunctionSettings = {
       transport: 'sqs',
-      dataApi: dataApiSettings(database),
       budget: config.budget,
       retention: config.retention,
       sqs: {
@@ -144,35 +158,48 @@ export class SqsPipelineStack extends Stack {
         resultsQueueUrl: results.queueUrl,
       },
     };
-    const fn = (name: string, timeoutSeconds: number, extra: FunctionSettings = {}) => {
+    // each function reaches the database as its side's login (docs/design.md §9)
+    const fn = (
+      name: string,
+      timeoutSeconds: number,
+      side: DbSide,
+      extra: FunctionSettings = {},
+    ) => {
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
-        environment: { ...functionEnvironment(common), ...functionEnvironment(extra) },
+        environment: {
+          ...functionEnvironment({ ...common, dataApi: dataApiSettings(database, side) }),
+          ...functionEnvironment(extra),
+        },
       });
-      database.grant(f);
+      database.grant(f, side);
       return f;
     };
+    addDatabaseOutputs(this, database);
 
-    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder);
+    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, 'orders');
     if (props.httpApi !== false) {
-      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder }).api;
+      this.api = new OrdersHttpApi(this, 'Orders', { placeOrder, settings: config.httpApi }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
-    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, { relay: config.relay });
+    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, 'relay', {
+      relay: config.relay,
+    });
     this.source.grantSendMessages(relay);
     results.grantSendMessages(relay);
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
 
-    const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, {
+    const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, 'inventory', {
       sqs: {
         retryMode: config.sqs.retryMode,
         visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds,
       },
     });
     this.source.grantConsumeMessages(reserve);
-    this.source.grantSendMessages(reserve); // resend mode sends delayed copies
+    // resend mode sends its delayed copies to the source queue; visibility mode never sends there
+    if (config.sqs.retryMode === 'resend') this.source.grantSendMessages(reserve);
     this.parking.grantSendMessages(reserve);
     // Both consumers' SQS event sources: the trigger settings, partial batch responses.
     const trigger = (queue: IQueue) =>
@@ -193,13 +220,18 @@ export class SqsPipelineStack extends Stack {
     // each order's reservation status from the events, so the results queue is read, not growing.
     // Its records are acknowledged or given back (partial batch response); a result given back
     // maxReceiveCount times moves to the results parking queue.
-    const orderResults = fn('order-results-sqs', config.timeoutsSeconds.reserve, {
+    const orderResults = fn('order-results-sqs', config.timeoutsSeconds.reserve, 'orders', {
       sqs: { visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds },
     });
     results.grantConsumeMessages(orderResults);
     orderResults.addEventSource(trigger(results));
+    // The relay's chain through SQS and the kick is a loop by design: Lambda would stop it after
+    // about 16 hops, the relay's kicks dropped and reserve's messages failed into parking. The
+    // results consumer is invoked from the same chain (each relay hop's results) and sends
+    // nothing back into it.
+    recursiveLoop(RecursiveLoop.ALLOW, [relay, reserve, orderResults]);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance);
+    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, 'maintenance');
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
@@ -217,14 +249,18 @@ export class SqsPipelineStack extends Stack {
             {
               id: 'Results',
               queue: results,
-              retentionSeconds: config.sqs.sourceRetentionSeconds,
+              retentionSeconds: config.sqs.resultsRetentionSeconds,
               maxVisible: 1_000,
+              consumer: orderResults,
             },
             {
               id: 'ResultsParking',
               queue: resultsParking,
               retentionSeconds: Math.floor(config.retention.parkingMs / 1000),
               maxVisible: 1,
+              consumer: orderResults,
+              backlogMeaning:
+                'Inventory results are in the results parking queue: order-results gave them back maxReceiveCount times (its database down?). Their orders show a stale reservation status until they are moved back.',
             },
           ],
         },

@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import type { DbSide } from '../db/appRole.js';
 import type { TransactionTimeouts } from '../db/transactionBounds.js';
 import { faultSpecSchema } from '../faults.js';
 import { RABBITMQ_DEFAULTS } from '../transport/rabbitmq/constants.js';
@@ -250,10 +251,20 @@ const envObject = z.object({
   DATA_API_SECRET_ARN: z.string().optional(),
   DATA_API_DATABASE: z.string().optional(),
   /**
-   * The migrate function only: the secret of the functions' own database login user
-   * (`{"username","password"}`), created or updated after the migrations. Unset locally.
+   * The migrate function only: the secret (`{"username","password"}`) of each side's database
+   * login, created or updated after the migrations (`DB_SECRET_ENV`), and of the legacy login
+   * (`APP_DB_SECRET_ARN`, `pipeline_fn`) while it is kept. Unset locally.
    */
   APP_DB_SECRET_ARN: z.string().optional(),
+  ORDERS_DB_SECRET_ARN: z.string().optional(),
+  INVENTORY_DB_SECRET_ARN: z.string().optional(),
+  RELAY_DB_SECRET_ARN: z.string().optional(),
+  MAINTENANCE_DB_SECRET_ARN: z.string().optional(),
+  /** The migrate function only: a login user to retire (no login, no groups), `pipeline_fn`. */
+  RETIRED_DB_LOGIN: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'a lower-case identifier (a-z, 0-9, _)')
+    .optional(),
   /** Data API endpoint override (the local endpoint); unset = AWS. */
   DATA_API_ENDPOINT: z.string().url().optional(),
   /** Queue URLs of a deployed SQS pipeline. */
@@ -318,6 +329,14 @@ export const RETENTION_ENV = {
   redriveWindowMs: 'REDRIVE_WINDOW_MS',
   redriveLimit: 'REDRIVE_LIMIT',
 } as const satisfies Record<keyof Retention, EnvName>;
+
+/** Where the migrate function reads each side's database secret from (its ARN). */
+export const DB_SECRET_ENV = {
+  orders: 'ORDERS_DB_SECRET_ARN',
+  inventory: 'INVENTORY_DB_SECRET_ARN',
+  relay: 'RELAY_DB_SECRET_ARN',
+  maintenance: 'MAINTENANCE_DB_SECRET_ARN',
+} as const satisfies Record<DbSide, EnvName>;
 
 /** Where the transaction bounds rule reads each term from. */
 const TRANSACTION_TIMEOUTS_ENV = {

@@ -1,5 +1,7 @@
+import { DB_SIDES, type DbSide } from '../db/appRole.js';
 import {
   BUDGET_ENV,
+  DB_SECRET_ENV,
   type Env,
   type EnvName,
   RETENTION_ENV,
@@ -39,8 +41,12 @@ export interface FunctionSettings {
   functionTimeoutMs?: number;
   /** An Amazon MQ broker: the secret's ARN (never its value) and the endpoints it reports. */
   broker?: { secretArn: string; amqpEndpoint: string; managementEndpoint: string; vhost: string };
-  /** migrate: the functions' database login user to create or update (its secret's ARN). */
+  /** migrate: the legacy database login (`pipeline_fn`) to create or update (its secret's ARN). */
   appDbSecretArn?: string;
+  /** migrate: each side's database login to create or update (their secrets' ARNs). */
+  dbSecretArns?: Record<DbSide, string>;
+  /** migrate: a database login to retire (`pipeline_fn` once no function uses it). */
+  retiredDbLogin?: string;
   /** broker-setup: the pipeline broker user to create or update (its secret's ARN). */
   brokerPipelineSecretArn?: string;
   migrationsDir?: string;
@@ -102,6 +108,10 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
   }
   if (settings.migrationsDir !== undefined) env.MIGRATIONS_DIR = settings.migrationsDir;
   if (settings.appDbSecretArn !== undefined) env.APP_DB_SECRET_ARN = settings.appDbSecretArn;
+  if (settings.dbSecretArns) {
+    for (const side of DB_SIDES) env[DB_SECRET_ENV[side]] = settings.dbSecretArns[side];
+  }
+  if (settings.retiredDbLogin !== undefined) env.RETIRED_DB_LOGIN = settings.retiredDbLogin;
   if (settings.brokerPipelineSecretArn !== undefined) {
     env.BROKER_PIPELINE_SECRET_ARN = settings.brokerPipelineSecretArn;
   }

@@ -1,16 +1,38 @@
 import { z } from 'zod';
 import { ConfigError } from '../config/env.js';
 import { DbError } from './errors.js';
+import { scramSha256Verifier } from './scram.js';
 import type { SqlDatabase } from './types.js';
 
 /**
- * The NOLOGIN group role migration 0005 creates: row access to the pipeline's tables, no DDL, no
- * TRUNCATE. Every function except migrate logs in as a member of it.
+ * The sides of the pipeline that reach the database, each with a login of its own (migration
+ * 0006): the order service (place-order, order-results), inventory (reserve-inventory), the
+ * outbox relay and maintenance. migrate runs as the master user; broker-setup has no database.
+ */
+export const DB_SIDES = ['orders', 'inventory', 'relay', 'maintenance'] as const;
+export type DbSide = (typeof DB_SIDES)[number];
+
+/**
+ * Each side's NOLOGIN group role (its grants and row policies, migration 0006) and the login user
+ * its deployed functions use (the username of its secret, created by the migrate function).
+ */
+export const DB_ROLES: Readonly<Record<DbSide, { group: string; login: string }>> = {
+  orders: { group: 'orders_app', login: 'orders_fn' },
+  inventory: { group: 'inventory_app', login: 'inventory_fn' },
+  relay: { group: 'relay_app', login: 'relay_fn' },
+  maintenance: { group: 'maintenance_app', login: 'maintenance_fn' },
+};
+
+/**
+ * The legacy group role of migration 0005: row access to every pipeline table. Functions
+ * deployed before the per-side logins log in as a member of it until their stack is updated.
  */
 export const APP_GROUP_ROLE = 'pipeline_app';
 
-/** The login user of the deployed functions (the username in the app secret CDK generates). */
+/** The legacy login user of those functions (the username in the data stack's `AppSecret`). */
 export const APP_LOGIN_USER = 'pipeline_fn';
+
+const GROUP_ROLES = new Set([APP_GROUP_ROLE, ...DB_SIDES.map((s) => DB_ROLES[s].group)]);
 
 /**
  * A database secret as Secrets Manager holds it: the RDS Data API reads `username` and
@@ -37,29 +59,48 @@ export function parseDbSecret(secretString: string | undefined): DbLogin {
 // An unquoted PostgreSQL identifier: what CDK generates and what a reader recognises in psql.
 const USERNAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
-/**
- * Creates the functions' login user, or sets its password to the secret's (every deploy, so a
- * secret changed by hand or by rotation is what the database has), and makes it a member of
- * {@link APP_GROUP_ROLE}. Runs as the migrating role (the Aurora master user) after the
- * migrations. Refuses the migrating role itself and superusers: the app secret must name a
- * user of its own. The statements are built by the server (`format` with `%I` / `%L`), so no
- * value is ever spliced into SQL here.
- */
-export async function ensureAppLogin(
-  db: SqlDatabase,
-  login: DbLogin,
-): Promise<{ username: string; created: boolean }> {
-  if (!USERNAME.test(login.username)) {
+function checkUsername(username: string): void {
+  if (!USERNAME.test(username)) {
     throw new ConfigError(
-      `database app user "${login.username}": expected a lower-case identifier (a-z, 0-9, _)`,
+      `database login "${username}": expected a lower-case identifier (a-z, 0-9, _)`,
     );
   }
+}
+
+/**
+ * Creates a login user, or sets its password to the secret's (every deploy, so a secret changed
+ * by hand or by rotation is what the database has), and makes it a member of `group`. Runs as the
+ * migrating role (the Aurora master user) after the migrations. Refuses the migrating role
+ * itself, superusers and the group roles: each secret must name a user of its own.
+ *
+ * The password travels as its SCRAM-SHA-256 verifier, computed here ({@link scramSha256Verifier}):
+ * PostgreSQL stores a verifier as it is, so the password never reaches the server, its statement
+ * log or `pg_stat_statements`. The statements are built by the server (`format` with `%I` /
+ * `%L`), so no value is spliced into SQL here.
+ */
+export async function ensureLogin(
+  db: SqlDatabase,
+  login: DbLogin,
+  group: string,
+): Promise<{ username: string; created: boolean }> {
+  checkUsername(login.username);
+  if (GROUP_ROLES.has(login.username)) {
+    throw new ConfigError(
+      `database login "${login.username}" is a group role: the secret must name a user of its own`,
+    );
+  }
+  let verifier: string;
+  try {
+    verifier = scramSha256Verifier(login.password);
+  } catch (err) {
+    throw new ConfigError(`database login "${login.username}": ${(err as Error).message}`);
+  }
   return db.transaction(async (tx) => {
-    const { rows: group } = await tx.query('SELECT 1 FROM pg_roles WHERE rolname = $1::text', [
-      APP_GROUP_ROLE,
+    const { rows: groups } = await tx.query('SELECT 1 FROM pg_roles WHERE rolname = $1::text', [
+      group,
     ]);
-    if (group.length === 0) {
-      throw new DbError(`role ${APP_GROUP_ROLE} does not exist: run the migrations first`);
+    if (groups.length === 0) {
+      throw new DbError(`role ${group} does not exist: run the migrations first`);
     }
     const { rows } = await tx.query<{ me: string; super: boolean | null }>(
       `SELECT current_user::text AS me,
@@ -70,7 +111,7 @@ export async function ensureAppLogin(
     const isSuper = rows[0]?.super ?? null;
     if (login.username === me || isSuper === true) {
       throw new ConfigError(
-        `database app user "${login.username}" is ${login.username === me ? 'the migrating role' : 'a superuser'}: the app secret must name a user of its own`,
+        `database login "${login.username}" is ${login.username === me ? 'the migrating role' : 'a superuser'}: the secret must name a user of its own`,
       );
     }
     const created = isSuper === null;
@@ -82,12 +123,94 @@ export async function ensureAppLogin(
           ? 'CREATE ROLE %I WITH LOGIN INHERIT PASSWORD %L'
           : 'ALTER ROLE %I WITH LOGIN INHERIT PASSWORD %L',
         login.username,
-        login.password,
-        APP_GROUP_ROLE,
+        verifier,
+        group,
       ],
     );
     await tx.query(stmt[0]?.create ?? '');
     await tx.query(stmt[0]?.grant ?? '');
     return { username: login.username, created };
+  });
+}
+
+/** The legacy login (`pipeline_fn`, a member of {@link APP_GROUP_ROLE}): see {@link ensureLogin}. */
+export function ensureAppLogin(
+  db: SqlDatabase,
+  login: DbLogin,
+): Promise<{ username: string; created: boolean }> {
+  return ensureLogin(db, login, APP_GROUP_ROLE);
+}
+
+/**
+ * Creates or updates the login of every side given, each a member of its side's group role only
+ * ({@link DB_ROLES}). Refuses, before changing anything, two sides naming the same user (one
+ * login would hold both sides' grants) or a side naming `legacy` (the legacy login's user).
+ */
+export async function ensureServiceLogins(
+  db: SqlDatabase,
+  logins: Partial<Record<DbSide, DbLogin>>,
+  options: { legacy?: string } = {},
+): Promise<Partial<Record<DbSide, { username: string; created: boolean }>>> {
+  const given = DB_SIDES.flatMap((side) => {
+    const login = logins[side];
+    return login ? [{ side, login }] : [];
+  });
+  const seen = new Map<string, DbSide>();
+  for (const { side, login } of given) {
+    checkUsername(login.username);
+    const other = seen.get(login.username);
+    if (other) {
+      throw new ConfigError(
+        `database logins: ${other} and ${side} both name "${login.username}": each side needs a user of its own`,
+      );
+    }
+    if (login.username === options.legacy) {
+      throw new ConfigError(
+        `database logins: ${side} names "${login.username}", the legacy login: each side needs a user of its own`,
+      );
+    }
+    seen.set(login.username, side);
+  }
+  const out: Partial<Record<DbSide, { username: string; created: boolean }>> = {};
+  for (const { side, login } of given) {
+    out[side] = await ensureLogin(db, login, DB_ROLES[side].group);
+  }
+  return out;
+}
+
+/**
+ * Retires a login user: it can no longer log in, its password is removed and it leaves every
+ * group role (sessions already open finish their work; nothing is dropped, so `ensureLogin` can
+ * bring it back). Returns false when there is no such user. Refuses the migrating role,
+ * superusers and the group roles.
+ */
+export async function retireLogin(db: SqlDatabase, username: string): Promise<boolean> {
+  checkUsername(username);
+  if (GROUP_ROLES.has(username)) {
+    throw new ConfigError(`database login "${username}" is a group role, not a login`);
+  }
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ me: string; super: boolean | null }>(
+      `SELECT current_user::text AS me,
+              (SELECT rolsuper FROM pg_roles WHERE rolname = $1::text) AS super`,
+      [username],
+    );
+    const isSuper = rows[0]?.super ?? null;
+    if (isSuper === null) return false;
+    if (username === rows[0]?.me || isSuper) {
+      throw new ConfigError(`database login "${username}" is the migrating role or a superuser`);
+    }
+    const { rows: stmt } = await tx.query<{ sql: string }>(
+      `SELECT format('ALTER ROLE %I WITH NOLOGIN PASSWORD NULL', $1::text) AS sql
+       UNION ALL
+       SELECT format('REVOKE %I FROM %I', g.rolname, $1::text)
+         FROM pg_auth_members m
+         JOIN pg_roles g ON g.oid = m.roleid
+         JOIN pg_roles r ON r.oid = m.member
+        WHERE r.rolname = $1::text`,
+      [username],
+    );
+    for (const s of stmt) await tx.query(s.sql);
+    return true;
   });
 }

@@ -13,6 +13,20 @@ export const isKickEvent = (event: unknown): event is KickEvent =>
   typeof event === 'object' && event !== null && (event as KickEvent).source === KICK_SOURCE;
 
 /**
+ * The payload of an operator's drain (`cli relay drain`, a synchronous invocation): read both
+ * outboxes now, whatever the relay's state says, like a sweep that is always due. Any other event
+ * (the schedule's, or an empty one) is a tick.
+ */
+export const DRAIN_SOURCE = 'outbox-drain';
+export interface DrainEvent {
+  source: typeof DRAIN_SOURCE;
+  /** Who asked, for the relay's log. */
+  from?: string;
+}
+export const isDrainEvent = (event: unknown): event is DrainEvent =>
+  typeof event === 'object' && event !== null && (event as DrainEvent).source === DRAIN_SOURCE;
+
+/**
  * Wakes the outbox relay after a commit that wrote outbox rows. Best effort: never throws, and the
  * rows do not depend on it (the relay's scheduled sweep finds whatever a lost kick left).
  */

@@ -14,6 +14,7 @@ import {
   type ScratchVhost,
 } from '../../devkit/scratch.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
+import { APP_GROUP_ROLE, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './services.js';
 
@@ -45,6 +46,12 @@ export async function bundleFixture(
     environment?: Record<string, string>;
     /** The cluster's emulated auto-pause (`LocalDeploymentOptions.autoPause`). */
     autoPause?: { timeScale: number; resumeMs?: number };
+    /**
+     * An SQS server of the file's own, where the deployment's queues keep their pinned names (no
+     * prefix): what tools that look the queues up by name, as on AWS, need. Default: the run's
+     * fauxqs, with the file's prefix.
+     */
+    sqs?: { endpoint: string };
   } = {},
 ): Promise<BundleFixture> {
   const { assembly, synth } = await synthesizedAssembly({
@@ -72,10 +79,10 @@ export async function bundleFixture(
         databaseUrl: db.url,
         amqpUrl: AMQP_URL,
         managementUrl: RABBITMQ_MANAGEMENT_URL,
-        sqsEndpoint: servers.find((s) => s.name === 'fauxqs')?.endpoint,
+        sqsEndpoint: options.sqs?.endpoint ?? servers.find((s) => s.name === 'fauxqs')?.endpoint,
         secretsEndpoint: servers.find((s) => s.name === 'moto')?.endpoint,
       },
-      sqsQueuePrefix: `${name.replace(/_/g, '-')}-`,
+      sqsQueuePrefix: options.sqs ? '' : `${name.replace(/_/g, '-')}-`,
       ...(vhost ? { vhost: vhost.vhost } : {}),
       // every AWS request the functions send, by service and operation
       countCalls: true,
@@ -105,6 +112,53 @@ export async function bundleFixture(
     throw err;
   }
 }
+
+/**
+ * The database user a deployed function reaches the Data API as: the username of the secret its
+ * template's `DATA_API_SECRET_ARN` names (what the service reads), or undefined without one.
+ */
+export async function dataApiLoginOf(f: BundleFixture, fnId: string): Promise<string | undefined> {
+  const env = f.deployment.environmentOf(f.deployment.assembly.function(fnId), '/var/task');
+  if (!env.DATA_API_SECRET_ARN) return undefined;
+  return String((await f.deployment.secretValue(env.DATA_API_SECRET_ARN)).username);
+}
+
+/**
+ * Each database login of the deployment is a member of its side's group role (migration 0006)
+ * and of nothing else, and the legacy one of `pipeline_app`.
+ */
+export async function expectLoginsReady(f: BundleFixture): Promise<void> {
+  const { rows } = await f.db.db.query<{ user: string; groups: string[]; login: boolean }>(
+    `SELECT r.rolname::text AS user, r.rolcanlogin AS login,
+            ARRAY(SELECT g.rolname::text FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                   WHERE m.member = r.oid ORDER BY 1) AS groups
+       FROM pg_roles r WHERE r.rolname = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))`,
+    [JSON.stringify([...Object.values(f.pipeline.dbUsers), f.pipeline.appUser])],
+  );
+  const byUser = (a: { user: string }, b: { user: string }) => (a.user < b.user ? -1 : 1);
+  expect(rows.sort(byUser)).toEqual(
+    [
+      ...DB_SIDES.map((side) => ({
+        user: f.pipeline.dbUsers[side],
+        login: true,
+        groups: [DB_ROLES[side].group],
+      })),
+      { user: f.pipeline.appUser, login: true, groups: [APP_GROUP_ROLE] },
+    ].sort(byUser),
+  );
+}
+
+/** The side each deployed function reaches the database as (none: no database at all). */
+export const FUNCTION_SIDES: Record<string, DbSide | 'none'> = {
+  'place-order': 'orders',
+  'order-results-sqs': 'orders',
+  'order-results-rabbitmq': 'orders',
+  'reserve-inventory-sqs': 'inventory',
+  'reserve-inventory-rabbitmq': 'inventory',
+  'outbox-relay': 'relay',
+  maintenance: 'maintenance',
+  'broker-setup': 'none',
+};
 
 /**
  * The relay's scheduled tick as deployed, after the kicked runs: with nothing left and the last

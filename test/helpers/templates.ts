@@ -12,7 +12,7 @@ import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineS
 export function synthPipelines(config: PipelineConfig = pipelineConfig()) {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
-  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
   const rabbit = new RabbitPipelineStack(app, 'Rabbit', { config, database });
   const sqs = new SqsPipelineStack(app, 'Sqs', { config, database });
   return {

@@ -13,6 +13,7 @@ import {
 import {
   budgetOf,
   ConfigError,
+  DB_SECRET_ENV,
   DEFAULT_REDRIVE_LIMIT,
   ENV_NAMES,
   type Env,
@@ -90,7 +91,7 @@ function synth(transport: 'sqs' | 'rabbitmq', config: PipelineConfig) {
   // no bundling in tests (esbuild runs on `cdk synth`): the templates are what we assert
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
-  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
   const pipeline =
     transport === 'sqs'
       ? new SqsPipelineStack(app, 'Sqs', { config, database })
@@ -153,11 +154,18 @@ describe.each([
         expect(env.SQS_VISIBILITY_TIMEOUT_S, fn.service).toBe(
           consumesSqs ? config.sqs.visibilityTimeoutSeconds : undefined,
         );
-        expect(env.DB_DRIVER, fn.service).toBe('data-api');
-        for (const k of ['DATA_API_RESOURCE_ARN', 'DATA_API_SECRET_ARN'] as const) {
-          expect(env[k], `${fn.service} ${k}`).toBeDefined();
+        // every function but broker-setup reaches the database, through the Data API
+        if (fn.service === 'broker-setup') {
+          expect(
+            Object.keys(fn.variables).filter((k) => k.startsWith('DATA_API_') || k === 'DB_DRIVER'),
+          ).toEqual([]);
+        } else {
+          expect(env.DB_DRIVER, fn.service).toBe('data-api');
+          for (const k of ['DATA_API_RESOURCE_ARN', 'DATA_API_SECRET_ARN'] as const) {
+            expect(env[k], `${fn.service} ${k}`).toBeDefined();
+          }
+          expect(env.DATA_API_DATABASE, fn.service).toBe('reliable_messaging');
         }
-        expect(env.DATA_API_DATABASE, fn.service).toBe('reliable_messaging');
         if (fn.service === 'outbox-relay') {
           expect(env.RELAY_DRAIN_BUDGET_MS).toBe(config.relay.drainBudgetMs);
           expect(env.RELAY_IDLE_WAIT_MS).toBe(config.relay.idleWaitMs);
@@ -191,6 +199,10 @@ describe('function environments: data stack and the rules at synth', () => {
     expect(fn.variables.FUNCTION_TIMEOUT_MS).toBe(String(fn.timeout * 1000));
     expect(env.DB_DRIVER).toBe('data-api');
     expect(env.MIGRATIONS_DIR).toBe('/var/task/migrations');
+    // each side's login secret, and the legacy one while it is kept
+    expect(fn.deployTime).toEqual(
+      expect.arrayContaining([...Object.values(DB_SECRET_ENV), 'APP_DB_SECRET_ARN']),
+    );
   });
 
   it('a budget or retention the functions would refuse fails synthesis, naming the variable', () => {

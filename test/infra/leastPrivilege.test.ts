@@ -1,19 +1,29 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { App, CfnResource, Stack } from 'aws-cdk-lib';
+import { App, CfnOutput, CfnResource, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { pipelineConfig } from '../../infra/config.js';
+import {
+  type PipelineConfig,
+  pipelineConfig,
+  pipelineConfigFromContext,
+} from '../../infra/config.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
-import { APP_LOGIN_USER } from '../../shared/db/appRole.js';
+import {
+  type DatabaseAccess,
+  dataApiAccess,
+  SqsPipelineStack,
+} from '../../infra/stacks/SqsPipelineStack.js';
+import { DB_SECRET_ENV } from '../../shared/config/env.js';
+import { APP_LOGIN_USER, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 
 /**
- * Least privilege in the templates: only migrate reads the Aurora master secret (every other
- * function reaches the Data API with the app user's secret); on Amazon MQ only broker-setup reads
- * the administrator's secret, and the relay, reserve and the event source use the pipeline user's.
+ * Least privilege in the templates: only migrate reads the Aurora master secret; every other
+ * function reaches the Data API with its side's login secret and no other (broker-setup with
+ * none); on Amazon MQ only broker-setup reads the administrator's secret, and the relay, reserve
+ * and the event source use the pipeline user's.
  */
 
 /** Logical ids of the CloudFormation resources under `scope` (a secret and its attachment). */
@@ -52,19 +62,48 @@ function functionsOf(template: Template): FunctionView[] {
 
 const mentions = (text: string, ids: string[]) => ids.some((id) => text.includes(id));
 
+/** The side whose login each function uses (null: no database at all). */
+const SIDE_OF: Record<string, DbSide | null> = {
+  'place-order': 'orders',
+  'order-results-sqs': 'orders',
+  'order-results-rabbitmq': 'orders',
+  'reserve-inventory-sqs': 'inventory',
+  'reserve-inventory-rabbitmq': 'inventory',
+  'outbox-relay': 'relay',
+  maintenance: 'maintenance',
+  'broker-setup': null,
+};
+
+/** Plain ARNs instead of a data stack (synthesizes faster; the grants are not what is read). */
+const STAND_IN_DATABASE: DatabaseAccess = {
+  clusterArn: 'arn:aws:rds:us-east-1:123456789012:cluster:stand-in',
+  secretArns: {
+    orders: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:orders',
+    inventory: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:inventory',
+    relay: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:relay',
+    maintenance: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:maintenance',
+  },
+  databaseName: 'reliable_messaging',
+  grant: () => {},
+};
+
 function synth() {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
-  const database = dataApiAccess(data.cluster, data.databaseName, data.appSecret);
+  const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
   const sqs = new SqsPipelineStack(app, 'Sqs', { config: pipelineConfig(), database });
   const rabbit = new RabbitPipelineStack(app, 'Rabbit', { config: pipelineConfig(), database });
   const master = logicalIds(data.cluster.node.findChild('Secret'));
   const appSecret = logicalIds(data.node.tryFindChild('AppSecret'));
+  const sides = Object.fromEntries(
+    DB_SIDES.map((side) => [side, logicalIds(data.dbSecrets[side].node.scope)]),
+  ) as Record<DbSide, string[]>;
   return {
     data,
     rabbit,
     master,
     appSecret,
+    sides,
     templates: {
       data: Template.fromStack(data),
       sqs: Template.fromStack(sqs),
@@ -92,25 +131,122 @@ describe('CDK: least privilege', () => {
     }
   });
 
-  it('every other function reaches the Data API with the app secret; migrate gets its ARN to create the user', () => {
-    // a generated password for the app user (the template also names the master's ARN, which
-    // Secrets Manager's multi-user rotation reads; never its value)
-    const appSecret = t.templates.data.toJSON().Resources[t.appSecret[0] ?? ''];
-    expect(appSecret?.Type).toBe('AWS::SecretsManager::Secret');
-    expect(JSON.stringify(appSecret.Properties.GenerateSecretString)).toContain(
-      `{\\"username\\":\\"${APP_LOGIN_USER}\\"`,
-    );
-    const migrate = functionsOf(t.templates.data).find((f) => f.service === 'migrate');
-    expect(migrate?.text).toContain('APP_DB_SECRET_ARN');
-    expect(mentions(migrate?.text ?? '', t.appSecret)).toBe(true);
+  it("each function reads only its own side's database secret; broker-setup reaches no database", () => {
+    for (const side of DB_SIDES) {
+      // a generated password for the side's login (the template also names the master's ARN,
+      // which Secrets Manager's multi-user rotation reads; never its value)
+      const secret = t.templates.data.toJSON().Resources[t.sides[side][0] ?? ''];
+      expect(secret?.Type, side).toBe('AWS::SecretsManager::Secret');
+      expect(JSON.stringify(secret.Properties.GenerateSecretString), side).toContain(
+        `{\\"username\\":\\"${DB_ROLES[side].login}\\"`,
+      );
+    }
     for (const stack of ['sqs', 'rabbit'] as const) {
-      const fns = functionsOf(t.templates[stack]).filter((f) => f.text.includes('DATA_API_'));
-      expect(fns.length, stack).toBeGreaterThanOrEqual(4);
+      const fns = functionsOf(t.templates[stack]);
+      expect(fns.map((f) => f.service).sort(), stack).toEqual(
+        Object.keys(SIDE_OF)
+          .filter((s) => (stack === 'sqs' ? !/rabbitmq|broker/.test(s) : !s.endsWith('-sqs')))
+          .sort(),
+      );
       for (const f of fns) {
-        expect(mentions(f.text, t.appSecret), `${stack}/${f.service}`).toBe(true);
+        const side = SIDE_OF[f.service];
+        const reads = DB_SIDES.filter((s) => mentions(f.text, t.sides[s]));
+        expect(reads, `${stack}/${f.service}`).toEqual(side ? [side] : []);
+        expect(mentions(f.text, t.appSecret), `${stack}/${f.service} (legacy)`).toBe(false);
+        expect(f.text.includes('rds-data:'), `${stack}/${f.service} rds-data`).toBe(side !== null);
+        expect(/DATA_API_|DB_DRIVER/.test(f.text), `${stack}/${f.service} variables`).toBe(
+          side !== null,
+        );
       }
     }
   });
+
+  it('migrate gets every login secret (and the legacy one) to create the users, as the master user', () => {
+    const migrate = functionsOf(t.templates.data).find((f) => f.service === 'migrate');
+    for (const side of DB_SIDES) {
+      expect(migrate?.text, side).toContain(DB_SECRET_ENV[side]);
+      expect(mentions(migrate?.text ?? '', t.sides[side]), side).toBe(true);
+    }
+    expect(migrate?.text).toContain('APP_DB_SECRET_ARN');
+    expect(mentions(migrate?.text ?? '', t.appSecret)).toBe(true);
+    expect(migrate?.text).not.toContain('RETIRED_DB_LOGIN');
+  });
+
+  it("both pipeline stacks output the cluster, the database and each side's secret for the operator", () => {
+    for (const stack of ['sqs', 'rabbit'] as const) {
+      const outputs = t.templates[stack].toJSON().Outputs as Record<string, { Value: unknown }>;
+      expect(outputs.DatabaseName?.Value, stack).toBe('reliable_messaging');
+      expect(JSON.stringify(outputs.DatabaseClusterArn?.Value), stack).toContain(':cluster:');
+      for (const [side, key] of [
+        ['orders', 'OrdersDbSecretArn'],
+        ['inventory', 'InventoryDbSecretArn'],
+        ['relay', 'RelayDbSecretArn'],
+        ['maintenance', 'MaintenanceDbSecretArn'],
+      ] as const) {
+        const value = JSON.stringify(outputs[key]?.Value);
+        expect(mentions(value, t.sides[side]), `${stack} ${key}`).toBe(true);
+      }
+    }
+  });
+
+  it('the data stack keeps exporting the legacy secret under the name pipeline stacks deployed before import', () => {
+    // a stack referencing the legacy secret as the pipeline stacks did: CDK imports it by this name
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const data = new DataStack(app, 'Data');
+    const before = new Stack(app, 'Before');
+    new CfnOutput(before, 'Legacy', { value: data.appSecret?.secretArn ?? '' });
+    const imported = JSON.stringify(Template.fromStack(before).toJSON().Outputs);
+    const name = /"Fn::ImportValue":"([^"]+)"/.exec(imported)?.[1];
+    expect(name).toMatch(/AppSecretAttachment/);
+    const exports = Object.values(t.templates.data.toJSON().Outputs ?? {}).map((o) =>
+      JSON.stringify((o as { Export?: unknown }).Export),
+    );
+    expect(exports).toContain(JSON.stringify({ Name: name }));
+  });
+
+  it('-c legacyAppLogin=false: no legacy secret or export; migrate retires pipeline_fn', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const data = new DataStack(app, 'Data', { legacyAppLogin: false });
+    expect(data.appSecret).toBeUndefined();
+    expect(data.node.tryFindChild('AppSecret')).toBeUndefined();
+    const template = Template.fromStack(data);
+    expect(JSON.stringify(template.toJSON().Outputs ?? {})).not.toContain('AppSecret');
+    const migrate = functionsOf(template).find((f) => f.service === 'migrate');
+    expect(migrate?.text).toContain(`"RETIRED_DB_LOGIN":"${APP_LOGIN_USER}"`);
+    expect(migrate?.text).not.toContain('APP_DB_SECRET_ARN');
+  });
+
+  it('reserve-inventory-sqs may send to its own source queue only in resend mode (and to parking in both)', () => {
+    const sends = (config: PipelineConfig) => {
+      const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+      const stack = new SqsPipelineStack(app, 'Sqs', {
+        config,
+        database: STAND_IN_DATABASE,
+        alarms: false,
+        httpApi: false,
+      });
+      const template = Template.fromStack(stack);
+      const reserve = functionsOf(template).find((f) => f.service === 'reserve-inventory-sqs');
+      const id = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnResource);
+      const statements = JSON.parse(reserve?.text ?? '[]')[1].flatMap(
+        (p: { Properties: { PolicyDocument: { Statement: unknown[] } } }) =>
+          p.Properties.PolicyDocument.Statement,
+      ) as { Action: string | string[]; Resource: unknown }[];
+      const canSend = (queue: IConstruct) =>
+        statements.some(
+          (st) =>
+            [st.Action].flat().includes('sqs:SendMessage') &&
+            JSON.stringify(st.Resource).includes(`"${id(queue)}"`),
+        );
+      return { source: canSend(stack.source), parking: canSend(stack.parking) };
+    };
+    expect(pipelineConfig().sqs.retryMode).toBe('visibility');
+    expect(sends(pipelineConfig())).toEqual({ source: false, parking: true });
+    expect(sends(pipelineConfigFromContext({ sqs: { retryMode: 'resend' } }))).toEqual({
+      source: true,
+      parking: true,
+    });
+  }, 120_000);
 
   it('Amazon MQ: the administrator is the broker user; only broker-setup reads its secret', () => {
     const admin = logicalIds(t.rabbit.adminCredentials);

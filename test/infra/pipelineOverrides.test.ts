@@ -37,4 +37,51 @@ describe('Function: pipelineConfigFromContext', () => {
       /visibilityTimeoutSeconds/,
     );
   });
+
+  it('the relay and place-order reserve no concurrency unless asked (0: unreserved); the API throttles by default', () => {
+    const defaults = pipelineConfigFromContext(undefined);
+    expect(defaults.relay.reservedConcurrency).toBe(0);
+    expect(defaults.httpApi).toEqual({
+      throttlingRateLimit: 50,
+      throttlingBurstLimit: 100,
+      placeOrderReservedConcurrency: 0,
+    });
+    const c = pipelineConfigFromContext(
+      '{"relay":{"reservedConcurrency":2},"httpApi":{"throttlingRateLimit":200,"placeOrderReservedConcurrency":20}}',
+    );
+    expect(c.relay.reservedConcurrency).toBe(2);
+    expect(c.httpApi).toEqual({
+      throttlingRateLimit: 200,
+      throttlingBurstLimit: 100,
+      placeOrderReservedConcurrency: 20,
+    });
+  });
+
+  it('refuses a concurrency or throttle that cannot deploy, and a retention a parking queue cannot outlive', () => {
+    expect(() => pipelineConfigFromContext({ relay: { reservedConcurrency: -1 } })).toThrow(
+      /relay\.reservedConcurrency: -1/,
+    );
+    expect(() =>
+      pipelineConfigFromContext({ httpApi: { placeOrderReservedConcurrency: 1.5 } }),
+    ).toThrow(/httpApi\.placeOrderReservedConcurrency/);
+    expect(() => pipelineConfigFromContext({ httpApi: { throttlingRateLimit: 0 } })).toThrow(
+      /throttlingRateLimit 0 must be above 0/,
+    );
+    expect(() => pipelineConfigFromContext({ httpApi: { throttlingBurstLimit: 0 } })).toThrow(
+      /throttlingBurstLimit 0/,
+    );
+    expect(() => pipelineConfigFromContext({ httpApi: { rateLimit: 5 } })).toThrow(
+      /httpApi\.rateLimit: unknown/,
+    );
+    // a result reaches its parking queue with its enqueue time: it would expire there at once
+    expect(() =>
+      pipelineConfigFromContext({ sqs: { resultsRetentionSeconds: 14 * 24 * 3600 } }),
+    ).toThrow(/sqs\.resultsRetentionSeconds: 1209600 s must be below the parking retention/);
+    // the source's 14 days over a 7-day parking retention
+    expect(() =>
+      pipelineConfigFromContext({
+        retention: { parkingMs: 7 * 24 * 3600 * 1000, inboxMs: 10 * 24 * 3600 * 1000 },
+      }),
+    ).toThrow(/sqs\.sourceRetentionSeconds: 1209600 s must be at most the parking retention/);
+  });
 });

@@ -103,12 +103,17 @@ describe('CDK: bounded queues and missing routes', () => {
   it('SQS: the results queue sets its retention (the bound) and alarms on age and backlog; its parking on any message', () => {
     t.sqs.hasResourceProperties('AWS::SQS::Queue', {
       QueueName: config.names.inventoryResultsQueue,
-      MessageRetentionPeriod: config.sqs.sourceRetentionSeconds,
+      MessageRetentionPeriod: config.sqs.resultsRetentionSeconds,
     });
     t.sqs.hasResourceProperties('AWS::SQS::Queue', {
       QueueName: `${config.names.inventoryResultsQueue}-parking`,
       MessageRetentionPeriod: config.retention.parkingMs / 1000,
     });
+    // every result reaches its parking queue by the redrive policy, its enqueue time kept: it
+    // stays there the difference (10 days), never expiring on arrival
+    expect(config.retention.parkingMs / 1000 - config.sqs.resultsRetentionSeconds).toBe(
+      10 * 24 * 3600,
+    );
     const results = t.sqs.findResources('AWS::SQS::Queue', {
       Properties: { QueueName: config.names.inventoryResultsQueue },
     });
@@ -116,7 +121,7 @@ describe('CDK: bounded queues and missing routes', () => {
     t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'ApproximateAgeOfOldestMessage',
       Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [resultsId, 'QueueName'] } }],
-      Threshold: config.sqs.sourceRetentionSeconds / 2,
+      Threshold: config.sqs.resultsRetentionSeconds / 2,
       AlarmActions: [Match.anyValue()],
     });
     t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {

@@ -7,15 +7,24 @@ import {
 } from '../../devkit/lambda/eventSources.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
+import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
 import { RABBITMQ_NAMES, RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, testConnection } from '../helpers/amqp.js';
-import { type BundleFixture, bundleFixture, relayTicks } from '../helpers/bundles.js';
+import {
+  type BundleFixture,
+  bundleFixture,
+  dataApiLoginOf,
+  expectLoginsReady,
+  FUNCTION_SIDES,
+  relayTicks,
+} from '../helpers/bundles.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
 
 /**
  * Every function of the RabbitMQ (Amazon MQ) deployment run from the bundle `cdk synth` wrote,
- * wired by the synthesized template, against the real PostgreSQL (Data API endpoint, app user)
+ * wired by the synthesized template, against the real PostgreSQL (Data API endpoint, each
+ * function as its side's login)
  * and the local RabbitMQ in a virtual host of this file's: migrations and the broker topology on
  * deploy, the HTTP API, the relay on its schedule event, both consumers behind their Amazon MQ
  * event sources (as the pipeline user of the mapping's BASIC_AUTH secret), and maintenance.
@@ -42,11 +51,36 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
 
   const vhost = () => encodeURIComponent(f.vhost?.vhost as string);
 
-  it('migrate on deploy: schema and app login', async () => {
+  it("migrate on deploy: schema and every side's login (and the legacy one)", async () => {
     expect(await f.deployment.customResource('Migrations', 'Create')).toMatchObject({
       status: 'SUCCESS',
-      data: { applied: (await loadMigrations()).length, appUser: f.pipeline.appUser },
+      data: {
+        applied: (await loadMigrations()).length,
+        appUser: f.pipeline.appUser,
+        logins: DB_SIDES.map((side) => f.pipeline.dbUsers[side]).join(','),
+      },
     });
+    await expectLoginsReady(f);
+  });
+
+  it("each function reaches the Data API as its side's login; broker-setup has no database", async () => {
+    const ids = f.deployment.assembly.functions
+      .map((fn) => fn.id)
+      .filter((id) => id in FUNCTION_SIDES);
+    expect(ids.sort()).toEqual([
+      'broker-setup',
+      'maintenance',
+      'order-results-rabbitmq',
+      'outbox-relay',
+      'place-order',
+      'reserve-inventory-rabbitmq',
+    ]);
+    for (const id of ids) {
+      const side = FUNCTION_SIDES[id] as DbSide | 'none';
+      expect(await dataApiLoginOf(f, id), id).toBe(
+        side === 'none' ? undefined : f.pipeline.dbUsers[side],
+      );
+    }
   });
 
   it('broker-setup (Custom::BrokerTopology, as the administrator): topology and policies in the vhost, and the pipeline user with permissions there only', async () => {
@@ -201,5 +235,7 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
         (m) => m.Queue === RABBITMQ_NAMES.inventoryQueue && typeof m.QueueDepth === 'number',
       ),
     ).toBe(true);
+    // and that it could read them (the QueueMetricsUnavailable alarm's metric)
+    expect(emf.some((m) => m.QueueMetricsAvailable === 1 && m.Queue === undefined)).toBe(true);
   }, 90_000);
 });

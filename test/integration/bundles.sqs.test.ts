@@ -4,16 +4,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEventSource, startSqsEventSource } from '../../devkit/lambda/eventSources.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { APP_GROUP_ROLE } from '../../shared/db/appRole.js';
+import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
 import { createSqsClient } from '../../shared/transport/sqs/index.js';
-import { type BundleFixture, bundleFixture, relayTicks } from '../helpers/bundles.js';
+import {
+  type BundleFixture,
+  bundleFixture,
+  dataApiLoginOf,
+  expectLoginsReady,
+  FUNCTION_SIDES,
+  relayTicks,
+} from '../helpers/bundles.js';
 
 /**
  * Every function of the SQS deployment run from the bundle `cdk synth` wrote, in a Lambda-shaped
  * Node 24 process, wired by the synthesized template (environment, event source mappings, HTTP
  * API routes, schedule, custom resource) against the real PostgreSQL (through the local Data API
- * endpoint, as the app user) and the run's SQS server: each step checked by its effects in the
+ * endpoint, each function as its side's login) and the run's SQS server: each step checked by its effects in the
  * database and the queues, in deployment order.
  */
 describe('the SQS deployment, run from its bundles', () => {
@@ -53,19 +60,19 @@ describe('the SQS deployment, run from its bundles', () => {
     expect(created).toMatchObject({
       status: 'SUCCESS',
       physicalResourceId: 'schema-migrations',
-      data: { applied: (await loadMigrations()).length, skipped: 0, appUser: f.pipeline.appUser },
+      data: {
+        applied: (await loadMigrations()).length,
+        skipped: 0,
+        appUser: f.pipeline.appUser,
+        logins: DB_SIDES.map((side) => f.pipeline.dbUsers[side]).join(','),
+      },
     });
     const { rows: tables } = await f.db.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'
           AND table_name IN ('orders', 'outbox', 'stock', 'reservations', 'processed_messages', 'inventory_outbox')`,
     );
     expect(tables[0]?.n).toBe(6);
-    const { rows: login } = await f.db.db.query<{ login: boolean; member: boolean }>(
-      `SELECT r.rolcanlogin AS login, pg_has_role(r.rolname, $2, 'MEMBER') AS member
-         FROM pg_roles r WHERE r.rolname = $1`,
-      [f.pipeline.appUser, APP_GROUP_ROLE],
-    );
-    expect(login[0]).toEqual({ login: true, member: true });
+    await expectLoginsReady(f);
     expect(
       await f.deployment.customResource('Migrations', 'Update', {
         physicalResourceId: 'schema-migrations',
@@ -80,7 +87,24 @@ describe('the SQS deployment, run from its bundles', () => {
     expect(still[0]).toEqual({ t: 'orders' });
   });
 
-  it("place-order behind the template's HTTP API routes: POST /orders commits the order and its outbox row, as the app user", async () => {
+  it("each function reaches the Data API as its side's login (the user of its own secret)", async () => {
+    const ids = f.deployment.assembly.functions
+      .map((fn) => fn.id)
+      .filter((id) => id in FUNCTION_SIDES);
+    expect(ids.sort()).toEqual([
+      'maintenance',
+      'order-results-sqs',
+      'outbox-relay',
+      'place-order',
+      'reserve-inventory-sqs',
+    ]);
+    for (const id of ids) {
+      const side = FUNCTION_SIDES[id] as DbSide;
+      expect(await dataApiLoginOf(f, id), id).toBe(f.pipeline.dbUsers[side]);
+    }
+  });
+
+  it("place-order behind the template's HTTP API routes: POST /orders commits the order and its outbox row, as the orders login", async () => {
     await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-B', 10)");
     const res = await fetch(`${api.url}/orders`, {
       method: 'POST',
@@ -104,10 +128,10 @@ describe('the SQS deployment, run from its bundles', () => {
         correlation_id: 'bundles-sqs',
       },
     ]);
-    // the Data API endpoint ran the function's calls as the user of the app secret
+    // the Data API endpoint ran the function's calls as the user of its secret
     const { rows: sessions } = await f.db.db.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND usename = $2',
-      [f.db.name, f.pipeline.appUser],
+      [f.db.name, f.pipeline.dbUsers.orders],
     );
     expect(sessions[0]?.n).toBeGreaterThan(0);
     const get = await fetch(`${api.url}/orders/${order.orderId}`);

@@ -2,7 +2,7 @@ import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createMigrateHandler } from '../../functions/migrate/handler.js';
-import { APP_GROUP_ROLE } from '../../shared/db/appRole.js';
+import { APP_GROUP_ROLE, DB_ROLES, DB_SIDES } from '../../shared/db/appRole.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
 import { createLogger } from '../../shared/logger.js';
 import { localDataApi } from '../helpers/dataApi.js';
@@ -43,7 +43,7 @@ describe('migrations on deploy through the RDS Data API (custom resource handler
     const created = await handler(event('Create'), localLambdaContext('migrate'));
     expect(created).toEqual({
       PhysicalResourceId: 'schema-migrations',
-      Data: { applied: all.length, skipped: 0, appUser: '' },
+      Data: { applied: all.length, skipped: 0, appUser: '', logins: '' },
     });
     const { rows } = await t.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'
@@ -58,24 +58,52 @@ describe('migrations on deploy through the RDS Data API (custom resource handler
     });
   });
 
-  it('deployed (an app secret), migrate also makes the login user a member of the app role', async () => {
-    const username = uniqueName('migrate_app');
-    const withApp = createMigrateHandler({
+  it("deployed (the sides' secrets, the legacy one), migrate makes each login a member of its group role", async () => {
+    const base = uniqueName('migrate_app');
+    const users = DB_SIDES.map((side) => `${base}_${side}`);
+    const withLogins = createMigrateHandler({
       db: api.db,
       logger: createLogger('migrate-test'),
-      appLogin: async () => ({ username, password: 'generated-Pa55word' }),
+      serviceLogins: async () =>
+        Object.fromEntries(
+          DB_SIDES.map((side, i) => [side, { username: users[i], password: 'generated-Pa55word' }]),
+        ),
+      appLogin: async () => ({ username: `${base}_legacy`, password: 'generated-Pa55word' }),
     });
     try {
-      expect(await withApp(event('Update'), localLambdaContext('migrate'))).toMatchObject({
-        Data: { applied: 0, appUser: username },
+      expect(await withLogins(event('Update'), localLambdaContext('migrate'))).toMatchObject({
+        Data: { applied: 0, appUser: `${base}_legacy`, logins: users.join(',') },
       });
       const { rows } = await t.db.query<{ member: boolean }>(
-        `SELECT pg_has_role($1::text, $2::text, 'MEMBER') AS member`,
-        [username, APP_GROUP_ROLE],
+        `SELECT pg_has_role(u, g, 'MEMBER') AS member
+           FROM jsonb_to_recordset($1::jsonb) AS x(u text, g text)`,
+        [
+          JSON.stringify([
+            ...DB_SIDES.map((side, i) => ({ u: users[i], g: DB_ROLES[side].group })),
+            { u: `${base}_legacy`, g: APP_GROUP_ROLE },
+          ]),
+        ],
       );
-      expect(rows[0]?.member).toBe(true);
+      expect(rows.map((r) => r.member)).toEqual([true, true, true, true, true]);
+      // the legacy login retired (`-c legacyAppLogin=false`): no login, no group
+      const retiring = createMigrateHandler({
+        db: api.db,
+        logger: createLogger('migrate-test'),
+        retiredLogin: `${base}_legacy`,
+      });
+      expect(await retiring(event('Update'), localLambdaContext('migrate'))).toMatchObject({
+        Data: { applied: 0, appUser: '' },
+      });
+      const { rows: retired } = await t.db.query<{ login: boolean; member: boolean }>(
+        `SELECT rolcanlogin AS login, pg_has_role(rolname, $2::text, 'MEMBER') AS member
+           FROM pg_roles WHERE rolname = $1::text`,
+        [`${base}_legacy`, APP_GROUP_ROLE],
+      );
+      expect(retired).toEqual([{ login: false, member: false }]);
     } finally {
-      await t.db.query(`DROP ROLE IF EXISTS ${username}`);
+      for (const user of [...users, `${base}_legacy`]) {
+        await t.db.query(`DROP ROLE IF EXISTS ${user}`);
+      }
     }
   });
 });

@@ -13,7 +13,7 @@ import { loadEnv } from '../../shared/config/env.js';
 import { FaultScope } from '../../shared/faults.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { KICK_SOURCE } from '../../shared/outbox/kick.js';
+import { DRAIN_SOURCE, KICK_SOURCE } from '../../shared/outbox/kick.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
@@ -384,6 +384,37 @@ describe('the relay as deployed: kicked after COMMIT, ticked by the schedule', (
     } finally {
       await broken.close();
     }
+  });
+
+  it("an operator's drain event reads both outboxes when a tick would not (a recent run, nothing left): it publishes and records the look; an empty event is a tick", async () => {
+    const orders = new OrderService({ db: t.db });
+    const placed = await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'drain' });
+    const now = Date.now();
+    const recent = { lastCheckAt: now, lastActivityAt: now, pending: false };
+    const context = () => localLambdaContext('outbox-relay', 60_000);
+
+    const state = new MemoryRelayStateStore();
+    state.state = { ...recent };
+    expect(await deployed(t.db, state)({} as never, context())).toMatchObject({
+      mode: 'tick',
+      outbox: { rounds: 0 },
+    });
+    const started = Date.now();
+    const summary = await deployed(t.db, state)({ source: DRAIN_SOURCE, from: 'cli' }, context());
+    expect(summary).toMatchObject({
+      mode: 'drain',
+      outbox: { published: 1 },
+      inventory_outbox: { roundErrors: 0 },
+    });
+    expect(summary.inventory_outbox?.rounds).toBeGreaterThan(0);
+    // it stopped after its linger, not at the end of its 50 s budget
+    expect(Date.now() - started).toBeLessThan(50_000);
+    expect(state.state).toMatchObject({ pending: false });
+    expect(state.state?.lastCheckAt).toBeGreaterThanOrEqual(started);
+    const { rows } = await t.db.query('SELECT published_at FROM outbox WHERE id = $1', [
+      placed.eventId,
+    ]);
+    expect(rows[0]?.published_at).not.toBeNull();
   });
 
   it('a tick sweeps when the last run left rows (the database was down): it publishes them and records none left', async () => {

@@ -72,6 +72,7 @@ export {
   publishRouteStatus,
   QUEUE_METRICS,
   type RabbitInspection,
+  reportQueueMetrics,
 } from './queueMetrics.js';
 export { HEALTHY_AFTER_MS, RabbitConnection } from './RabbitConnection.js';
 export { amqpUrlForVhost, RabbitManagement } from './RabbitManagement.js';

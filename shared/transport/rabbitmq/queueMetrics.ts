@@ -1,4 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { Logger } from '../../logger.js';
 import { METRICS_NAMESPACE } from '../../outbox/metrics.js';
 import type { Inspection } from '../types.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from './constants.js';
@@ -11,6 +12,11 @@ export const QUEUE_METRICS = {
   ready: 'QueueReady',
   /** Declared bindings of a consumer queue that the broker does not have (0 when every route exists). */
   routeMissing: 'RouteMissing',
+  /**
+   * 1 when an invocation read every depth and route from the broker, 0 when it could not (no
+   * `Queue` dimension): the depth alarms' missing data then means "unavailable", not "breaching".
+   */
+  available: 'QueueMetricsAvailable',
 } as const;
 
 /** What the RabbitMQ backend's `inspect()` adds for the metrics. */
@@ -69,4 +75,31 @@ export function publishRouteStatus(status: RouteStatus, serviceName = 'outbox-re
     m.addMetric(QUEUE_METRICS.routeMissing, MetricUnit.Count, missing);
     m.publishStoredMetrics();
   }
+}
+
+/**
+ * One look at the broker's queues for the alarms (the relay's report, each invocation): the
+ * depths and routes of `inspect()` ({@link publishQueueMetrics}) and `QueueMetricsAvailable` 1;
+ * when the inspection fails, or could not look at the routes (the management API did not answer),
+ * `QueueMetricsAvailable` 0 and whatever it could read. Never throws: a broker that cannot be read
+ * must not fail the relay. Returns whether the metrics were available.
+ */
+export async function reportQueueMetrics(
+  inspect: () => Promise<RabbitInspection>,
+  logger?: Logger,
+  serviceName = 'outbox-relay',
+): Promise<boolean> {
+  let available = false;
+  try {
+    const inspection = await inspect();
+    publishQueueMetrics(inspection, serviceName);
+    available = inspection.routesMissing !== undefined;
+    if (!available) logger?.warn('queue metrics unavailable: the routes could not be looked at');
+  } catch (err) {
+    logger?.warn('queue metrics unavailable', { error: String(err) });
+  }
+  const m = new Metrics({ namespace: METRICS_NAMESPACE, serviceName });
+  m.addMetric(QUEUE_METRICS.available, MetricUnit.Count, available ? 1 : 0);
+  m.publishStoredMetrics();
+  return available;
 }
