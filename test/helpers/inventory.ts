@@ -18,6 +18,7 @@ import {
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
@@ -67,10 +68,14 @@ export class ConsumerBench<B extends RabbitMqBackend | SqsBackend> extends Journ
     return (messages) => useCase.process(messages);
   }
 
-  /** Starts a consumer of the backend (stopped at close). */
+  /**
+   * Starts a consumer of the backend (stopped at close), announcing parked order events to the
+   * results destination as the deployed reserve functions do.
+   */
   protected async consumer(db: SqlDatabase | undefined, settings: ConsumerSettings) {
     const running = await startConsumer(this.backend, this.handler(db), {
       journal: this.journal,
+      notices: INVENTORY_PARK_NOTICES,
       ...settings,
     });
     this.closers.push(() => running.stop());

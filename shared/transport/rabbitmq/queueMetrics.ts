@@ -11,6 +11,11 @@ export const QUEUE_METRICS = {
   ready: 'QueueReady',
   /** Declared bindings of a consumer queue that the broker does not have (0 when every route exists). */
   routeMissing: 'RouteMissing',
+  /**
+   * Messages of `inventory.orders` the broker holds for dead lettering: parking refused them
+   * (its DLX route, or the parking queue at its bound), so they are neither deliverable nor parked.
+   */
+  heldForDeadLettering: 'HeldForDeadLettering',
 } as const;
 
 /** What the RabbitMQ backend's `inspect()` adds for the metrics. */
@@ -37,10 +42,14 @@ export function publishQueueMetrics(
   inspection: RabbitInspection,
   serviceName = 'outbox-relay',
 ): Record<string, { depth: number; ready: number; routeMissing?: number }> {
-  const queues: Record<string, { depth: number; ready: number; routeMissing?: number }> = {
+  const queues: Record<
+    string,
+    { depth: number; ready: number; routeMissing?: number; held?: number }
+  > = {
     [RABBITMQ_NAMES.inventoryQueue]: {
       depth: inspection.ready + inspection.inFlight,
       ready: inspection.ready,
+      held: inspection.heldForDeadLettering,
     },
     [RETRY_NAMES.parkingQueue]: { depth: inspection.parked, ready: inspection.parked },
   };
@@ -56,6 +65,9 @@ export function publishQueueMetrics(
     m.addMetric(QUEUE_METRICS.ready, MetricUnit.Count, q.ready);
     if (q.routeMissing !== undefined) {
       m.addMetric(QUEUE_METRICS.routeMissing, MetricUnit.Count, q.routeMissing);
+    }
+    if (q.held !== undefined) {
+      m.addMetric(QUEUE_METRICS.heldForDeadLettering, MetricUnit.Count, q.held);
     }
     m.publishStoredMetrics();
   }
