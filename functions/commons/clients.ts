@@ -4,11 +4,11 @@ import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { loadBudget } from '../../shared/config/budget.js';
 import { ConfigError, type Env, loadEnv, transactionTimeoutsOf } from '../../shared/config/env.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
+import { publishParkRefused } from '../../shared/consumer/metrics.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
-import { publishParkRefused } from '../../shared/consumer/metrics.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../../shared/outbox/kick.js';
 import {

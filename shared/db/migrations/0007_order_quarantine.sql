@@ -9,3 +9,9 @@ ALTER TABLE orders
   ADD COLUMN reservation_parked_at timestamptz,
   ADD CONSTRAINT orders_reservation_parked_at_check
     CHECK ((reservation_status = 'quarantined') = (reservation_parked_at IS NOT NULL));
+
+-- The trace id of the invocation that produced each event (envelope `trace_id`), so that it
+-- travels with the event to every consumer and into the diagnosis of a parked message. NULL for
+-- rows written before (their envelopes carry none).
+ALTER TABLE outbox ADD COLUMN trace_id text CHECK (length(trace_id) BETWEEN 1 AND 128);
+ALTER TABLE inventory_outbox ADD COLUMN trace_id text CHECK (length(trace_id) BETWEEN 1 AND 128);

@@ -60,8 +60,7 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
     correlationId: raw.properties.correlationId ?? body.correlationId ?? null,
     // parked by an older consumer: no trace or producer header, the body still says
     traceId: headerString(h, HEADERS.traceId) ?? body.traceId ?? null,
-    producer:
-      headerString(h, HEADERS.producer) ?? raw.properties.appId ?? body.producer ?? null,
+    producer: headerString(h, HEADERS.producer) ?? raw.properties.appId ?? body.producer ?? null,
     origin: {
       queue: origin.queue ?? death.queue ?? null,
       exchange: origin.exchange ?? death.exchange ?? null,

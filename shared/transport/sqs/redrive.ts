@@ -133,6 +133,10 @@ export function decodePackedDiagnosis(value: string | undefined): SqsPackedDiagn
     parkedAt,
     traceId: n(r.traceId),
     producer: n(r.producer),
-    origin: { queue: n(origin.queue), exchange: n(origin.exchange), routingKey: n(origin.routingKey) },
+    origin: {
+      queue: n(origin.queue),
+      exchange: n(origin.exchange),
+      routingKey: n(origin.routingKey),
+    },
   };
 }
