@@ -21,7 +21,10 @@ import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
-import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import type {
+  RabbitMqBackend,
+  RabbitMqBackendConfig,
+} from '../../shared/transport/rabbitmq/index.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { MessageHandler, ParkedEntry, RunningConsumer } from '../../shared/transport/types.js';
 import { inboxRows, stockOf } from './db.js';
@@ -165,13 +168,15 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
   static async create(
     label: string,
     budget: RetryBudget = TEST_RETRY_BUDGET,
+    /** Backend settings beyond the bench's (e.g. `onParkRefused`). */
+    overrides: Partial<RabbitMqBackendConfig> = {},
   ): Promise<InventoryBench> {
     const scratch = await createScratch(SERVICES, label);
     try {
       const backend = scratch.backend(
         'rabbitmq',
         { budget, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
-        { reconnect: { baseMs: 50, maxMs: 500 } },
+        { reconnect: { baseMs: 50, maxMs: 500 }, ...overrides },
       );
       await backend.prepare();
       return new InventoryBench(scratch, backend, budget);
