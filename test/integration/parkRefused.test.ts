@@ -83,10 +83,12 @@ describe('a refused park publishes ParkRefused', () => {
   );
 
   it.each(
-    SQS_SERVERS.flatMap((s) => (['visibility', 'resend'] as const).map((m) => [s, m] as const)),
+    SQS_SERVERS.flatMap((server) =>
+      (['visibility', 'resend'] as const).map((mode) => ({ name: server.name, server, mode })),
+    ),
   )(
-    'SQS (%s, %s): the parking queue is gone',
-    async (server, mode) => {
+    'SQS ($name, $mode): the parking queue is gone',
+    async ({ server, mode }) => {
       const b = await SqsInventoryBench.create(server, `park_refused_${mode.slice(0, 3)}`, {
         mode,
         onParkRefused: (r) => publishParkRefused('sqs', r),
