@@ -15,6 +15,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
+import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consumer/metrics.js';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 import { addQueueBoundAlarms, type QueueBoundAlarmsProps } from './QueueBoundAlarms.js';
@@ -305,6 +306,39 @@ export class PipelineAlarms extends Construct {
         props.maintenance.metricErrors({ period: Duration.minutes(5) }),
         0,
         'The daily maintenance failed (retention sweep or inbox check): read its log.',
+      );
+    }
+
+    // Dead-lettering itself fails: the parking lot refused a park (the consumers' ParkRefused).
+    const transport = props.queues ? 'sqs' : props.brokerQueues ? 'rabbitmq' : undefined;
+    if (transport) {
+      const refused = new Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: CONSUMER_METRICS.parkRefused,
+        dimensionsMap: { service: CONSUMER_METRICS_SERVICE, Transport: transport },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      });
+      const parking = props.brokerQueues?.parking ?? 'the parking queue';
+      alarm(
+        'ParkRefused',
+        refused,
+        0,
+        transport === 'sqs'
+          ? `The inventory consumer could not park a message: the send to ${parking} failed, so the message is neither processed nor parked (it comes back after its visibility timeout, and the queue's redrive policy may move it without its diagnosis). Check: the parking queue exists and reserve-inventory-sqs may send to it (its log: "parking refused a message"); \`npm run cli -- parked list --transport sqs\`. Runbook: docs/operations.md#park-refused`
+          : `The inventory consumer could not park a message: its copy to ${parking} was not confirmed (the parking binding or queue is missing, or the queue is at its bound), so the broker holds the message for dead lettering or the Amazon MQ batch goes back. Check: the binding inventory.orders.dlx → ${parking} and the parking depth against its bound (management API), HeldForDeadLettering; \`npm run cli -- parked list --transport rabbitmq\`. Runbook: docs/operations.md#park-refused`,
+      );
+    }
+    if (props.brokerQueues) {
+      alarm(
+        'HeldForDeadLettering',
+        relayMetric(
+          QUEUE_METRICS.heldForDeadLettering,
+          { Queue: props.brokerQueues.source },
+          'Maximum',
+        ),
+        0,
+        `Messages of ${props.brokerQueues.source} are held for dead lettering: parking refused them (its route or queue is missing, or it is at its bound), so they are neither delivered nor parked. Check: the binding inventory.orders.dlx → ${props.brokerQueues.parking}; once it is back RabbitMQ parks them after up to 180 s (re-applying the queue's policy parks them at once); \`npm run cli -- parked list --transport rabbitmq\`. Runbook: docs/operations.md#park-refused`,
       );
     }
 

@@ -174,6 +174,9 @@ export class SqsPipelineStack extends Stack {
     this.source.grantConsumeMessages(reserve);
     this.source.grantSendMessages(reserve); // resend mode sends delayed copies
     this.parking.grantSendMessages(reserve);
+    // a parked order event's notice (inventory.reservation_quarantined) goes straight to the
+    // results queue: the database may be what is down
+    results.grantSendMessages(reserve);
     // Both consumers' SQS event sources: the trigger settings, partial batch responses.
     const trigger = (queue: IQueue) =>
       new SqsEventSource(queue, {
