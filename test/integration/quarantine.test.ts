@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startConsumer } from '../../devkit/consumers.js';
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
