@@ -26,6 +26,14 @@ export interface RabbitInspection extends Inspection {
   routesMissing?: Record<string, number> | undefined;
 }
 
+/** What `publishQueueMetrics` published for one queue (`held`: `inventory.orders` only). */
+export interface PublishedQueueMetrics {
+  depth: number;
+  ready: number;
+  routeMissing?: number;
+  held?: number;
+}
+
 const queueMetrics = (serviceName: string, queue: string) =>
   new Metrics({ namespace: METRICS_NAMESPACE, serviceName, defaultDimensions: { Queue: queue } });
 
@@ -36,16 +44,14 @@ const queueMetrics = (serviceName: string, queue: string) =>
  * backend's inspection, and `RouteMissing`
  * per consumer queue when the routes could be looked at. Amazon MQ vends no per-queue CloudWatch
  * metrics for RabbitMQ 4 brokers and recommends polling the management API once a minute or less
- * often: the relay does it on its one-minute schedule. Returns what it published, by queue.
+ * often: the relay does it on its one-minute schedule. Also `HeldForDeadLettering` of
+ * `inventory.orders` (parking refused those messages). Returns what it published, by queue.
  */
 export function publishQueueMetrics(
   inspection: RabbitInspection,
   serviceName = 'outbox-relay',
-): Record<string, { depth: number; ready: number; routeMissing?: number }> {
-  const queues: Record<
-    string,
-    { depth: number; ready: number; routeMissing?: number; held?: number }
-  > = {
+): Record<string, PublishedQueueMetrics> {
+  const queues: Record<string, PublishedQueueMetrics> = {
     [RABBITMQ_NAMES.inventoryQueue]: {
       depth: inspection.ready + inspection.inFlight,
       ready: inspection.ready,
