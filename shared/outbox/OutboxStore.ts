@@ -107,12 +107,13 @@ interface OutboxDbRow {
   producer: string;
   correlation_id: string;
   causation_id: string | null;
+  trace_id: string | null;
   occurred_at: Date | string;
   attempts: number;
 }
 
 const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
-  payload, producer, correlation_id, causation_id, occurred_at, attempts`;
+  payload, producer, correlation_id, causation_id, trace_id, occurred_at, attempts`;
 
 function toIso(value: Date | string): string {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
@@ -130,6 +131,7 @@ function unpublishable(r: OutboxDbRow, maxMessageBytes: number | undefined): Env
       producer: r.producer,
       correlation_id: r.correlation_id,
       causation_id: r.causation_id,
+      ...(r.trace_id ? { trace_id: r.trace_id } : {}),
       aggregate: { type: r.aggregate_type, id: r.aggregate_id, version: r.aggregate_version },
       data: r.payload,
     });
@@ -154,17 +156,17 @@ export class OutboxStore {
   }
 
   /**
-   * The INSERT of `append`, reading its 11 values from parameters `$first`… (see `appendParams`),
+   * The INSERT of `append`, reading its 12 values from parameters `$first`… (see `appendParams`),
    * for use as the last part of a larger statement: with `from`, one row is written per row of
    * that relation (a CTE), so "insert the event only if the order was inserted" is one statement.
    */
   appendSql(first: number, from?: string): string {
     const p = (i: number, type: string) => `$${first + i}::${type}`;
     return `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
-         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
+         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at, trace_id)
        SELECT ${p(0, 'uuid')}, ${p(1, 'text')}, ${p(2, 'text')}, ${p(3, 'text')}, ${p(4, 'text')},
               ${p(5, 'integer')}, ${p(6, 'jsonb')}, ${p(7, 'text')}, ${p(8, 'text')}, ${p(9, 'text')},
-              ${p(10, 'timestamptz')}${from ? ` FROM ${from}` : ''}`;
+              ${p(10, 'timestamptz')}, ${p(11, 'text')}${from ? ` FROM ${from}` : ''}`;
   }
 
   /** The values `appendSql` reads, in order. */
@@ -181,6 +183,7 @@ export class OutboxStore {
       envelope.correlation_id,
       envelope.causation_id,
       envelope.occurred_at,
+      envelope.trace_id ?? null,
     ];
   }
 
@@ -199,12 +202,13 @@ export class OutboxStore {
    */
   insertManySql(n: number): string {
     return `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
-         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
+         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at, trace_id)
        SELECT e.id, e.type, e.schema_version, e.aggregate_type, e.aggregate_id, e.aggregate_version,
-              e.data, e.producer, e.correlation_id, e.causation_id, e.occurred_at
+              e.data, e.producer, e.correlation_id, e.causation_id, e.occurred_at, e.trace_id
          FROM jsonb_to_recordset($${n}::jsonb) AS e(id uuid, type text, schema_version text,
               aggregate_type text, aggregate_id text, aggregate_version integer, data jsonb,
-              producer text, correlation_id text, causation_id text, occurred_at timestamptz)
+              producer text, correlation_id text, causation_id text, occurred_at timestamptz,
+              trace_id text)
        ON CONFLICT (id) DO NOTHING`;
   }
 
@@ -223,6 +227,7 @@ export class OutboxStore {
         correlation_id: e.correlation_id,
         causation_id: e.causation_id,
         occurred_at: e.occurred_at,
+        trace_id: e.trace_id ?? null,
       })),
     );
   }

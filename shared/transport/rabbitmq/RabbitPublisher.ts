@@ -2,7 +2,7 @@ import type { ConfirmChannel } from 'amqplib';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import type { Publisher, PublishOutcome } from '../types.js';
 import type { ConfirmedChannel, ConfirmResult } from './ConfirmedChannel.js';
-import { RABBITMQ_DEFAULTS, SCHEMA_VERSION_HEADER } from './constants.js';
+import { HEADERS, RABBITMQ_DEFAULTS, SCHEMA_VERSION_HEADER } from './constants.js';
 import type { RouteCheck } from './routes.js';
 
 export interface RabbitPublisherOptions {
@@ -116,7 +116,12 @@ export class RabbitPublisher implements Publisher {
             correlationId: envelope.correlation_id,
             appId: envelope.producer,
             timestamp: Math.floor(Date.parse(envelope.occurred_at) / 1000),
-            headers: { [SCHEMA_VERSION_HEADER]: envelope.schema_version },
+            headers: {
+              [SCHEMA_VERSION_HEADER]: envelope.schema_version,
+              // the original route, kept by every retry and park copy (diagnoses)
+              [HEADERS.originExchange]: this.options.exchange,
+              [HEADERS.originRoutingKey]: keys[index] as string,
+            },
           },
           { on: ch },
         );

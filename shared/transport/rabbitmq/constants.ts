@@ -63,6 +63,14 @@ export const HEADERS = {
   schemaVersion: SCHEMA_VERSION_HEADER,
   redrivenAt: 'x-redriven-at',
   redriveCount: 'x-redrive-count',
+  /** Set by the publisher: the exchange and routing key the event was first published with. */
+  originExchange: 'x-origin-exchange',
+  originRoutingKey: 'x-origin-routing-key',
+  /** On retry and park copies: the queue the message was consumed from. */
+  originQueue: 'x-origin-queue',
+  /** On park copies: the envelope's trace id and producer. */
+  traceId: 'x-trace-id',
+  producer: 'x-producer',
 } as const;
 
 /** Longest error text carried in a header. */
