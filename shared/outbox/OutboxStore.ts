@@ -33,6 +33,11 @@ export interface ClaimResult {
    * it locked none: where the relay bounds its next claims (`ClaimOptions.occurredFrom`).
    */
   oldestOccurredAt?: Date;
+  /**
+   * Rows the claim locked but left out at its byte bound (`ClaimOptions.maxBytes`): they are due,
+   * unchanged, and go to the next claim once this transaction ends. 0 without a byte bound.
+   */
+  leftOver: number;
 }
 
 export interface ClaimOptions {
@@ -45,6 +50,17 @@ export interface ClaimOptions {
    * claim without a bound often enough (OutboxRelay: a full claim every `fullClaimEveryMs`).
    */
   occurredFrom?: Date;
+  /**
+   * The claim's result in bytes (`claimRowBytes`: the rows as a JSON response carries them): rows
+   * are taken oldest first while their running sum stays within it, always at least one. Rows
+   * past it stay locked for the transaction, unchanged (`ClaimResult.leftOver`). Unset: no bound.
+   */
+  maxBytes?: number;
+  /**
+   * The largest row a result may hold (the RDS Data API: 64 KB): a larger row is claimed without
+   * its payload and set aside (it could never be read), never returned. Unset: no bound.
+   */
+  maxRowBytes?: number;
 }
 
 /**
@@ -109,10 +125,50 @@ interface OutboxDbRow {
   causation_id: string | null;
   occurred_at: Date | string;
   attempts: number;
+  /** With a byte bound: the row's size in the result (`ROW_BYTES_SQL`), its place, what was locked. */
+  row_bytes?: number | string;
+  too_large?: boolean | null;
+  locked?: number | string;
 }
 
 const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
   payload, producer, correlation_id, causation_id, occurred_at, attempts`;
+
+/**
+ * Per row of a claim's result, what its fields cost beyond the text of its values: a Data API
+ * record wraps every field (`{"stringValue":…}`, `{"longValue":…}`, `{"isNull":true}`), and the
+ * numbers, the timestamp and the claim's own columns add some 150 bytes. Generous on purpose.
+ */
+export const CLAIM_ROW_FRAMING_BYTES = 400;
+
+/**
+ * A claimed row's size in a result, in SQL: each text value as a JSON string (quotes and escapes
+ * included, `to_json`), the payload as its JSON text, plus the fields' framing. What the Data API
+ * sends is JSON; PostgreSQL's escaping is JSON's.
+ */
+const ROW_BYTES_SQL = `(${CLAIM_ROW_FRAMING_BYTES} + ${[
+  'id::text',
+  'event_type',
+  'schema_version',
+  'aggregate_type',
+  'aggregate_id',
+  'payload::text',
+  'producer',
+  'correlation_id',
+  'causation_id',
+]
+  .map((c) => `coalesce(octet_length(to_json(${c})::text), 0)`)
+  .join(' + ')})`;
+
+/** A row left out of a result (too large) still costs its id, type and framing. */
+const LEFT_OUT_ROW_BYTES = 1_000;
+
+/** A byte bound as SQL text: a positive safe integer, or a clear error. */
+function byteBound(name: string, value: number): string {
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new RangeError(`${name}: ${value} is not a positive number of bytes`);
+  return String(value);
+}
 
 function toIso(value: Date | string): string {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
@@ -269,18 +325,18 @@ export class OutboxStore {
     options: { maxMessageBytes?: number } & ClaimOptions = {},
   ): Promise<ClaimResult> {
     const from = options.occurredFrom;
+    const sized = options.maxBytes !== undefined || options.maxRowBytes !== undefined;
     const { rows } = await tx.query<OutboxDbRow>(
-      `SELECT ${COLUMNS} FROM ${this.table}
-        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${from ? ' AND occurred_at >= $2::timestamptz' : ''}
-        ORDER BY occurred_at
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED`,
+      sized ? this.sizedClaimSql(from !== undefined, options) : this.claimSql(from !== undefined),
       from ? [limit, from.toISOString()] : [limit],
     );
     const good: OutboxRow[] = [];
     const setAside: SetAsideRow[] = [];
     for (const r of rows) {
-      const reason = unpublishable(r, options.maxMessageBytes);
+      const reason =
+        r.too_large === true
+          ? `too large: the row takes ${Number(r.row_bytes)} bytes of a result, the database returns at most ${options.maxRowBytes} per row`
+          : unpublishable(r, options.maxMessageBytes);
       if (typeof reason === 'string') setAside.push({ id: r.id, type: r.event_type, reason });
       else good.push({ attempts: r.attempts, envelope: reason });
     }
@@ -293,13 +349,68 @@ export class OutboxStore {
         [JSON.stringify(setAside.map((s) => ({ id: s.id, reason: s.reason }))), SET_ASIDE_PREFIX],
       );
     }
-    // oldest first: the first row locked is the oldest
+    // oldest first: the first row locked is the oldest (a sized claim always returns it)
     const first = rows[0];
     return {
       rows: good,
       setAside,
+      leftOver: first?.locked === undefined ? 0 : Number(first.locked) - rows.length,
       ...(first ? { oldestOccurredAt: new Date(toIso(first.occurred_at)) } : {}),
     };
+  }
+
+  /** The claim: due rows, oldest first, skipping rows another relay holds. */
+  private claimSql(bounded: boolean): string {
+    return `SELECT ${COLUMNS} FROM ${this.table}
+        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+        ORDER BY occurred_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED`;
+  }
+
+  /**
+   * The claim bounded by bytes: the same rows locked (`claimSql`), each sized as a result carries
+   * it (`ROW_BYTES_SQL`); returned oldest first while the running sum stays within `maxBytes`,
+   * always the first. A row over `maxRowBytes` comes back without its values (`too_large`, to be
+   * set aside) and counts `LEFT_OUT_ROW_BYTES`. The bounds are numbers of the code, written into
+   * the statement; its parameters stay those of `claimSql`.
+   */
+  private sizedClaimSql(bounded: boolean, options: ClaimOptions): string {
+    const maxRow =
+      options.maxRowBytes === undefined ? undefined : byteBound('maxRowBytes', options.maxRowBytes);
+    const maxBytes =
+      options.maxBytes === undefined ? undefined : byteBound('maxBytes', options.maxBytes);
+    const tooLarge = maxRow === undefined ? 'false' : `c.row_bytes > ${maxRow}`;
+    const keep = (column: string) => `CASE WHEN s.too_large THEN NULL ELSE s.${column} END`;
+    return `WITH claimed AS MATERIALIZED (
+      SELECT ${COLUMNS}, ${ROW_BYTES_SQL} AS row_bytes FROM ${this.table}
+        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+        ORDER BY occurred_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED
+    )
+    SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${[
+      'schema_version',
+      'aggregate_type',
+      'aggregate_id',
+      'aggregate_version',
+      'payload',
+      'producer',
+      'correlation_id',
+      'causation_id',
+    ]
+      .map((c) => `${keep(c)} AS ${c}`)
+      .join(', ')},
+           s.occurred_at, s.attempts, s.row_bytes, s.too_large, s.locked
+      FROM (
+        SELECT c.*, ${tooLarge} AS too_large, count(*) OVER () AS locked,
+               row_number() OVER w AS n,
+               sum(CASE WHEN ${tooLarge} THEN ${LEFT_OUT_ROW_BYTES} ELSE c.row_bytes END) OVER w AS running
+          FROM claimed AS c
+        WINDOW w AS (ORDER BY c.occurred_at, c.id ROWS UNBOUNDED PRECEDING)
+      ) AS s
+     WHERE s.n = 1${maxBytes === undefined ? '' : ` OR s.running <= ${maxBytes}`}
+     ORDER BY s.n`;
   }
 
   /**
