@@ -2,7 +2,7 @@ import type { OutboxTable } from '../config/constants.js';
 import type { SqlDatabase } from '../db/types.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
-import type { Publisher } from '../transport/types.js';
+import type { Publisher, RouteLoss } from '../transport/types.js';
 import { backoffDelay, sleep } from '../util/async.js';
 import { OutboxStore, type PublishFailure } from './OutboxStore.js';
 
@@ -90,6 +90,8 @@ export interface RoundResult {
   setAside: number;
   /** The broker was unreachable: nothing was claimed, no row was charged an attempt. */
   brokerUnavailable: boolean;
+  /** Published rows put back before the claim because a lost route may have swallowed them. */
+  republished: number;
   /**
    * The claim stopped at its bound (rows or bytes), not at the end of the due rows: more may be
    * due now, and a drain goes on without waiting.
@@ -121,6 +123,8 @@ export interface DrainResult {
   needsAttention: number;
   setAside: number;
   brokerUnavailableRounds: number;
+  /** Published rows put back because a lost route may have swallowed them (`RoundResult`). */
+  republished: number;
   /** Rounds that threw (database trouble, a bug, an injected fault); retried within the budget. */
   roundErrors: number;
 }
@@ -134,6 +138,7 @@ export function emptyDrainResult(): DrainResult {
     needsAttention: 0,
     setAside: 0,
     brokerUnavailableRounds: 0,
+    republished: 0,
     roundErrors: 0,
   };
 }
@@ -254,7 +259,45 @@ export class OutboxRelay {
     this.claimFrom = oldest === undefined ? undefined : oldest.getTime() - this.claimMarginMs;
   }
 
+  /**
+   * Puts back the published rows a lost route may have swallowed (docs/design.md §4, "Missing
+   * routes"): the losses the publisher's route check recorded, each a window of markings and the
+   * event types that needed the route. Logged; no I/O when there are none. A failed statement
+   * gives the losses not done back to the publisher and throws (the next round tries again).
+   * The rows are older than the claim's bound: the next claim is a full one.
+   */
+  async republishLost(): Promise<number> {
+    const losses = this.deps.publisher.takeRouteLosses?.() ?? [];
+    let total = 0;
+    for (let i = 0; i < losses.length; i++) {
+      const loss = losses[i] as RouteLoss;
+      let rows: number;
+      try {
+        rows = await this.store.republish(this.deps.db, loss);
+      } catch (err) {
+        this.deps.publisher.returnRouteLosses?.(losses.slice(i));
+        throw err;
+      }
+      total += rows;
+      const fields = {
+        table: this.options.table,
+        rows,
+        reason: loss.reason,
+        markedFrom: loss.from.toISOString(),
+        markedTo: loss.to.toISOString(),
+      };
+      if (rows > 0) {
+        this.deps.logger?.warn('relay: republishing rows a lost route may have swallowed', fields);
+      } else {
+        this.deps.logger?.info('relay: a lost route, no row marked in its window', fields);
+      }
+    }
+    if (total > 0) this.claimFrom = undefined;
+    return total;
+  }
+
   async runOnce(): Promise<RoundResult> {
+    const republished = await this.republishLost();
     const empty: RoundResult = {
       claimed: 0,
       published: 0,
@@ -262,6 +305,7 @@ export class OutboxRelay {
       needsAttention: 0,
       setAside: 0,
       brokerUnavailable: false,
+      republished,
       more: false,
     };
     // Nothing due: no readiness check, no transaction. A lingering or ticking relay mostly finds an
@@ -365,6 +409,7 @@ export class OutboxRelay {
         needsAttention: needsAttention + setAside.length,
         setAside: setAside.length,
         brokerUnavailable: false,
+        republished,
         more,
       };
     });
@@ -406,6 +451,7 @@ export class OutboxRelay {
         total.failed += round.failed;
         total.needsAttention += round.needsAttention;
         total.setAside += round.setAside;
+        total.republished += round.republished;
         if (round.brokerUnavailable) {
           total.brokerUnavailableRounds++;
           unavailableStreak++;

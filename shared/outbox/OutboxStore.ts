@@ -69,6 +69,9 @@ export interface ClaimOptions {
  */
 export const SET_ASIDE_PREFIX = 'set aside: ';
 
+/** `last_error` of a published row put back because a lost route may have swallowed it. */
+export const REPUBLISH_PREFIX = 'republished, a route was lost: ';
+
 /** A row that needs attention, as an operator reads it (never the payload). */
 export interface NeedsAttentionRow {
   id: string;
@@ -457,6 +460,36 @@ export class OutboxStore {
       ],
     );
     return { needsAttention: rows.filter((r) => r.needs_attention).length };
+  }
+
+  /**
+   * Puts published rows back into the batches: those marked within [from, to] whose event type
+   * `eventTypes` accepts (a lost route may have swallowed them, docs/design.md §4). They are due at
+   * once, with every attempt again and `last_error` saying why; the consumers' inbox absorbs the
+   * copies of those that had arrived. Two statements on `outbox_published_at_idx` (the event types
+   * marked in the window, then the UPDATE of the matching ones); a row marked in between is left
+   * to the next loss the route check records. Returns the rows put back.
+   */
+  async republish(
+    db: SqlExecutor,
+    loss: { from: Date; to: Date; eventTypes: (eventType: string) => boolean; reason: string },
+  ): Promise<number> {
+    const window = [loss.from.toISOString(), loss.to.toISOString()];
+    const { rows } = await db.query<{ event_type: string }>(
+      `SELECT DISTINCT event_type FROM ${this.table}
+        WHERE published_at IS NOT NULL AND published_at >= $1::timestamptz AND published_at <= $2::timestamptz`,
+      window,
+    );
+    const types = rows.map((r) => r.event_type).filter((t) => loss.eventTypes(t));
+    if (types.length === 0) return 0;
+    const { rowCount } = await db.query(
+      `UPDATE ${this.table}
+          SET published_at = NULL, attempts = 0, next_attempt_at = now(), last_error = left($4::text, 1000)
+        WHERE published_at IS NOT NULL AND published_at >= $1::timestamptz AND published_at <= $2::timestamptz
+          AND event_type = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)))`,
+      [...window, JSON.stringify(types), `${REPUBLISH_PREFIX}${loss.reason}`],
+    );
+    return rowCount;
   }
 
   /** Puts rows that need attention back into the batches (after the cause was fixed). */
