@@ -344,8 +344,8 @@ export class OutboxRelay {
           ...(this.maxRowBytes !== undefined ? { maxRowBytes: this.maxRowBytes } : {}),
         });
         const taken = claimed.rows.length + claimed.setAside.length;
-        more = claimed.leftOver > 0 || taken >= limit;
-        if (claimed.leftOver > 0) {
+        more = claimed.truncated || taken >= limit;
+        if (claimed.truncated) {
           this.claimLimit = Math.min(this.options.batchSize, Math.ceil(taken * 1.25) + 1);
         } else if (taken >= limit) {
           this.claimLimit = Math.min(this.options.batchSize, limit * 2);

@@ -34,10 +34,10 @@ export interface ClaimResult {
    */
   oldestOccurredAt?: Date;
   /**
-   * Rows the claim locked but left out at its byte bound (`ClaimOptions.maxBytes`): they are due,
-   * unchanged, and go to the next claim once this transaction ends. 0 without a byte bound.
+   * The claim stopped at its byte bound (`ClaimOptions.maxBytes`): rows it locked behind the last
+   * one returned are due, unchanged, and go to the next claim once this transaction ends.
    */
-  leftOver: number;
+  truncated: boolean;
 }
 
 export interface ClaimOptions {
@@ -51,9 +51,9 @@ export interface ClaimOptions {
    */
   occurredFrom?: Date;
   /**
-   * The claim's result in bytes (`claimRowBytes`: the rows as a JSON response carries them): rows
-   * are taken oldest first while their running sum stays within it, always at least one. Rows
-   * past it stay locked for the transaction, unchanged (`ClaimResult.leftOver`). Unset: no bound.
+   * The claim's result in bytes (each row sized as a JSON response carries it): rows are taken
+   * oldest first while their running sum stays within it, always at least one. Rows past it stay
+   * locked for the transaction, unchanged (`ClaimResult.truncated`). Unset: no bound.
    */
   maxBytes?: number;
   /**
@@ -128,10 +128,11 @@ interface OutboxDbRow {
   causation_id: string | null;
   occurred_at: Date | string;
   attempts: number;
-  /** With a byte bound: the row's size in the result (`ROW_BYTES_SQL`), its place, what was locked. */
+  /** With a byte bound: the row's size in a result (`ROW_BYTES_SQL`), whether it is too large to
+   * return, whether a locked row follows it. */
   row_bytes?: number | string;
   too_large?: boolean | null;
-  locked?: number | string;
+  more?: boolean | null;
 }
 
 const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
@@ -145,23 +146,13 @@ const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, a
 export const CLAIM_ROW_FRAMING_BYTES = 400;
 
 /**
- * A claimed row's size in a result, in SQL: each text value as a JSON string (quotes and escapes
- * included, `to_json`), the payload as its JSON text, plus the fields' framing. What the Data API
- * sends is JSON; PostgreSQL's escaping is JSON's.
+ * A claimed row's size in a result, in SQL: the payload's JSON text and the other text values, each
+ * as a JSON string (quotes and escapes included, `to_json`; the other values joined, one call), plus
+ * the fields' framing. What the Data API sends is JSON; PostgreSQL's escaping is JSON's.
  */
-const ROW_BYTES_SQL = `(${CLAIM_ROW_FRAMING_BYTES} + ${[
-  'id::text',
-  'event_type',
-  'schema_version',
-  'aggregate_type',
-  'aggregate_id',
-  'payload::text',
-  'producer',
-  'correlation_id',
-  'causation_id',
-]
-  .map((c) => `coalesce(octet_length(to_json(${c})::text), 0)`)
-  .join(' + ')})`;
+const ROW_BYTES_SQL = `(${CLAIM_ROW_FRAMING_BYTES} + octet_length(to_json(payload::text)::text)
+      + octet_length(to_json(concat(id, event_type, schema_version, aggregate_type, aggregate_id, producer,
+                                    correlation_id, causation_id))::text))`;
 
 /** A row left out of a result (too large) still costs its id, type and framing. */
 const LEFT_OUT_ROW_BYTES = 1_000;
@@ -352,12 +343,13 @@ export class OutboxStore {
         [JSON.stringify(setAside.map((s) => ({ id: s.id, reason: s.reason }))), SET_ASIDE_PREFIX],
       );
     }
-    // oldest first: the first row locked is the oldest (a sized claim always returns it)
+    // oldest first: the first row locked is the oldest (a sized claim always returns it); the last
+    // row returned says whether a locked row was left behind it
     const first = rows[0];
     return {
       rows: good,
       setAside,
-      leftOver: first?.locked === undefined ? 0 : Number(first.locked) - rows.length,
+      truncated: rows[rows.length - 1]?.more === true,
       ...(first ? { oldestOccurredAt: new Date(toIso(first.occurred_at)) } : {}),
     };
   }
@@ -372,11 +364,12 @@ export class OutboxStore {
   }
 
   /**
-   * The claim bounded by bytes: the same rows locked (`claimSql`), each sized as a result carries
-   * it (`ROW_BYTES_SQL`); returned oldest first while the running sum stays within `maxBytes`,
-   * always the first. A row over `maxRowBytes` comes back without its values (`too_large`, to be
-   * set aside) and counts `LEFT_OUT_ROW_BYTES`. The bounds are numbers of the code, written into
-   * the statement; its parameters stay those of `claimSql`.
+   * The claim bounded by bytes: the same rows locked (`claimSql`, as a subquery), each sized as a
+   * result carries it (`ROW_BYTES_SQL`); returned oldest first while the running sum stays within
+   * `maxBytes`, always the first. A row over `maxRowBytes` comes back without its values
+   * (`too_large`, to be set aside) and counts `LEFT_OUT_ROW_BYTES`. `more`: a locked row follows.
+   * The bounds are numbers of the code, written into the statement; its parameters stay those of
+   * `claimSql`. One window over the locked rows, no second pass.
    */
   private sizedClaimSql(bounded: boolean, options: ClaimOptions): string {
     const maxRow =
@@ -385,14 +378,7 @@ export class OutboxStore {
       options.maxBytes === undefined ? undefined : byteBound('maxBytes', options.maxBytes);
     const tooLarge = maxRow === undefined ? 'false' : `c.row_bytes > ${maxRow}`;
     const keep = (column: string) => `CASE WHEN s.too_large THEN NULL ELSE s.${column} END`;
-    return `WITH claimed AS MATERIALIZED (
-      SELECT ${COLUMNS}, ${ROW_BYTES_SQL} AS row_bytes FROM ${this.table}
-        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
-        ORDER BY occurred_at
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED
-    )
-    SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${[
+    return `SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${[
       'schema_version',
       'aggregate_type',
       'aggregate_id',
@@ -404,13 +390,19 @@ export class OutboxStore {
     ]
       .map((c) => `${keep(c)} AS ${c}`)
       .join(', ')},
-           s.occurred_at, s.attempts, s.row_bytes, s.too_large, s.locked
+           s.occurred_at, s.attempts, s.row_bytes, s.too_large, s.more
       FROM (
-        SELECT c.*, ${tooLarge} AS too_large, count(*) OVER () AS locked,
-               row_number() OVER w AS n,
-               sum(CASE WHEN ${tooLarge} THEN ${LEFT_OUT_ROW_BYTES} ELSE c.row_bytes END) OVER w AS running
-          FROM claimed AS c
-        WINDOW w AS (ORDER BY c.occurred_at, c.id ROWS UNBOUNDED PRECEDING)
+        SELECT c.*, ${tooLarge} AS too_large, row_number() OVER w AS n,
+               sum(CASE WHEN ${tooLarge} THEN ${LEFT_OUT_ROW_BYTES} ELSE c.row_bytes END) OVER w AS running,
+               lead(c.id) OVER w IS NOT NULL AS more
+          FROM (
+            SELECT ${COLUMNS}, ${ROW_BYTES_SQL} AS row_bytes FROM ${this.table}
+             WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+             ORDER BY occurred_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+          ) AS c
+        WINDOW w AS (ORDER BY c.occurred_at ROWS UNBOUNDED PRECEDING)
       ) AS s
      WHERE s.n = 1${maxBytes === undefined ? '' : ` OR s.running <= ${maxBytes}`}
      ORDER BY s.n`;

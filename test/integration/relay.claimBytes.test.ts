@@ -133,10 +133,10 @@ describe('outbox relay: a claim bounded by bytes', () => {
     expect(new Set(sent)).toEqual(new Set(ids));
     expect(sent).toHaveLength(300);
     expect(await store.status(t.db)).toMatchObject({ backlog: 0, needsAttention: 0 });
-    // about 90 rows fit a claim: after the first of each loop, which locked 500, the claims lock a
-    // little more than they take
+    // about 90 rows fit a claim: after the first ones (each loop's first may lock 500), the claims
+    // lock a little more than they take
     const limits = claims.map((p) => p[0] as number);
-    expect(limits.slice(0, 2)).toEqual([500, 500]);
+    expect(limits[0]).toBe(500);
     expect(limits.length).toBeGreaterThan(2);
     expect(Math.max(...limits.slice(2))).toBeLessThan(250);
   });
