@@ -1,14 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DATA_API_RESULT_LIMITS } from '../../shared/db/data-api/DataApiDatabase.js';
 import type { Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/types.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { DEFAULT_MAX_CLAIM_BYTES, OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore, SET_ASIDE_PREFIX } from '../../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../../shared/transport/types.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+
+/** The Data API's row limit as the adapter reads it (64 KB), and the relay's default claim bound. */
+const MAX_ROW_BYTES = 64_000;
+const MAX_CLAIM_BYTES = 768 * 1024;
 
 /**
  * A claim bounded by bytes as well as rows (docs/outbox-relay.md, "One round"). The RDS Data API
@@ -104,6 +107,16 @@ describe('outbox relay: a claim bounded by bytes', () => {
     };
   }
 
+  it("the constants of this file are the code's", async () => {
+    const { DATA_API_RESULT_LIMITS } = await import('../../shared/db/data-api/DataApiDatabase.js');
+    const { DEFAULT_MAX_CLAIM_BYTES } = await import('../../shared/outbox/OutboxRelay.js');
+    expect(DATA_API_RESULT_LIMITS).toEqual({
+      maxResponseBytes: 1024 * 1024,
+      maxRowBytes: MAX_ROW_BYTES,
+    });
+    expect(DEFAULT_MAX_CLAIM_BYTES).toBe(MAX_CLAIM_BYTES);
+  });
+
   it('the local Data API endpoint ends a response over 1 MiB as the service does, and the transaction with it', async () => {
     const big = "SELECT repeat('x', 1024) AS x FROM generate_series(1, 1100)";
     await expect(api.db.query(big)).rejects.toThrow(
@@ -154,7 +167,7 @@ describe('outbox relay: a claim bounded by bytes', () => {
   });
 
   it('a row larger than the Data API returns at all is set aside with its reason; the rows behind it go out', async () => {
-    const [huge = ''] = await write(1, () => 'y'.repeat(DATA_API_RESULT_LIMITS.maxRowBytes ?? 0));
+    const [huge = ''] = await write(1, () => 'y'.repeat(MAX_ROW_BYTES));
     const rest = await write(5, (i) => `small-${i}`);
     const relay = new OutboxRelay(
       { db: api.db, publisher },
@@ -185,9 +198,7 @@ describe('outbox relay: a claim bounded by bytes', () => {
     const result = await drainUntil(relay, 301);
     expect(result).toMatchObject({ roundErrors: 0, setAside: 0 });
     expect(new Set(sent)).toEqual(new Set([large, ...ids]));
-    // 2.5 MB of rows in claims of at most DEFAULT_MAX_CLAIM_BYTES
-    expect(claims.length).toBeGreaterThanOrEqual(
-      Math.ceil((301 * 8_400) / DEFAULT_MAX_CLAIM_BYTES),
-    );
+    // 2.5 MB of rows in claims of at most the default bound
+    expect(claims.length).toBeGreaterThanOrEqual(Math.ceil((301 * 8_400) / MAX_CLAIM_BYTES));
   });
 });
