@@ -33,6 +33,11 @@ export interface ClaimResult {
    * it locked none: where the relay bounds its next claims (`ClaimOptions.occurredFrom`).
    */
   oldestOccurredAt?: Date;
+  /**
+   * The claim stopped at its byte bound (`ClaimOptions.maxBytes`): rows it locked behind the last
+   * one returned are due, unchanged, and go to the next claim once this transaction ends.
+   */
+  truncated: boolean;
 }
 
 export interface ClaimOptions {
@@ -45,6 +50,17 @@ export interface ClaimOptions {
    * claim without a bound often enough (OutboxRelay: a full claim every `fullClaimEveryMs`).
    */
   occurredFrom?: Date;
+  /**
+   * The claim's result in bytes (each row sized as a JSON response carries it): rows are taken
+   * oldest first while their running sum stays within it, always at least one. Rows past it stay
+   * locked for the transaction, unchanged (`ClaimResult.truncated`). Unset: no bound.
+   */
+  maxBytes?: number;
+  /**
+   * The largest row a result may hold (the RDS Data API: 64 KB): a larger row is claimed without
+   * its payload and set aside (it could never be read), never returned. Unset: no bound.
+   */
+  maxRowBytes?: number;
 }
 
 /**
@@ -52,6 +68,9 @@ export interface ClaimOptions {
  * is too large), as opposed to a row that ran out of publish attempts. Both need attention.
  */
 export const SET_ASIDE_PREFIX = 'set aside: ';
+
+/** `last_error` of a published row put back because a lost route may have swallowed it. */
+export const REPUBLISH_PREFIX = 'republished, a route was lost: ';
 
 /** A row that needs attention, as an operator reads it (never the payload). */
 export interface NeedsAttentionRow {
@@ -110,10 +129,41 @@ interface OutboxDbRow {
   trace_id: string | null;
   occurred_at: Date | string;
   attempts: number;
+  /** With a byte bound: the row's size in a result (`ROW_BYTES_SQL`), whether it is too large to
+   * return, whether a locked row follows it. */
+  row_bytes?: number | string;
+  too_large?: boolean | null;
+  more?: boolean | null;
 }
 
 const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
   payload, producer, correlation_id, causation_id, trace_id, occurred_at, attempts`;
+
+/**
+ * Per row of a claim's result, what its fields cost beyond the text of its values: a Data API
+ * record wraps every field (`{"stringValue":…}`, `{"longValue":…}`, `{"isNull":true}`), and the
+ * numbers, the timestamp and the claim's own columns add some 150 bytes. Generous on purpose.
+ */
+export const CLAIM_ROW_FRAMING_BYTES = 400;
+
+/**
+ * A claimed row's size in a result, in SQL: the payload's JSON text and the other text values, each
+ * as a JSON string (quotes and escapes included, `to_json`; the other values joined, one call), plus
+ * the fields' framing. What the Data API sends is JSON; PostgreSQL's escaping is JSON's.
+ */
+const ROW_BYTES_SQL = `(${CLAIM_ROW_FRAMING_BYTES} + octet_length(to_json(payload::text)::text)
+      + octet_length(to_json(concat(id, event_type, schema_version, aggregate_type, aggregate_id, producer,
+                                    correlation_id, causation_id))::text))`;
+
+/** A row left out of a result (too large) still costs its id, type and framing. */
+const LEFT_OUT_ROW_BYTES = 1_000;
+
+/** A byte bound as SQL text: a positive safe integer, or a clear error. */
+function byteBound(name: string, value: number): string {
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new RangeError(`${name}: ${value} is not a positive number of bytes`);
+  return String(value);
+}
 
 function toIso(value: Date | string): string {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
@@ -274,18 +324,18 @@ export class OutboxStore {
     options: { maxMessageBytes?: number } & ClaimOptions = {},
   ): Promise<ClaimResult> {
     const from = options.occurredFrom;
+    const sized = options.maxBytes !== undefined || options.maxRowBytes !== undefined;
     const { rows } = await tx.query<OutboxDbRow>(
-      `SELECT ${COLUMNS} FROM ${this.table}
-        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${from ? ' AND occurred_at >= $2::timestamptz' : ''}
-        ORDER BY occurred_at
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED`,
+      sized ? this.sizedClaimSql(from !== undefined, options) : this.claimSql(from !== undefined),
       from ? [limit, from.toISOString()] : [limit],
     );
     const good: OutboxRow[] = [];
     const setAside: SetAsideRow[] = [];
     for (const r of rows) {
-      const reason = unpublishable(r, options.maxMessageBytes);
+      const reason =
+        r.too_large === true
+          ? `too large: the row takes ${Number(r.row_bytes)} bytes of a result, the database returns at most ${options.maxRowBytes} per row`
+          : unpublishable(r, options.maxMessageBytes);
       if (typeof reason === 'string') setAside.push({ id: r.id, type: r.event_type, reason });
       else good.push({ attempts: r.attempts, envelope: reason });
     }
@@ -298,13 +348,69 @@ export class OutboxStore {
         [JSON.stringify(setAside.map((s) => ({ id: s.id, reason: s.reason }))), SET_ASIDE_PREFIX],
       );
     }
-    // oldest first: the first row locked is the oldest
+    // oldest first: the first row locked is the oldest (a sized claim always returns it); the last
+    // row returned says whether a locked row was left behind it
     const first = rows[0];
     return {
       rows: good,
       setAside,
+      truncated: rows[rows.length - 1]?.more === true,
       ...(first ? { oldestOccurredAt: new Date(toIso(first.occurred_at)) } : {}),
     };
+  }
+
+  /** The claim: due rows, oldest first, skipping rows another relay holds. */
+  private claimSql(bounded: boolean): string {
+    return `SELECT ${COLUMNS} FROM ${this.table}
+        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+        ORDER BY occurred_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED`;
+  }
+
+  /**
+   * The claim bounded by bytes: the same rows locked (`claimSql`, as a subquery), each sized as a
+   * result carries it (`ROW_BYTES_SQL`); returned oldest first while the running sum stays within
+   * `maxBytes`, always the first. A row over `maxRowBytes` comes back without its values
+   * (`too_large`, to be set aside) and counts `LEFT_OUT_ROW_BYTES`. `more`: a locked row follows.
+   * The bounds are numbers of the code, written into the statement; its parameters stay those of
+   * `claimSql`. One window over the locked rows, no second pass.
+   */
+  private sizedClaimSql(bounded: boolean, options: ClaimOptions): string {
+    const maxRow =
+      options.maxRowBytes === undefined ? undefined : byteBound('maxRowBytes', options.maxRowBytes);
+    const maxBytes =
+      options.maxBytes === undefined ? undefined : byteBound('maxBytes', options.maxBytes);
+    const tooLarge = maxRow === undefined ? 'false' : `c.row_bytes > ${maxRow}`;
+    const keep = (column: string) => `CASE WHEN s.too_large THEN NULL ELSE s.${column} END`;
+    return `SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${[
+      'schema_version',
+      'aggregate_type',
+      'aggregate_id',
+      'aggregate_version',
+      'payload',
+      'producer',
+      'correlation_id',
+      'causation_id',
+    ]
+      .map((c) => `${keep(c)} AS ${c}`)
+      .join(', ')},
+           s.occurred_at, s.attempts, s.row_bytes, s.too_large, s.more
+      FROM (
+        SELECT c.*, ${tooLarge} AS too_large, row_number() OVER w AS n,
+               sum(CASE WHEN ${tooLarge} THEN ${LEFT_OUT_ROW_BYTES} ELSE c.row_bytes END) OVER w AS running,
+               lead(c.id) OVER w IS NOT NULL AS more
+          FROM (
+            SELECT ${COLUMNS}, ${ROW_BYTES_SQL} AS row_bytes FROM ${this.table}
+             WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+             ORDER BY occurred_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+          ) AS c
+        WINDOW w AS (ORDER BY c.occurred_at ROWS UNBOUNDED PRECEDING)
+      ) AS s
+     WHERE s.n = 1${maxBytes === undefined ? '' : ` OR s.running <= ${maxBytes}`}
+     ORDER BY s.n`;
   }
 
   /**
@@ -351,6 +457,36 @@ export class OutboxStore {
       ],
     );
     return { needsAttention: rows.filter((r) => r.needs_attention).length };
+  }
+
+  /**
+   * Puts published rows back into the batches: those marked within [from, to] whose event type
+   * `eventTypes` accepts (a lost route may have swallowed them, docs/design.md §4). They are due at
+   * once, with every attempt again and `last_error` saying why; the consumers' inbox absorbs the
+   * copies of those that had arrived. Two statements on `outbox_published_at_idx` (the event types
+   * marked in the window, then the UPDATE of the matching ones); a row marked in between is left
+   * to the next loss the route check records. Returns the rows put back.
+   */
+  async republish(
+    db: SqlExecutor,
+    loss: { from: Date; to: Date; eventTypes: (eventType: string) => boolean; reason: string },
+  ): Promise<number> {
+    const window = [loss.from.toISOString(), loss.to.toISOString()];
+    const { rows } = await db.query<{ event_type: string }>(
+      `SELECT DISTINCT event_type FROM ${this.table}
+        WHERE published_at IS NOT NULL AND published_at >= $1::timestamptz AND published_at <= $2::timestamptz`,
+      window,
+    );
+    const types = rows.map((r) => r.event_type).filter((t) => loss.eventTypes(t));
+    if (types.length === 0) return 0;
+    const { rowCount } = await db.query(
+      `UPDATE ${this.table}
+          SET published_at = NULL, attempts = 0, next_attempt_at = now(), last_error = left($4::text, 1000)
+        WHERE published_at IS NOT NULL AND published_at >= $1::timestamptz AND published_at <= $2::timestamptz
+          AND event_type = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)))`,
+      [...window, JSON.stringify(types), `${REPUBLISH_PREFIX}${loss.reason}`],
+    );
+    return rowCount;
   }
 
   /** Puts rows that need attention back into the batches (after the cause was fixed). */

@@ -35,8 +35,31 @@ export type PublishOutcome =
   | { id: string; ok: true }
   | { id: string; ok: false; reason: PublishFailureReason; error: string };
 
+/**
+ * Messages the broker confirmed that may not have reached a consumer: RabbitMQ found a declared
+ * route to a consumer queue missing, and a tap (bound to every key) may have taken what was
+ * published before the look that saw it. The caller publishes again the messages of these event
+ * types it marked published within the window (the consumers' inbox absorbs the copies).
+ */
+export interface RouteLoss {
+  /** Whether messages of this event type needed the missing route. */
+  eventTypes: (eventType: string) => boolean;
+  /** The window on the marking time (`published_at`), both ends included. */
+  from: Date;
+  to: Date;
+  /** What is or was missing (`no binding orders → inventory.orders (order.created) on the broker`). */
+  reason: string;
+}
+
 export interface Publisher {
   publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]>;
+  /**
+   * The route losses seen since the last call, taken (a later call does not return them again).
+   * Absent: the backend has no routes to lose (SQS, in-memory).
+   */
+  takeRouteLosses?(): RouteLoss[];
+  /** Gives back losses taken and not acted on (the database failed): the next take returns them. */
+  returnRouteLosses?(losses: readonly RouteLoss[]): void;
   /**
    * Resolves when the publisher can reach its broker, or rejects with `TransportUnavailableError`
    * within `timeoutMs`. Callers check this before taking work they would only fail.

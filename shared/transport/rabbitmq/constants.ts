@@ -119,6 +119,16 @@ export const RABBITMQ_DEFAULTS = {
   routeCheckIntervalMs: 10_000,
   /** A route check the management API does not answer in time counts as "not known". */
   routeCheckTimeoutMs: 2_000,
+  /**
+   * A lost route's republish window is widened by this much at both ends: the relay's clock (the
+   * looks) against the database's (`published_at`), and a marking's COMMIT after its statement.
+   */
+  routeLossMarginMs: 5_000,
+  /**
+   * How far back a lost route's republish window starts when this process never saw the route
+   * present (it started while the route was missing): rows another relay marked that long ago.
+   */
+  routeLossLookbackMs: 10 * 60_000,
 } as const;
 
 /**

@@ -77,7 +77,13 @@ export {
 } from './queueMetrics.js';
 export { HEALTHY_AFTER_MS, RabbitConnection } from './RabbitConnection.js';
 export { amqpUrlForVhost, RabbitManagement } from './RabbitManagement.js';
-export { RouteCheck, type RouteStatus, requiredRoutes, topicMatches } from './routes.js';
+export {
+  type LostRoute,
+  RouteCheck,
+  type RouteStatus,
+  requiredRoutes,
+  topicMatches,
+} from './routes.js';
 export {
   applyPolicies,
   declaredTopology,
@@ -119,7 +125,16 @@ export interface RabbitMqBackendConfig {
    * Publishers verify the declared routes to consumer queues (management API, cached for
    * `intervalMs`); `false` turns it off. Default on.
    */
-  routeCheck?: false | { intervalMs?: number; timeoutMs?: number };
+  routeCheck?:
+    | false
+    | {
+        intervalMs?: number;
+        timeoutMs?: number;
+        /** Widening of a lost route's republish window (`RABBITMQ_DEFAULTS.routeLossMarginMs`). */
+        marginMs?: number;
+        /** A lost route never seen present: how far back (`RABBITMQ_DEFAULTS.routeLossLookbackMs`). */
+        lookbackMs?: number;
+      };
   /** Called after each fresh look at the routes (deployed: the `RouteMissing` metric). */
   onRouteStatus?: (status: RouteStatus) => void;
   /** Called when parking refused a consumer's copy (deployed: the `ParkRefused` metric). */
@@ -201,7 +216,14 @@ export class RabbitMqBackend implements Backend {
         logger: config.logger,
         onStatus: config.onRouteStatus,
       },
-      check,
+      {
+        ...check,
+        // a publisher marks on a look until its cache expires and that batch's confirms are in
+        staleMs:
+          (check.intervalMs ?? RABBITMQ_DEFAULTS.routeCheckIntervalMs) +
+          (check.timeoutMs ?? RABBITMQ_DEFAULTS.routeCheckTimeoutMs) +
+          (config.publish?.confirmTimeoutMs ?? RABBITMQ_DEFAULTS.confirmTimeoutMs),
+      },
     );
   }
 
