@@ -11,7 +11,12 @@ import {
   RabbitMqBackend,
 } from '../shared/transport/rabbitmq/index.js';
 import { createSqsClient, SqsBackend } from '../shared/transport/sqs/index.js';
-import type { Backend, MessageHandler, RunningConsumer } from '../shared/transport/types.js';
+import type {
+  Backend,
+  MessageHandler,
+  ParkNotices,
+  RunningConsumer,
+} from '../shared/transport/types.js';
 import { AmazonMqTrigger } from './triggers/amazonMqTrigger.js';
 import { SqsTrigger } from './triggers/sqsTrigger.js';
 
@@ -50,6 +55,8 @@ export interface ConsumerSettings {
   reportBatchItemFailures?: boolean;
   /** Called when an emulated invocation fails (the batch goes back), before the trigger reacts. */
   onInvocationError?: (err: Error) => void;
+  /** The use case's notices of parked messages (inventory: `INVENTORY_PARK_NOTICES`). */
+  notices?: ParkNotices | undefined;
 }
 
 /** Starts a consumer of the backend's inventory queue (or results queue) around `handler`. */
@@ -74,6 +81,7 @@ export async function startConsumer(
         maxBatch: settings.maxBatch,
         reconnectBaseMs: settings.reconnectBaseMs,
         reconnectMaxMs: settings.reconnectMaxMs,
+        notices: settings.notices,
       });
     }
     return startAmazonMqTrigger(backend, handler, settings);
@@ -115,7 +123,10 @@ async function startAmazonMqTrigger(
     createLogger(results ? 'order-results-rabbitmq' : 'reserve-inventory-rabbitmq');
   // The order-results function composes the same handler (functions/order-results-rabbitmq).
   const fn = createReserveInventoryRabbitHandler({
-    driver: backend.amazonMqDriver(handler, { journal: settings.journal }),
+    driver: backend.amazonMqDriver(handler, {
+      journal: settings.journal,
+      notices: settings.notices,
+    }),
     logger,
   });
   const trigger = new AmazonMqTrigger(
@@ -145,6 +156,7 @@ async function startSqsTrigger(
   const { driver, mode, fifo } = await backend.lambdaDriver(handler, {
     journal: settings.journal,
     queue: results ? 'results' : 'inventory',
+    notices: settings.notices,
   });
   // The order-results function composes the same handler (functions/order-results-sqs).
   const fn = createReserveInventorySqsHandler({ driver, mode, fifo, logger });

@@ -3,6 +3,7 @@ import { startConsumer } from '../devkit/consumers.js';
 import type { RetryBudget } from '../shared/config/budget.js';
 import { Journal } from '../shared/consumer/journal.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { INVENTORY_PARK_NOTICES } from '../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../shared/outbox/OutboxRelay.js';
@@ -55,6 +56,7 @@ if (spec.role === 'consumer') {
   journal.addSink((entry) => line({ message: 'journal', journal: entry }));
   const useCase = new ReserveInventory({ db, journal, logger }, { budget: spec.backend.budget });
   const consumer = await startConsumer(backend, (m) => useCase.process(m), {
+    notices: INVENTORY_PARK_NOTICES,
     ...spec.consumer,
     journal,
     logger,

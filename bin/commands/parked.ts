@@ -4,10 +4,16 @@ import { type Command, Option } from 'commander';
 import { requireServices } from '../../devkit/preflight.js';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
+import { reservationQuarantineNotice } from '../../shared/inventory/quarantine.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { backendFromEnv } from '../../shared/transport/index.js';
 import { SqsBackend, sqsBackend, sqsQueueNames } from '../../shared/transport/sqs/index.js';
-import type { ParkingLot, RedriveSelection } from '../../shared/transport/types.js';
+import type {
+  Backend,
+  Diagnosis,
+  ParkingLot,
+  RedriveSelection,
+} from '../../shared/transport/types.js';
 import { env } from './common.js';
 import { describeStack, stackOption } from './stack.js';
 
@@ -24,7 +30,7 @@ const transportOption = () =>
 async function withParkingLot<T>(
   transport: string,
   stack: string | undefined,
-  fn: (lot: ParkingLot) => Promise<T>,
+  fn: (lot: ParkingLot, backend: Backend) => Promise<T>,
 ): Promise<T> {
   const deployed = stack ? await describeStack(stack) : undefined;
   if (deployed && transport === 'rabbitmq') {
@@ -69,7 +75,7 @@ async function withParkingLot<T>(
         process.exit(2);
       });
     }
-    return await fn(backend.parkingLot());
+    return await fn(backend.parkingLot(), backend);
   } finally {
     await backend.close();
     client?.destroy();
@@ -95,6 +101,12 @@ const list = (v: string) =>
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
+
+/** Where a parked message came from, in one cell: `orders/order.created → inventory.orders`. */
+export function originText(o: Diagnosis['origin']): string {
+  const route = [o.exchange, o.routingKey].filter(Boolean).join('/');
+  return [route, o.queue].filter(Boolean).join(' → ') || '?';
+}
 
 export function registerParkedCommands(program: Command): void {
   const parked = program.command('parked').description('inspect and redrive parked messages');
@@ -135,9 +147,57 @@ export function registerParkedCommands(program: Command): void {
           parked: d.parkedAt,
           by: via === 'broker' ? 'broker' : d.consumer,
           error: d.error.slice(0, 60),
+          origin: originText(d.origin),
+          producer: d.producer ?? '?',
+          correlation: d.correlationId ?? '?',
+          trace: d.traceId ?? '?',
         })),
       );
     });
+  parked
+    .command('notify')
+    .description(
+      'tell the order side about parked order events (inventory.reservation_quarantined), without consuming them: for messages the broker parked by itself',
+    )
+    .addOption(transportOption())
+    .addOption(stackOption())
+    .option('--limit <n>', 'read at most this many parked messages', '1000')
+    .option('--dry-run', 'show the notices, publish nothing')
+    .action(
+      async (opts: { transport: string; stack?: string; limit: string; dryRun?: boolean }) => {
+        const limit = Number(opts.limit);
+        if (!(limit > 0)) program.error('--limit must be a positive number');
+        const { notices, failed } = await withParkingLot(
+          opts.transport,
+          opts.stack,
+          async (lot, backend) => {
+            const items = await lot.list(limit);
+            const notices = items.flatMap((p) => {
+              const n = p.body
+                ? reservationQuarantineNotice(p.body, p.diagnosis, p.via)
+                : undefined;
+              return n ? [n] : [];
+            });
+            if (opts.dryRun || notices.length === 0) return { notices, failed: 0 };
+            // the results destination, as the relay publishes inventory_outbox (confirmed)
+            const outcomes = await backend.publisher('inventory_outbox').publish(notices);
+            for (const [i, o] of outcomes.entries()) {
+              if (!o.ok) console.error(`not published ${notices[i]?.id}: ${o.reason}: ${o.error}`);
+            }
+            return { notices, failed: outcomes.filter((o) => !o.ok).length };
+          },
+        );
+        for (const n of notices) {
+          console.log(
+            `${opts.dryRun ? 'would notify' : 'notified'} order ${n.aggregate.id} (v${n.aggregate.version}): ${n.id}`,
+          );
+        }
+        console.log(
+          `${opts.dryRun ? 'dry run: ' : ''}${notices.length} order(s) to tell, ${failed} not published; the same parked message always gives the same notice id: running again is safe`,
+        );
+        if (failed > 0) process.exitCode = 1;
+      },
+    );
   parked
     .command('redrive')
     .description(

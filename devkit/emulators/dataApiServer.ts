@@ -16,14 +16,16 @@ import { readBody } from './httpApi.js';
  * TIMESTAMP, JSON, DECIMAL, DATE, TIME), typed fields in `records` with `columnMetadata`,
  * `numberOfRecordsUpdated`, transactions by id, SQL errors as `DatabaseErrorException` with the
  * SQLSTATE in the message, `TransactionNotFoundException`, one statement per call, JSON requests
- * only, the 4 MiB request limit, and the expiry of a transaction unused for 3 minutes (or older
+ * only, the 4 MiB request limit, the 1 MiB response limit (a larger result fails as
+ * `BadRequestException` "Database returned more than the allowed response size limit", and ends
+ * the call's transaction), and the expiry of a transaction unused for 3 minutes (or older
  * than 24 hours): it is rolled back and its locks are released. `setResuming(true)` makes every
  * call answer `DatabaseResumingException` (HTTP 400), as a paused Aurora Serverless v2 cluster
  * does while it resumes. With `autoPause`, the cluster pauses by itself as Aurora Serverless v2
  * at 0 ACU does: after `secondsUntilAutoPause` with no call running and no transaction open; the
  * next call starts a resume, and it and every call until the resume ends (`resumeMs`) answer
- * `DatabaseResumingException`. It listens on 127.0.0.1 only. Not reproduced: the 1 MiB response
- * limit, refusing a call while the same transaction still runs one.
+ * `DatabaseResumingException`. It listens on 127.0.0.1 only. Not reproduced: the 64 KB row limit,
+ * refusing a call while the same transaction still runs one.
  */
 export interface DataApiServer {
   endpoint: string;
@@ -55,6 +57,8 @@ export interface DataApiServerOptions {
   transactionMaxLifetimeMs?: number;
   /** Larger requests are refused with 413 (the service: 4 MiB, headers included). */
   maxRequestBytes?: number;
+  /** A larger response (its JSON) fails the call (the service: 1 MiB). */
+  maxResponseBytes?: number;
   /**
    * The database user of a call, from the secret it names (`secretArn`), as the service reads
    * `username` and `password` from that Secrets Manager secret. Unset: every call runs as the user
@@ -114,6 +118,7 @@ export const DATA_API_LIMITS = {
   transactionIdleTimeoutMs: 3 * 60_000,
   transactionMaxLifetimeMs: 24 * 3600_000,
   maxRequestBytes: 4 * 1024 * 1024,
+  maxResponseBytes: 1024 * 1024,
 } as const;
 
 interface Field {
@@ -248,6 +253,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
   const maxLifetimeMs =
     options.transactionMaxLifetimeMs ?? DATA_API_LIMITS.transactionMaxLifetimeMs;
   const maxRequestBytes = options.maxRequestBytes ?? DATA_API_LIMITS.maxRequestBytes;
+  const maxResponseBytes = options.maxResponseBytes ?? DATA_API_LIMITS.maxResponseBytes;
   const pools = new Map<string, pg.Pool>();
   /** One pool per database user (`''`: the user of `databaseUrl`). */
   const poolFor = (login?: { username: string; password: string }) => {
@@ -444,7 +450,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       }
       const fields = result.fields ?? [];
       const types = fields.map((f) => TYPE_NAMES[f.dataTypeID] ?? 'unknown');
-      return {
+      const out = {
         numberOfRecordsUpdated: result.command === 'SELECT' ? 0 : (result.rowCount ?? 0),
         ...(fields.length > 0
           ? {
@@ -465,6 +471,16 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
             }
           : {}),
       };
+      if (Buffer.byteLength(JSON.stringify(out)) > maxResponseBytes) {
+        if (tx && id) await finish(id, 'ROLLBACK').catch(() => {});
+        return fail(
+          res,
+          400,
+          'BadRequestException',
+          'Database returned more than the allowed response size limit',
+        );
+      }
+      return out;
     }
     return fail(res, 404, 'UnknownOperationException', `unknown operation ${path}`);
   };

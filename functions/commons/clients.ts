@@ -4,6 +4,7 @@ import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { loadBudget } from '../../shared/config/budget.js';
 import { ConfigError, type Env, loadEnv, transactionTimeoutsOf } from '../../shared/config/env.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
+import { publishParkRefused } from '../../shared/consumer/metrics.js';
 import { DataApiDatabase, DEFAULT_RESUME_WAIT } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { databaseResumeReporter } from '../../shared/db/resumeMetrics.js';
@@ -107,13 +108,16 @@ function brokerCredentials(): Promise<BrokerCredentials> {
 }
 
 /** What every backend of a function needs beyond the environment (`BackendBase`). */
-function backendBase(logger: Logger | undefined) {
+function backendBase(logger: Logger | undefined, transport: 'rabbitmq' | 'sqs') {
   const retention = loadRetention();
   return {
     budget: loadBudget(process.env, undefined, retention),
     retention,
     // who parks, in the diagnoses of parked messages
     consumer: `inventory@${CODE_VERSION}`,
+    // a park the parking lot refused: the `ParkRefused` metric (EMF) and its alarm
+    onParkRefused: (refused: Parameters<typeof publishParkRefused>[1]) =>
+      publishParkRefused(transport, refused),
     ...(logger ? { logger } : {}),
   };
 }
@@ -125,7 +129,7 @@ function backendBase(logger: Logger | undefined) {
 export function sharedRabbit(logger?: Logger): RabbitMqBackend {
   rabbit ??= rabbitmqBackend(
     rabbitmqConfigFromEnv(loadEnv(), {
-      ...backendBase(logger),
+      ...backendBase(logger, 'rabbitmq'),
       connectionName: 'lambda',
       credentials: brokerCredentials,
     }),
@@ -135,7 +139,7 @@ export function sharedRabbit(logger?: Logger): RabbitMqBackend {
 
 /** The SQS backend: the deployed pipeline's queue URLs from the environment. */
 export function sharedSqs(logger?: Logger): SqsBackend {
-  sqs ??= sqsBackend(sqsConfigFromEnv(loadEnv(), backendBase(logger)));
+  sqs ??= sqsBackend(sqsConfigFromEnv(loadEnv(), backendBase(logger, 'sqs')));
   return sqs;
 }
 

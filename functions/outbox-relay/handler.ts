@@ -124,6 +124,21 @@ export function createOutboxRelayHandler(
           ),
         );
       }
+      // A look at the routes after the last round (its publish, or the previous invocation's
+      // report) may have found a route lost: its rows go back now, not at the next kick. A tick
+      // touches the database for it, and leaves the rows to the next tick's sweep (pending).
+      for (let i = 0; i < deps.relays.length; i++) {
+        const relay = deps.relays[i] as OutboxRelay;
+        const result = results[i] as DrainResult;
+        try {
+          result.republished += await relay.republishLost();
+        } catch (err) {
+          log.warn('relay: rows of a lost route not put back yet', {
+            table: relay.store.table,
+            error: (err as Error).message,
+          });
+        }
+      }
       const summary: RelaySummary = { mode };
       deps.relays.forEach((relay, i) => {
         summary[relay.store.table] = results[i] as DrainResult;
@@ -144,6 +159,17 @@ export function createOutboxRelayHandler(
               typeof backlog !== 'number' ||
               backlog > 0 ||
               results.some((r) => r.roundErrors > 0 || r.brokerUnavailableRounds > 0),
+          })
+          .catch((err: unknown) => log.warn('relay state not stored', { error: String(err) }));
+      }
+      if (kicked && mode === 'tick' && results.some((r) => r.republished > 0)) {
+        const previous = await kicked.state.get().catch(() => undefined);
+        const now = Date.now();
+        await kicked.state
+          .put({
+            lastCheckAt: previous?.lastCheckAt ?? now,
+            lastActivityAt: previous?.lastActivityAt ?? now,
+            pending: true,
           })
           .catch((err: unknown) => log.warn('relay state not stored', { error: String(err) }));
       }

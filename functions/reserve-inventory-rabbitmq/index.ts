@@ -1,5 +1,6 @@
 import { loadBudget } from '../../shared/config/budget.js';
 import { Journal } from '../../shared/consumer/journal.js';
+import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
@@ -14,7 +15,11 @@ const useCase = new ReserveInventory({ db, logger, journal }, { budget: loadBudg
 
 /** Lambda entry point (Amazon MQ event source mapping on `inventory.orders`). */
 export const handler = createReserveInventoryRabbitHandler({
-  driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), { journal }),
+  // a parked order event is announced to the order side (inventory.reservation_quarantined)
+  driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), {
+    journal,
+    notices: INVENTORY_PARK_NOTICES,
+  }),
   logger,
 })
   .use(transactionDeadline({ db, logger }))

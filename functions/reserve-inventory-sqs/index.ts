@@ -1,5 +1,6 @@
 import { loadBudget } from '../../shared/config/budget.js';
 import { Journal } from '../../shared/consumer/journal.js';
+import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
@@ -12,7 +13,12 @@ const db = sharedDb({ service: 'reserve-inventory-sqs', logger });
 const journal = new Journal(logger);
 const useCase = new ReserveInventory({ db, logger, journal }, { budget: loadBudget() });
 // The deployed queue URLs come from the environment: no call to SQS here.
-const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m), { journal });
+// A parked order event is announced to the order side (inventory.reservation_quarantined) on the
+// results queue (RESULTS_QUEUE_URL).
+const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m), {
+  journal,
+  notices: INVENTORY_PARK_NOTICES,
+});
 
 /** Lambda entry point (SQS event source mapping with ReportBatchItemFailures). */
 export const handler = createReserveInventorySqsHandler({ ...consumer, logger })

@@ -15,6 +15,7 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
+import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consumer/metrics.js';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 import { addQueueBoundAlarms, type QueueBoundAlarmsProps } from './QueueBoundAlarms.js';
@@ -348,6 +349,39 @@ export class PipelineAlarms extends Construct {
         'The daily maintenance failed (retention sweep or inbox check).',
         {},
         of(props.maintenance),
+      );
+    }
+
+    // Dead-lettering itself fails: the parking lot refused a park (the consumers' ParkRefused).
+    const transport = props.queues ? 'sqs' : props.brokerQueues ? 'rabbitmq' : undefined;
+    if (transport) {
+      const refused = new Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName: CONSUMER_METRICS.parkRefused,
+        dimensionsMap: { service: CONSUMER_METRICS_SERVICE, Transport: transport },
+        statistic: 'Sum',
+        period: Duration.minutes(5),
+      });
+      const parking = props.brokerQueues?.parking ?? 'the parking queue';
+      alarm(
+        'ParkRefused',
+        refused,
+        0,
+        transport === 'sqs'
+          ? `The inventory consumer could not park a message: the send to the parking queue failed, so the message is neither processed nor parked (it comes back after its visibility timeout; the queue's redrive policy may move it without its diagnosis).`
+          : `The inventory consumer could not park a message: its copy to ${parking} was not confirmed (the parking binding or queue is missing, or the queue is at its bound), so the broker holds it for dead lettering or the Amazon MQ batch goes back.`,
+      );
+    }
+    if (props.brokerQueues) {
+      alarm(
+        'HeldForDeadLettering',
+        relayMetric(
+          QUEUE_METRICS.heldForDeadLettering,
+          { Queue: props.brokerQueues.source },
+          'Maximum',
+        ),
+        0,
+        `Messages of ${props.brokerQueues.source} are held for dead lettering: parking refused them (its route or queue is missing, or it is at its bound), so they are neither delivered nor parked.`,
       );
     }
 

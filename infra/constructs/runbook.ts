@@ -76,6 +76,16 @@ export const RUNBOOK = {
   ResultsBacklog: consumer,
   ResultsParkingOldestMessageAge: resultsGivenBack,
   ResultsParkingBacklog: resultsGivenBack,
+  ParkRefused: {
+    check:
+      'the parking route or queue (RabbitMQ: the binding inventory.orders.dlx → inventory.orders.parking and the parking depth against its bound; SQS: the parking queue and the consumer’s permission to send to it), then the consumer log’s "parking refused a message" lines',
+    command: PARKED_LIST,
+  },
+  HeldForDeadLettering: {
+    check:
+      'the binding inventory.orders.dlx → inventory.orders.parking; once it is back RabbitMQ parks the held messages within 180 s',
+    command: PARKED_LIST,
+  },
   QueueMetricsUnavailable: {
     check: 'the broker’s state, then the relay log’s "queue metrics unavailable" lines',
     command: 'aws mq describe-broker --broker-id <broker> --query BrokerState',

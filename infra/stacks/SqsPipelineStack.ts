@@ -201,6 +201,9 @@ export class SqsPipelineStack extends Stack {
     // resend mode sends its delayed copies to the source queue; visibility mode never sends there
     if (config.sqs.retryMode === 'resend') this.source.grantSendMessages(reserve);
     this.parking.grantSendMessages(reserve);
+    // a parked order event's notice (inventory.reservation_quarantined) goes straight to the
+    // results queue: the database may be what is down
+    results.grantSendMessages(reserve);
     // Both consumers' SQS event sources: the trigger settings, partial batch responses.
     const trigger = (queue: IQueue) =>
       new SqsEventSource(queue, {

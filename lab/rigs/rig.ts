@@ -27,6 +27,7 @@ import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import { FaultScope, fault } from '../../shared/faults.js';
+import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { createLogger } from '../../shared/logger.js';
@@ -550,6 +551,9 @@ export abstract class Rig {
     const consumer = await startConsumer(this.backend, (m) => useCase.process(m), {
       mode: this.configuration.consumer === 'worker' ? 'worker' : 'lambda',
       journal: this.journal,
+      // parked order events are announced on the results queue, as deployed (nothing in the lab
+      // reads that queue: the accounting counts inventory's inbox and parking lot only)
+      notices: INVENTORY_PARK_NOTICES,
       logger: log(),
       ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
       batchSize: 10,

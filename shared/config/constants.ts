@@ -10,6 +10,11 @@ export const EVENT_TYPES = {
   reserved: 'inventory.reserved',
   /** A cancelled order's reserved stock was released. */
   released: 'inventory.released',
+  /**
+   * Inventory parked the order's event (it decides nothing until an operator redrives it): the
+   * order shows `quarantined` with the reason, instead of `pending` for ever.
+   */
+  reservationQuarantined: 'inventory.reservation_quarantined',
 } as const;
 
 export const AGGREGATE_TYPES = { order: 'order' } as const;

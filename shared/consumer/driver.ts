@@ -6,13 +6,16 @@ import type {
   InboundMessage,
   MessageHandler,
   Outcome,
+  ParkNotices,
   ParkOutcome,
+  Publisher,
   RetryOutcome,
   Settle,
   Settled,
 } from '../transport/types.js';
 import { shortError } from './classify.js';
 import type { Journal } from './journal.js';
+import { peekEnvelope } from './peek.js';
 
 /** What one batch came to. */
 export interface BatchReport {
@@ -32,6 +35,26 @@ export interface ConsumerDriverOptions {
   retryFaultPoint?: FaultPoint;
   /** Clock for diagnoses (tests). */
   now?: () => Date;
+  /**
+   * Called when a park was refused: the parking copy was not confirmed (RabbitMQ: then the broker
+   * dead-letters the original, or the Amazon MQ batch goes back; SQS: the record comes back).
+   * Deployed functions publish the `ParkRefused` metric from it.
+   */
+  onParkRefused?: ((refused: ParkRefused) => void) | undefined;
+}
+
+/** A park the backend could not make. */
+export interface ParkRefused {
+  messageId: string | null;
+  /** What became of the delivery: dead-lettered by the broker, returned, or given back. */
+  fate: 'dead-lettered' | 'returned' | 'given-back';
+  error: string;
+}
+
+/** The park notices of a use case with the publisher they go through (see `ParkNotices`). */
+export interface DriverNotices {
+  build: ParkNotices['build'];
+  publisher: Publisher;
 }
 
 const DIAGNOSIS_ERROR_MAX = 256;
@@ -59,6 +82,8 @@ export class ConsumerDriver<D extends Delivery> {
       settle: Settle<D>;
       journal?: Journal | undefined;
       logger?: Logger | undefined;
+      /** Announces parked messages (none: nobody is told). */
+      notices?: DriverNotices | undefined;
     },
     private readonly options: ConsumerDriverOptions,
   ) {
@@ -160,6 +185,7 @@ export class ConsumerDriver<D extends Delivery> {
         errorClass: outcome.errorClass,
         error: outcome.error,
         firstFailureAt: message.firstFailureAt ?? this.now().toISOString(),
+        origin: message.origin,
       });
       // The copy is confirmed (or the visibility changed); the original is not acknowledged yet.
       fault(this.retryFaultPoint);
@@ -171,7 +197,17 @@ export class ConsumerDriver<D extends Delivery> {
       );
     } else if (outcome.kind === 'park') {
       const diagnosis = this.diagnose(message, outcome);
-      settled = await settle.park(delivery, diagnosis);
+      try {
+        settled = await settle.park(delivery, diagnosis);
+      } catch (err) {
+        this.parkRefused(message, 'given-back', err);
+        throw err;
+      }
+      if (settled.state !== 'ack') {
+        this.parkRefused(message, settled.state, settled.detail ?? 'parking refused it');
+      }
+      // Parked by us, or about to be by the broker: tell whoever waits for this message's answer.
+      if (settled.state !== 'returned') await this.notify(message, diagnosis);
       this.journal(
         'parked',
         message,
@@ -201,35 +237,68 @@ export class ConsumerDriver<D extends Delivery> {
     await this.deps.settle.giveBack(deliveries, cause);
   }
 
+  private parkRefused(message: InboundMessage, fate: ParkRefused['fate'], err: unknown): void {
+    const error = typeof err === 'string' ? err : asError(err).message;
+    this.deps.logger?.error('parking refused a message', {
+      messageId: message.messageId ?? null,
+      fate,
+      error,
+    });
+    try {
+      this.options.onParkRefused?.({ messageId: message.messageId ?? null, fate, error });
+    } catch {
+      // a metric must never decide a message's fate
+    }
+  }
+
+  /**
+   * Publishes the use case's notice of a parked message (confirmed), before the original is
+   * acknowledged. A notice that cannot be published is logged and does not hold the message up:
+   * it is parked safely, and `parked notify` publishes the same notice (same id) from the
+   * parking lot.
+   */
+  private async notify(message: InboundMessage, diagnosis: Diagnosis): Promise<void> {
+    const notices = this.deps.notices;
+    if (!notices) return;
+    try {
+      const notice = notices.build(message.body, diagnosis, 'consumer');
+      if (!notice) return;
+      const [outcome] = await notices.publisher.publish([notice]);
+      if (outcome?.ok) {
+        this.deps.logger?.info('park notice published', {
+          messageId: diagnosis.messageId,
+          notice: notice.id,
+          type: notice.type,
+        });
+        return;
+      }
+      throw new Error(outcome ? `${outcome.reason}: ${outcome.error}` : 'no outcome');
+    } catch (err) {
+      this.deps.logger?.warn(
+        'park notice not published: `parked notify` publishes it from the parking lot',
+        { messageId: diagnosis.messageId, error: asError(err).message },
+      );
+    }
+  }
+
   /** The diagnosis of a parked message: from the transport's view, else a peek at the body. */
   diagnose(message: InboundMessage, outcome: ParkOutcome): Diagnosis {
     const now = this.now().toISOString();
-    let type = message.type ?? null;
-    let schemaVersion = message.schemaVersion ?? null;
-    if (!type || !schemaVersion) {
-      try {
-        const body = JSON.parse(message.body.toString('utf8')) as {
-          type?: unknown;
-          schema_version?: unknown;
-        };
-        if (!type && typeof body.type === 'string') type = body.type.slice(0, 128);
-        if (!schemaVersion && typeof body.schema_version === 'string')
-          schemaVersion = body.schema_version.slice(0, 16);
-      } catch {
-        // an unreadable body: the diagnosis says so through its error
-      }
-    }
+    const body = peekEnvelope(message.body);
     return {
       messageId: message.messageId ?? null,
-      type,
-      schemaVersion,
+      type: message.type ?? body.type ?? null,
+      schemaVersion: message.schemaVersion ?? body.schemaVersion ?? null,
       attempts: message.attempt,
       firstFailureAt: message.firstFailureAt ?? now,
       parkedAt: now,
       reason: outcome.reason,
       errorClass: outcome.errorClass,
       error: truncate(outcome.error, DIAGNOSIS_ERROR_MAX),
-      correlationId: message.correlationId ?? null,
+      correlationId: message.correlationId ?? body.correlationId ?? null,
+      traceId: body.traceId ?? null,
+      producer: message.producer ?? body.producer ?? null,
+      origin: message.origin ?? { queue: null, exchange: null, routingKey: null },
       consumer: this.options.consumer,
       ...(message.redrive
         ? { redriveCount: message.redrive.count, lastRedriveAt: message.redrive.lastAt }

@@ -24,7 +24,21 @@ export interface SqlExecutor {
   query<T extends object = Row>(sql: string, params?: readonly SqlParam[]): Promise<QueryResult<T>>;
 }
 
+/**
+ * What one statement's result may hold, where the adapter's service bounds it (the RDS Data API:
+ * docs/aws-facts.md). A result over either bound fails the statement: a query that reads rows of
+ * any size (the relay's claim) sizes its result to stay under them.
+ */
+export interface ResultLimits {
+  /** The largest response one statement may return (bytes). */
+  maxResponseBytes: number;
+  /** The largest row a result may hold (bytes). */
+  maxRowBytes?: number;
+}
+
 export interface SqlDatabase extends SqlExecutor {
+  /** Bounds on a statement's result; absent: none beyond memory (node-postgres). */
+  readonly resultLimits?: ResultLimits;
   /**
    * Runs `fn` in one transaction: COMMIT when it resolves, ROLLBACK when it throws (the error is
    * rethrown, mapped to the classes of `errors.ts`). `fn` must use the executor it receives.

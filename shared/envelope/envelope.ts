@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { currentTraceId } from './trace.js';
 
 /** The schema major versions this code understands. Anything else is a permanent error. */
 export const SUPPORTED_SCHEMA_MAJORS = [1] as const;
@@ -23,6 +24,11 @@ export const envelopeSchema = z.looseObject({
   producer: nonEmpty,
   correlation_id: nonEmpty,
   causation_id: nonEmpty.nullable(),
+  /**
+   * Optional (older producers do not set it): the trace id of the invocation that produced the
+   * event (see `currentTraceId`), carried unchanged through retries, parking and redrive.
+   */
+  trace_id: z.string().min(1).max(128).optional(),
   aggregate: z.looseObject({
     type: nonEmpty,
     id: nonEmpty,
@@ -102,6 +108,8 @@ export interface NewEvent {
   occurredAt?: Date;
   /** Defaults to a new random UUID. Only the outbox writer creates ids. */
   id?: string;
+  /** Defaults to the current invocation's trace id (`currentTraceId`). */
+  traceId?: string | undefined;
 }
 
 /** Builds a valid envelope for a new event; the id is created here, once, and never changes. */
@@ -114,6 +122,7 @@ export function newEnvelope(e: NewEvent): Envelope {
     producer: e.producer,
     correlation_id: e.correlationId,
     causation_id: e.causationId ?? null,
+    trace_id: e.traceId ?? currentTraceId(),
     aggregate: e.aggregate,
     data: e.data,
   });

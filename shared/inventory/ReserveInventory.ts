@@ -209,6 +209,8 @@ export class ReserveInventory {
       correlationId: e.correlation_id,
       causationId: e.id,
       producer: PRODUCERS.inventoryService,
+      // the order's trace goes on with its answer
+      traceId: e.trace_id,
     });
   }
 

@@ -5,7 +5,11 @@ import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import type { Envelope } from '../envelope/envelope.js';
-import type { ReservationRejectedData, ReservedData } from '../envelope/events.js';
+import type {
+  ReservationQuarantinedData,
+  ReservationRejectedData,
+  ReservedData,
+} from '../envelope/events.js';
 import type { Logger } from '../logger.js';
 import type { InboundMessage, Outcome } from '../transport/types.js';
 import type { ReservationStatus } from './OrderService.js';
@@ -18,8 +22,37 @@ const STATUS_OF: Record<string, Exclude<ReservationStatus, 'pending'>> = {
   [EVENT_TYPES.reserved]: 'reserved',
   [EVENT_TYPES.reservationRejected]: 'rejected',
   [EVENT_TYPES.released]: 'released',
+  [EVENT_TYPES.reservationQuarantined]: 'quarantined',
 };
+
+/**
+ * Between results for the same order version: a decision (reserved, rejected, released) outranks
+ * a quarantine, so a redriven event's result replaces the quarantine and a late quarantine never
+ * replaces a decision; between two quarantines the later park wins.
+ */
+const rank = (r: { status: string }) => (r.status === 'quarantined' ? 0 : 1);
+
+/** Whether `r` replaces what the order shows (`current`: version, status, parked time). */
+function supersedes(
+  r: Pick<Result, 'version' | 'status' | 'parkedAt'>,
+  current: { version: number; status: string; parkedAt: string | null },
+): boolean {
+  if (r.version !== current.version) return r.version > current.version;
+  if (rank(r) !== rank(current)) return rank(r) > rank(current);
+  // same version, both quarantines: the newer park; two decisions: the first one stays
+  return (
+    r.status === 'quarantined' &&
+    current.status === 'quarantined' &&
+    Date.parse(r.parkedAt ?? '') > Date.parse(current.parkedAt ?? '')
+  );
+}
 const HANDLED_TYPES = Object.keys(STATUS_OF);
+
+/** The reason a quarantined order shows: why its event was parked, and the error (short). */
+function quarantineReason(q: ReservationQuarantinedData): string {
+  const text = `${q.reason} (${q.errorClass}): ${q.error || '-'}`;
+  return text.length > 300 ? `${text.slice(0, 299)}…` : text;
+}
 
 /** What a message came to: `ack` results for the journal. */
 export type OrderResultOutcome =
@@ -40,6 +73,8 @@ interface Result {
   version: number;
   status: Exclude<ReservationStatus, 'pending'>;
   reason: string | null;
+  /** For a quarantine: when inventory parked the order's event. */
+  parkedAt: string | null;
 }
 
 interface SetAside {
@@ -90,7 +125,7 @@ export class OrderResults {
     this.readSql = `WITH claim AS (
          ${this.inbox.claimSql(1)}),
        locked AS (
-         SELECT id, reservation_version FROM orders
+         SELECT id, reservation_version, reservation_status, reservation_parked_at FROM orders
           WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)::uuid))
           ORDER BY id FOR UPDATE)
        SELECT (SELECT coalesce(json_agg(message_id), '[]') FROM claim) AS claimed,
@@ -98,10 +133,14 @@ export class OrderResults {
     this.writeSql = `WITH applied AS (
          UPDATE orders o SET reservation_status = r.status, reservation_reason = r.reason,
                 reservation_version = r.version, reservation_event_id = r.event_id,
-                reservation_updated_at = now()
+                reservation_parked_at = r.parked_at, reservation_updated_at = now()
            FROM jsonb_to_recordset($1::jsonb)
-                AS r(order_id uuid, status text, reason text, version integer, event_id uuid)
-          WHERE o.id = r.order_id AND o.reservation_version < r.version),
+                AS r(order_id uuid, status text, reason text, version integer, event_id uuid,
+                     parked_at timestamptz)
+          -- decided on the locked rows (supersedes); the same version only over a quarantine
+          WHERE o.id = r.order_id
+            AND (o.reservation_version < r.version
+                 OR (o.reservation_version = r.version AND o.reservation_status = 'quarantined'))),
        aside AS (
          INSERT INTO order_results_set_aside (message_id, event_type, reason, body)
          SELECT a.message_id, a.event_type, a.reason, a.body
@@ -156,17 +195,26 @@ export class OrderResults {
       consumer: this.inbox.consumer,
       types: HANDLED_TYPES,
     });
-    const data = envelope.data as ReservedData | ReservationRejectedData;
+    const data = envelope.data as
+      | ReservedData
+      | ReservationRejectedData
+      | ReservationQuarantinedData;
     if (envelope.aggregate.id !== data.orderId) {
       throw new PermanentMessageError('aggregate.id differs from data.orderId');
     }
     const status = STATUS_OF[envelope.type] as Result['status'];
+    const quarantine = status === 'quarantined' ? (data as ReservationQuarantinedData) : undefined;
     return {
       envelope,
       orderId: data.orderId,
       version: envelope.aggregate.version,
       status,
-      reason: status === 'rejected' ? (data as ReservationRejectedData).reason : null,
+      reason: quarantine
+        ? quarantineReason(quarantine)
+        : status === 'rejected'
+          ? (data as ReservationRejectedData).reason
+          : null,
+      parkedAt: quarantine ? new Date(quarantine.parkedAt).toISOString() : null,
     };
   }
 
@@ -191,13 +239,27 @@ export class OrderResults {
     if (results.length > 0) {
       const { rows } = await tx.query<{
         claimed: string[];
-        orders: { id: string; reservation_version: number }[];
+        orders: {
+          id: string;
+          reservation_version: number;
+          reservation_status: string;
+          reservation_parked_at: string | null;
+        }[];
       }>(this.readSql, [
         ...this.inbox.claimParams(results.map((r) => r.envelope.id)),
         JSON.stringify([...new Set(results.map((r) => r.orderId))].sort()),
       ]);
       const fresh = new Set(rows[0]?.claimed ?? []);
-      const shown = new Map((rows[0]?.orders ?? []).map((o) => [o.id, o.reservation_version]));
+      const shown = new Map(
+        (rows[0]?.orders ?? []).map((o) => [
+          o.id,
+          {
+            version: o.reservation_version,
+            status: o.reservation_status,
+            parkedAt: o.reservation_parked_at,
+          },
+        ]),
+      );
       for (const r of results) {
         if (!fresh.delete(r.envelope.id)) {
           outcomes[r.index] = 'duplicate'; // processed before, or earlier in this batch
@@ -215,7 +277,7 @@ export class OrderResults {
           continue;
         }
         const before = newest.get(r.orderId);
-        if (r.version <= Math.max(current, before?.version ?? 0)) {
+        if (!supersedes(r, before ?? current)) {
           outcomes[r.index] = 'stale';
           continue;
         }
@@ -233,6 +295,7 @@ export class OrderResults {
             reason: r.reason,
             version: r.version,
             event_id: r.envelope.id,
+            parked_at: r.parkedAt,
           })),
         ),
         JSON.stringify(aside),

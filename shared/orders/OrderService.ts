@@ -20,7 +20,11 @@ export interface PlaceOrderResult {
   created: boolean;
 }
 
-export type ReservationStatus = 'pending' | 'reserved' | 'rejected' | 'released';
+/**
+ * What the order side knows of its reservation: `pending` until inventory answered; `quarantined`
+ * while inventory has the order's event parked (no decision until an operator redrives it).
+ */
+export type ReservationStatus = 'pending' | 'reserved' | 'rejected' | 'released' | 'quarantined';
 
 export interface OrderView {
   orderId: string;
@@ -30,7 +34,8 @@ export interface OrderView {
   version: number;
   createdAt: string;
   updatedAt: string;
-  reservation: { status: ReservationStatus; reason: string | null };
+  /** `parkedAt` (ISO) only while `quarantined`: when inventory parked the order's event. */
+  reservation: { status: ReservationStatus; reason: string | null; parkedAt?: string };
 }
 
 /** Base class of the order use cases' errors. */
@@ -69,6 +74,7 @@ interface OrderRow {
   /** From inventory's result events (`OrderResults`). */
   reservation_status: ReservationStatus;
   reservation_reason: string | null;
+  reservation_parked_at: Date | string | null;
 }
 
 /**
@@ -151,7 +157,8 @@ export class OrderService {
   /**
    * The order and its reservation status as the order side knows it: from inventory's result
    * events, recorded on the order by `OrderResults` (never read from inventory's tables);
-   * `pending` until the first result arrived.
+   * `pending` until the first result arrived, `quarantined` (reason, parked time) while inventory
+   * has its event parked.
    */
   async get(orderId: string): Promise<OrderView> {
     const row = await this.find(this.deps.db, orderId);
@@ -164,7 +171,13 @@ export class OrderService {
       version: row.version,
       createdAt: new Date(row.created_at).toISOString(),
       updatedAt: new Date(row.updated_at).toISOString(),
-      reservation: { status: row.reservation_status, reason: row.reservation_reason },
+      reservation: {
+        status: row.reservation_status,
+        reason: row.reservation_reason,
+        ...(row.reservation_parked_at
+          ? { parkedAt: new Date(row.reservation_parked_at).toISOString() }
+          : {}),
+      },
     };
   }
 

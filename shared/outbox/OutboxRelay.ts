@@ -2,7 +2,7 @@ import type { OutboxTable } from '../config/constants.js';
 import type { SqlDatabase } from '../db/types.js';
 import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
-import type { Publisher } from '../transport/types.js';
+import type { Publisher, RouteLoss } from '../transport/types.js';
 import { backoffDelay, sleep } from '../util/async.js';
 import { OutboxStore, type PublishFailure } from './OutboxStore.js';
 
@@ -38,6 +38,14 @@ export interface OutboxRelayOptions {
    * full (the claim before the bound).
    */
   fullClaimEveryMs?: number;
+  /**
+   * A claim's result in bytes (default `DEFAULT_MAX_CLAIM_BYTES`; never more than three quarters
+   * of the database's response limit, `SqlDatabase.resultLimits`): a claim takes rows oldest first
+   * while their size stays within it, always at least one, so large rows make smaller batches
+   * instead of a result the database cannot return. A row larger than the database returns at
+   * all (the Data API: 64 KB) is set aside.
+   */
+  maxClaimBytes?: number;
 }
 
 /**
@@ -62,6 +70,15 @@ export const DEFAULT_FULL_CLAIM_EVERY_MS = 10_000;
  */
 export const DEFAULT_MAX_MESSAGE_BYTES = 512 * 1024 - 8 * 1024;
 
+/**
+ * The default `maxClaimBytes`: three quarters of the RDS Data API's 1 MiB response
+ * (docs/aws-facts.md). The claim sizes each row as the JSON of its values plus a generous framing
+ * (`CLAIM_ROW_FRAMING_BYTES`); the quarter left covers the response's column metadata and any
+ * escaping the service adds beyond JSON's. The same bound on node-postgres keeps a round's memory
+ * small; the events of this pipeline (under 1 KiB) fill a batch of 500 well within it.
+ */
+export const DEFAULT_MAX_CLAIM_BYTES = 768 * 1024;
+
 export interface RoundResult {
   /** Rows this round locked, the set-aside ones included. */
   claimed: number;
@@ -73,6 +90,13 @@ export interface RoundResult {
   setAside: number;
   /** The broker was unreachable: nothing was claimed, no row was charged an attempt. */
   brokerUnavailable: boolean;
+  /** Published rows put back before the claim because a lost route may have swallowed them. */
+  republished: number;
+  /**
+   * The claim stopped at its bound (rows or bytes), not at the end of the due rows: more may be
+   * due now, and a drain goes on without waiting.
+   */
+  more: boolean;
 }
 
 export interface DrainOptions {
@@ -99,6 +123,8 @@ export interface DrainResult {
   needsAttention: number;
   setAside: number;
   brokerUnavailableRounds: number;
+  /** Published rows put back because a lost route may have swallowed them (`RoundResult`). */
+  republished: number;
   /** Rounds that threw (database trouble, a bug, an injected fault); retried within the budget. */
   roundErrors: number;
 }
@@ -112,6 +138,7 @@ export function emptyDrainResult(): DrainResult {
     needsAttention: 0,
     setAside: 0,
     brokerUnavailableRounds: 0,
+    republished: 0,
     roundErrors: 0,
   };
 }
@@ -153,6 +180,14 @@ export class OutboxRelay {
   private readonly maxMessageBytes: number;
   private readonly claimMarginMs: number;
   private readonly fullClaimEveryMs: number;
+  private readonly maxClaimBytes: number;
+  private readonly maxRowBytes: number | undefined;
+  /**
+   * Rows the next claim locks: the batch size, or fewer after a claim that stopped at its byte
+   * bound (a little more than that claim took), so that large rows are not locked by the hundred
+   * for a batch that takes a few dozen. It grows back when a claim takes all it locked.
+   */
+  private claimLimit: number;
   private readonly now: () => number;
   /** Lower bound (epoch ms) of the next bounded claim on `occurred_at`; undefined: claim in full. */
   private claimFrom: number | undefined;
@@ -176,6 +211,13 @@ export class OutboxRelay {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.claimMarginMs = options.claimMarginMs ?? DEFAULT_CLAIM_MARGIN_MS;
     this.fullClaimEveryMs = options.fullClaimEveryMs ?? DEFAULT_FULL_CLAIM_EVERY_MS;
+    const limits = deps.db.resultLimits;
+    this.maxClaimBytes = Math.min(
+      options.maxClaimBytes ?? DEFAULT_MAX_CLAIM_BYTES,
+      limits ? Math.floor((limits.maxResponseBytes * 3) / 4) : Number.POSITIVE_INFINITY,
+    );
+    this.maxRowBytes = limits?.maxRowBytes;
+    this.claimLimit = options.batchSize;
     this.now = deps.now ?? Date.now;
     for (const [name, v] of [
       ['claimMarginMs', this.claimMarginMs],
@@ -184,6 +226,10 @@ export class OutboxRelay {
       if (!Number.isFinite(v) || v < 0)
         throw new RangeError(`${name}: ${v} is not a duration in ms`);
     }
+    if (!Number.isSafeInteger(this.maxClaimBytes) || this.maxClaimBytes <= 0)
+      throw new RangeError(
+        `maxClaimBytes: ${this.maxClaimBytes} is not a positive number of bytes`,
+      );
   }
 
   /** The bound the next bounded claim would use, or undefined: the next claim is a full one. */
@@ -213,7 +259,45 @@ export class OutboxRelay {
     this.claimFrom = oldest === undefined ? undefined : oldest.getTime() - this.claimMarginMs;
   }
 
+  /**
+   * Puts back the published rows a lost route may have swallowed (docs/design.md §4, "Missing
+   * routes"): the losses the publisher's route check recorded, each a window of markings and the
+   * event types that needed the route. Logged; no I/O when there are none. A failed statement
+   * gives the losses not done back to the publisher and throws (the next round tries again).
+   * The rows are older than the claim's bound: the next claim is a full one.
+   */
+  async republishLost(): Promise<number> {
+    const losses = this.deps.publisher.takeRouteLosses?.() ?? [];
+    let total = 0;
+    for (let i = 0; i < losses.length; i++) {
+      const loss = losses[i] as RouteLoss;
+      let rows: number;
+      try {
+        rows = await this.store.republish(this.deps.db, loss);
+      } catch (err) {
+        this.deps.publisher.returnRouteLosses?.(losses.slice(i));
+        throw err;
+      }
+      total += rows;
+      const fields = {
+        table: this.options.table,
+        rows,
+        reason: loss.reason,
+        markedFrom: loss.from.toISOString(),
+        markedTo: loss.to.toISOString(),
+      };
+      if (rows > 0) {
+        this.deps.logger?.warn('relay: republishing rows a lost route may have swallowed', fields);
+      } else {
+        this.deps.logger?.info('relay: a lost route, no row marked in its window', fields);
+      }
+    }
+    if (total > 0) this.claimFrom = undefined;
+    return total;
+  }
+
   async runOnce(): Promise<RoundResult> {
+    const republished = await this.republishLost();
     const empty: RoundResult = {
       claimed: 0,
       published: 0,
@@ -221,6 +305,8 @@ export class OutboxRelay {
       needsAttention: 0,
       setAside: 0,
       brokerUnavailable: false,
+      republished,
+      more: false,
     };
     // Nothing due: no readiness check, no transaction. A lingering or ticking relay mostly finds an
     // empty outbox; this makes each such round one statement instead of a broker call and three
@@ -248,11 +334,24 @@ export class OutboxRelay {
       return { ...empty, brokerUnavailable: true };
     }
     return this.deps.db.transaction(async (tx) => {
-      const claim = (occurredFrom: Date | undefined) =>
-        this.store.claimBatch(tx, this.options.batchSize, {
+      let more = false;
+      const claim = async (occurredFrom: Date | undefined) => {
+        const limit = this.claimLimit;
+        const claimed = await this.store.claimBatch(tx, limit, {
           maxMessageBytes: this.maxMessageBytes,
           occurredFrom,
+          maxBytes: this.maxClaimBytes,
+          ...(this.maxRowBytes !== undefined ? { maxRowBytes: this.maxRowBytes } : {}),
         });
+        const taken = claimed.rows.length + claimed.setAside.length;
+        more = claimed.truncated || taken >= limit;
+        if (claimed.truncated) {
+          this.claimLimit = Math.min(this.options.batchSize, Math.ceil(taken * 1.25) + 1);
+        } else if (taken >= limit) {
+          this.claimLimit = Math.min(this.options.batchSize, limit * 2);
+        }
+        return claimed;
+      };
       let result = await claim(bound);
       if (bound !== undefined && result.oldestOccurredAt === undefined) {
         // every row past the bound went to another relay (or since the probe): the whole outbox
@@ -270,7 +369,7 @@ export class OutboxRelay {
         });
       }
       if (rows.length === 0)
-        return { ...empty, claimed: setAside.length, setAside: setAside.length };
+        return { ...empty, claimed: setAside.length, setAside: setAside.length, more };
       const outcomes = await this.deps.publisher.publish(rows.map((r) => r.envelope));
       fault('relay.after-publish');
       const confirmed: string[] = [];
@@ -310,6 +409,8 @@ export class OutboxRelay {
         needsAttention: needsAttention + setAside.length,
         setAside: setAside.length,
         brokerUnavailable: false,
+        republished,
+        more,
       };
     });
   }
@@ -350,6 +451,7 @@ export class OutboxRelay {
         total.failed += round.failed;
         total.needsAttention += round.needsAttention;
         total.setAside += round.setAside;
+        total.republished += round.republished;
         if (round.brokerUnavailable) {
           total.brokerUnavailableRounds++;
           unavailableStreak++;
@@ -360,7 +462,7 @@ export class OutboxRelay {
         }
         unavailableStreak = 0;
         if (round.claimed > 0) lastClaimAt = Date.now();
-        if (round.claimed < this.options.batchSize) {
+        if (!round.more) {
           if (options.stopWhenIdle && round.claimed === 0) return;
           if (lingered()) return;
           // lingering, one loop is enough to see the next rows come

@@ -33,6 +33,11 @@ export interface ClaimResult {
    * it locked none: where the relay bounds its next claims (`ClaimOptions.occurredFrom`).
    */
   oldestOccurredAt?: Date;
+  /**
+   * The claim stopped at its byte bound (`ClaimOptions.maxBytes`): rows it locked behind the last
+   * one returned are due, unchanged, and go to the next claim once this transaction ends.
+   */
+  truncated: boolean;
 }
 
 export interface ClaimOptions {
@@ -45,6 +50,17 @@ export interface ClaimOptions {
    * claim without a bound often enough (OutboxRelay: a full claim every `fullClaimEveryMs`).
    */
   occurredFrom?: Date;
+  /**
+   * The claim's result in bytes (each row sized as a JSON response carries it): rows are taken
+   * oldest first while their running sum stays within it, always at least one. Rows past it stay
+   * locked for the transaction, unchanged (`ClaimResult.truncated`). Unset: no bound.
+   */
+  maxBytes?: number;
+  /**
+   * The largest row a result may hold (the RDS Data API: 64 KB): a larger row is claimed without
+   * its payload and set aside (it could never be read), never returned. Unset: no bound.
+   */
+  maxRowBytes?: number;
 }
 
 /**
@@ -52,6 +68,9 @@ export interface ClaimOptions {
  * is too large), as opposed to a row that ran out of publish attempts. Both need attention.
  */
 export const SET_ASIDE_PREFIX = 'set aside: ';
+
+/** `last_error` of a published row put back because a lost route may have swallowed it. */
+export const REPUBLISH_PREFIX = 'republished, a route was lost: ';
 
 /** A row that needs attention, as an operator reads it (never the payload). */
 export interface NeedsAttentionRow {
@@ -107,12 +126,44 @@ interface OutboxDbRow {
   producer: string;
   correlation_id: string;
   causation_id: string | null;
+  trace_id: string | null;
   occurred_at: Date | string;
   attempts: number;
+  /** With a byte bound: the row's size in a result (`ROW_BYTES_SQL`), whether it is too large to
+   * return, whether a locked row follows it. */
+  row_bytes?: number | string;
+  too_large?: boolean | null;
+  more?: boolean | null;
 }
 
 const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
-  payload, producer, correlation_id, causation_id, occurred_at, attempts`;
+  payload, producer, correlation_id, causation_id, trace_id, occurred_at, attempts`;
+
+/**
+ * Per row of a claim's result, what its fields cost beyond the text of its values: a Data API
+ * record wraps every field (`{"stringValue":…}`, `{"longValue":…}`, `{"isNull":true}`), and the
+ * numbers, the timestamp and the claim's own columns add some 150 bytes. Generous on purpose.
+ */
+export const CLAIM_ROW_FRAMING_BYTES = 400;
+
+/**
+ * A claimed row's size in a result, in SQL: the payload's JSON text and the other text values, each
+ * as a JSON string (quotes and escapes included, `to_json`; the other values joined, one call), plus
+ * the fields' framing. What the Data API sends is JSON; PostgreSQL's escaping is JSON's.
+ */
+const ROW_BYTES_SQL = `(${CLAIM_ROW_FRAMING_BYTES} + octet_length(to_json(payload::text)::text)
+      + octet_length(to_json(concat(id, event_type, schema_version, aggregate_type, aggregate_id, producer,
+                                    correlation_id, causation_id))::text))`;
+
+/** A row left out of a result (too large) still costs its id, type and framing. */
+const LEFT_OUT_ROW_BYTES = 1_000;
+
+/** A byte bound as SQL text: a positive safe integer, or a clear error. */
+function byteBound(name: string, value: number): string {
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new RangeError(`${name}: ${value} is not a positive number of bytes`);
+  return String(value);
+}
 
 function toIso(value: Date | string): string {
   return value instanceof Date ? value.toISOString() : new Date(value).toISOString();
@@ -130,6 +181,7 @@ function unpublishable(r: OutboxDbRow, maxMessageBytes: number | undefined): Env
       producer: r.producer,
       correlation_id: r.correlation_id,
       causation_id: r.causation_id,
+      ...(r.trace_id ? { trace_id: r.trace_id } : {}),
       aggregate: { type: r.aggregate_type, id: r.aggregate_id, version: r.aggregate_version },
       data: r.payload,
     });
@@ -154,17 +206,17 @@ export class OutboxStore {
   }
 
   /**
-   * The INSERT of `append`, reading its 11 values from parameters `$first`… (see `appendParams`),
+   * The INSERT of `append`, reading its 12 values from parameters `$first`… (see `appendParams`),
    * for use as the last part of a larger statement: with `from`, one row is written per row of
    * that relation (a CTE), so "insert the event only if the order was inserted" is one statement.
    */
   appendSql(first: number, from?: string): string {
     const p = (i: number, type: string) => `$${first + i}::${type}`;
     return `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
-         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
+         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at, trace_id)
        SELECT ${p(0, 'uuid')}, ${p(1, 'text')}, ${p(2, 'text')}, ${p(3, 'text')}, ${p(4, 'text')},
               ${p(5, 'integer')}, ${p(6, 'jsonb')}, ${p(7, 'text')}, ${p(8, 'text')}, ${p(9, 'text')},
-              ${p(10, 'timestamptz')}${from ? ` FROM ${from}` : ''}`;
+              ${p(10, 'timestamptz')}, ${p(11, 'text')}${from ? ` FROM ${from}` : ''}`;
   }
 
   /** The values `appendSql` reads, in order. */
@@ -181,6 +233,7 @@ export class OutboxStore {
       envelope.correlation_id,
       envelope.causation_id,
       envelope.occurred_at,
+      envelope.trace_id ?? null,
     ];
   }
 
@@ -199,12 +252,13 @@ export class OutboxStore {
    */
   insertManySql(n: number): string {
     return `INSERT INTO ${this.table} (id, event_type, schema_version, aggregate_type, aggregate_id,
-         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at)
+         aggregate_version, payload, producer, correlation_id, causation_id, occurred_at, trace_id)
        SELECT e.id, e.type, e.schema_version, e.aggregate_type, e.aggregate_id, e.aggregate_version,
-              e.data, e.producer, e.correlation_id, e.causation_id, e.occurred_at
+              e.data, e.producer, e.correlation_id, e.causation_id, e.occurred_at, e.trace_id
          FROM jsonb_to_recordset($${n}::jsonb) AS e(id uuid, type text, schema_version text,
               aggregate_type text, aggregate_id text, aggregate_version integer, data jsonb,
-              producer text, correlation_id text, causation_id text, occurred_at timestamptz)
+              producer text, correlation_id text, causation_id text, occurred_at timestamptz,
+              trace_id text)
        ON CONFLICT (id) DO NOTHING`;
   }
 
@@ -223,6 +277,7 @@ export class OutboxStore {
         correlation_id: e.correlation_id,
         causation_id: e.causation_id,
         occurred_at: e.occurred_at,
+        trace_id: e.trace_id ?? null,
       })),
     );
   }
@@ -269,18 +324,18 @@ export class OutboxStore {
     options: { maxMessageBytes?: number } & ClaimOptions = {},
   ): Promise<ClaimResult> {
     const from = options.occurredFrom;
+    const sized = options.maxBytes !== undefined || options.maxRowBytes !== undefined;
     const { rows } = await tx.query<OutboxDbRow>(
-      `SELECT ${COLUMNS} FROM ${this.table}
-        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${from ? ' AND occurred_at >= $2::timestamptz' : ''}
-        ORDER BY occurred_at
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED`,
+      sized ? this.sizedClaimSql(from !== undefined, options) : this.claimSql(from !== undefined),
       from ? [limit, from.toISOString()] : [limit],
     );
     const good: OutboxRow[] = [];
     const setAside: SetAsideRow[] = [];
     for (const r of rows) {
-      const reason = unpublishable(r, options.maxMessageBytes);
+      const reason =
+        r.too_large === true
+          ? `too large: the row takes ${Number(r.row_bytes)} bytes of a result, the database returns at most ${options.maxRowBytes} per row`
+          : unpublishable(r, options.maxMessageBytes);
       if (typeof reason === 'string') setAside.push({ id: r.id, type: r.event_type, reason });
       else good.push({ attempts: r.attempts, envelope: reason });
     }
@@ -293,13 +348,69 @@ export class OutboxStore {
         [JSON.stringify(setAside.map((s) => ({ id: s.id, reason: s.reason }))), SET_ASIDE_PREFIX],
       );
     }
-    // oldest first: the first row locked is the oldest
+    // oldest first: the first row locked is the oldest (a sized claim always returns it); the last
+    // row returned says whether a locked row was left behind it
     const first = rows[0];
     return {
       rows: good,
       setAside,
+      truncated: rows[rows.length - 1]?.more === true,
       ...(first ? { oldestOccurredAt: new Date(toIso(first.occurred_at)) } : {}),
     };
+  }
+
+  /** The claim: due rows, oldest first, skipping rows another relay holds. */
+  private claimSql(bounded: boolean): string {
+    return `SELECT ${COLUMNS} FROM ${this.table}
+        WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+        ORDER BY occurred_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED`;
+  }
+
+  /**
+   * The claim bounded by bytes: the same rows locked (`claimSql`, as a subquery), each sized as a
+   * result carries it (`ROW_BYTES_SQL`); returned oldest first while the running sum stays within
+   * `maxBytes`, always the first. A row over `maxRowBytes` comes back without its values
+   * (`too_large`, to be set aside) and counts `LEFT_OUT_ROW_BYTES`. `more`: a locked row follows.
+   * The bounds are numbers of the code, written into the statement; its parameters stay those of
+   * `claimSql`. One window over the locked rows, no second pass.
+   */
+  private sizedClaimSql(bounded: boolean, options: ClaimOptions): string {
+    const maxRow =
+      options.maxRowBytes === undefined ? undefined : byteBound('maxRowBytes', options.maxRowBytes);
+    const maxBytes =
+      options.maxBytes === undefined ? undefined : byteBound('maxBytes', options.maxBytes);
+    const tooLarge = maxRow === undefined ? 'false' : `c.row_bytes > ${maxRow}`;
+    const keep = (column: string) => `CASE WHEN s.too_large THEN NULL ELSE s.${column} END`;
+    return `SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${[
+      'schema_version',
+      'aggregate_type',
+      'aggregate_id',
+      'aggregate_version',
+      'payload',
+      'producer',
+      'correlation_id',
+      'causation_id',
+    ]
+      .map((c) => `${keep(c)} AS ${c}`)
+      .join(', ')},
+           s.occurred_at, s.attempts, s.row_bytes, s.too_large, s.more
+      FROM (
+        SELECT c.*, ${tooLarge} AS too_large, row_number() OVER w AS n,
+               sum(CASE WHEN ${tooLarge} THEN ${LEFT_OUT_ROW_BYTES} ELSE c.row_bytes END) OVER w AS running,
+               lead(c.id) OVER w IS NOT NULL AS more
+          FROM (
+            SELECT ${COLUMNS}, ${ROW_BYTES_SQL} AS row_bytes FROM ${this.table}
+             WHERE published_at IS NULL AND needs_attention_at IS NULL AND next_attempt_at <= now()${bounded ? ' AND occurred_at >= $2::timestamptz' : ''}
+             ORDER BY occurred_at
+             LIMIT $1
+             FOR UPDATE SKIP LOCKED
+          ) AS c
+        WINDOW w AS (ORDER BY c.occurred_at ROWS UNBOUNDED PRECEDING)
+      ) AS s
+     WHERE s.n = 1${maxBytes === undefined ? '' : ` OR s.running <= ${maxBytes}`}
+     ORDER BY s.n`;
   }
 
   /**
@@ -346,6 +457,36 @@ export class OutboxStore {
       ],
     );
     return { needsAttention: rows.filter((r) => r.needs_attention).length };
+  }
+
+  /**
+   * Puts published rows back into the batches: those marked within [from, to] whose event type
+   * `eventTypes` accepts (a lost route may have swallowed them, docs/design.md §4). They are due at
+   * once, with every attempt again and `last_error` saying why; the consumers' inbox absorbs the
+   * copies of those that had arrived. Two statements on `outbox_published_at_idx` (the event types
+   * marked in the window, then the UPDATE of the matching ones); a row marked in between is left
+   * to the next loss the route check records. Returns the rows put back.
+   */
+  async republish(
+    db: SqlExecutor,
+    loss: { from: Date; to: Date; eventTypes: (eventType: string) => boolean; reason: string },
+  ): Promise<number> {
+    const window = [loss.from.toISOString(), loss.to.toISOString()];
+    const { rows } = await db.query<{ event_type: string }>(
+      `SELECT DISTINCT event_type FROM ${this.table}
+        WHERE published_at IS NOT NULL AND published_at >= $1::timestamptz AND published_at <= $2::timestamptz`,
+      window,
+    );
+    const types = rows.map((r) => r.event_type).filter((t) => loss.eventTypes(t));
+    if (types.length === 0) return 0;
+    const { rowCount } = await db.query(
+      `UPDATE ${this.table}
+          SET published_at = NULL, attempts = 0, next_attempt_at = now(), last_error = left($4::text, 1000)
+        WHERE published_at IS NOT NULL AND published_at >= $1::timestamptz AND published_at <= $2::timestamptz
+          AND event_type = ANY (ARRAY(SELECT jsonb_array_elements_text($3::jsonb)))`,
+      [...window, JSON.stringify(types), `${REPUBLISH_PREFIX}${loss.reason}`],
+    );
+    return rowCount;
   }
 
   /** Puts rows that need attention back into the batches (after the cause was fixed). */

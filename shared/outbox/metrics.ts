@@ -16,18 +16,23 @@ export const OUTBOX_METRICS = {
   roundErrors: 'RelayRoundErrors',
   /** Rows taken out of the batches this invocation because they cannot be published (they also count in needsAttention). */
   setAside: 'OutboxSetAside',
+  /**
+   * Published rows put back into the batches this invocation because a lost route may have
+   * swallowed them (RabbitMQ, beside `RouteMissing`: docs/design.md §4, "Missing routes").
+   */
+  republished: 'OutboxRepublished',
 } as const;
 
 export const METRICS_NAMESPACE = 'ReliableMessaging';
 
 /** What one invocation did for one outbox (a `DrainResult`; missing counts are 0). */
 export type InvocationCounts = Partial<
-  Pick<DrainResult, 'published' | 'failed' | 'setAside' | 'roundErrors'>
+  Pick<DrainResult, 'published' | 'failed' | 'setAside' | 'roundErrors' | 'republished'>
 >;
 
 /**
  * Publishes, per outbox: the heartbeat (1) and what this invocation did (published, failed, set
- * aside, round errors), always and first; then, when `db` is given (the invocation read the
+ * aside, republished, round errors), always and first; then, when `db` is given (the invocation read the
  * outboxes: a scheduled tick that does not sweep leaves the database alone), the backlog, oldest
  * unpublished age and rows needing attention from one cheap query on the partial indexes, when
  * that query works. A failed query is logged and costs only those three gauges: the heartbeat and
@@ -56,6 +61,7 @@ export async function publishOutboxMetrics(
     m.addMetric(OUTBOX_METRICS.setAside, MetricUnit.Count, counts.setAside ?? 0);
     m.addMetric(OUTBOX_METRICS.published, MetricUnit.Count, counts.published ?? 0);
     m.addMetric(OUTBOX_METRICS.failed, MetricUnit.Count, counts.failed ?? 0);
+    m.addMetric(OUTBOX_METRICS.republished, MetricUnit.Count, counts.republished ?? 0);
     // Flushed before the query, so that a database that hangs or fails cannot hold them back.
     m.publishStoredMetrics();
     if (!db) continue;

@@ -35,8 +35,31 @@ export type PublishOutcome =
   | { id: string; ok: true }
   | { id: string; ok: false; reason: PublishFailureReason; error: string };
 
+/**
+ * Messages the broker confirmed that may not have reached a consumer: RabbitMQ found a declared
+ * route to a consumer queue missing, and a tap (bound to every key) may have taken what was
+ * published before the look that saw it. The caller publishes again the messages of these event
+ * types it marked published within the window (the consumers' inbox absorbs the copies).
+ */
+export interface RouteLoss {
+  /** Whether messages of this event type needed the missing route. */
+  eventTypes: (eventType: string) => boolean;
+  /** The window on the marking time (`published_at`), both ends included. */
+  from: Date;
+  to: Date;
+  /** What is or was missing (`no binding orders → inventory.orders (order.created) on the broker`). */
+  reason: string;
+}
+
 export interface Publisher {
   publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]>;
+  /**
+   * The route losses seen since the last call, taken (a later call does not return them again).
+   * Absent: the backend has no routes to lose (SQS, in-memory).
+   */
+  takeRouteLosses?(): RouteLoss[];
+  /** Gives back losses taken and not acted on (the database failed): the next take returns them. */
+  returnRouteLosses?(losses: readonly RouteLoss[]): void;
   /**
    * Resolves when the publisher can reach its broker, or rejects with `TransportUnavailableError`
    * within `timeoutMs`. Callers check this before taking work they would only fail.
@@ -71,11 +94,25 @@ export interface InboundMessage {
   /** Envelope schema version as the transport saw it (header or attribute). */
   schemaVersion?: string | undefined;
   correlationId?: string | undefined;
+  /** Who produced it, as the transport saw it (AMQP `app_id`); else the body's `producer`. */
+  producer?: string | undefined;
+  /** Where the message came from (the queue it was consumed from; RabbitMQ: the original route). */
+  origin?: Origin | undefined;
   /**
    * Set when an operator redrove the message from the parking lot: how many times, and when last
    * (ISO). The retry window starts again at `lastAt` (the message keeps its event id).
    */
   redrive?: Redrive | undefined;
+}
+
+/**
+ * Where a message came from: the queue it was consumed from and, on RabbitMQ, the exchange and
+ * routing key the producer's relay published it with (kept across retries and parking).
+ */
+export interface Origin {
+  queue: string | null;
+  exchange: string | null;
+  routingKey: string | null;
 }
 
 /** How often a message was redriven from the parking lot, and when last (ISO). */
@@ -134,10 +171,33 @@ export interface Diagnosis {
   errorClass: string;
   error: string;
   correlationId: string | null;
+  /**
+   * The trace id of the invocation that produced the event (envelope `trace_id`: the X-Ray trace
+   * id of the producing Lambda invocation, or one made in that format where none runs).
+   */
+  traceId: string | null;
+  /** The envelope's `producer` (RabbitMQ: also the AMQP `app_id`). */
+  producer: string | null;
+  /** The queue it was consumed from and, on RabbitMQ, its original exchange and routing key. */
+  origin: Origin;
   consumer: string;
   /** Times the message was redriven before this park (absent or 0: never), and when last. */
   redriveCount?: number | undefined;
   lastRedriveAt?: string | undefined;
+}
+
+/**
+ * What a use case announces when one of its messages is parked, so that the side waiting for its
+ * answer does not wait for ever (inventory: `inventory.reservation_quarantined` for the order).
+ * The consumer driver builds the notice from the parked body and its diagnosis and publishes it
+ * through the backend's publisher of `stream` (confirmed), before acknowledging the original; the
+ * CLI (`parked notify`) builds the same notices, with the same ids, from the parking lot.
+ */
+export interface ParkNotices {
+  /** The publisher stream the notices go to (`inventory_outbox`: the results destination). */
+  stream: Stream;
+  /** The notice for a parked message, or undefined when there is nobody to tell. */
+  build(body: Buffer, diagnosis: Diagnosis, via: ParkedEntry['via']): Envelope | undefined;
 }
 
 /** One received message and the backend's native handle on it (delivery tag, record, …). */
@@ -154,6 +214,8 @@ export interface RetryRequest {
   error: string;
   /** When the message first failed (kept across retries). */
   firstFailureAt: string;
+  /** Where the message came from (kept across retries where the copy can carry it). */
+  origin?: Origin | undefined;
 }
 
 /**
@@ -205,6 +267,8 @@ export interface ParkedEntry {
   diagnosis: Diagnosis;
   /** Parked by the consumer (with its diagnosis) or dead-lettered by the broker itself. */
   via: 'consumer' | 'broker';
+  /** The parked message's body (never printed by `parked list`: the notices read it). */
+  body?: Buffer | undefined;
 }
 
 export interface RedriveSelection {

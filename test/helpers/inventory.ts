@@ -18,9 +18,13 @@ import {
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
-import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import type {
+  RabbitMqBackend,
+  RabbitMqBackendConfig,
+} from '../../shared/transport/rabbitmq/index.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { MessageHandler, ParkedEntry, RunningConsumer } from '../../shared/transport/types.js';
 import { inboxRows, stockOf } from './db.js';
@@ -67,10 +71,14 @@ export class ConsumerBench<B extends RabbitMqBackend | SqsBackend> extends Journ
     return (messages) => useCase.process(messages);
   }
 
-  /** Starts a consumer of the backend (stopped at close). */
+  /**
+   * Starts a consumer of the backend (stopped at close), announcing parked order events to the
+   * results destination as the deployed reserve functions do.
+   */
   protected async consumer(db: SqlDatabase | undefined, settings: ConsumerSettings) {
     const running = await startConsumer(this.backend, this.handler(db), {
       journal: this.journal,
+      notices: INVENTORY_PARK_NOTICES,
       ...settings,
     });
     this.closers.push(() => running.stop());
@@ -160,13 +168,15 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
   static async create(
     label: string,
     budget: RetryBudget = TEST_RETRY_BUDGET,
+    /** Backend settings beyond the bench's (e.g. `onParkRefused`). */
+    overrides: Partial<RabbitMqBackendConfig> = {},
   ): Promise<InventoryBench> {
     const scratch = await createScratch(SERVICES, label);
     try {
       const backend = scratch.backend(
         'rabbitmq',
         { budget, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
-        { reconnect: { baseMs: 50, maxMs: 500 } },
+        { reconnect: { baseMs: 50, maxMs: 500 }, ...overrides },
       );
       await backend.prepare();
       return new InventoryBench(scratch, backend, budget);

@@ -10,6 +10,7 @@ import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import type {
   SqsBackend,
+  SqsBackendConfig,
   SqsPipelineQueues,
   SqsRetryMode,
 } from '../../shared/transport/sqs/index.js';
@@ -43,6 +44,8 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
       budget?: RetryBudget;
       /** The source queue's visibility timeout (default 6 s). */
       visibilityTimeoutSeconds?: number;
+      /** Called when parking refused a copy (the deployed functions' `ParkRefused` metric). */
+      onParkRefused?: SqsBackendConfig['onParkRefused'];
     } = {},
   ): Promise<SqsInventoryBench> {
     const budget = options.budget ?? TEST_RETRY_BUDGET;
@@ -59,6 +62,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
           visibilityTimeoutSeconds: options.visibilityTimeoutSeconds ?? 6,
           requestTimeoutMs: 2_000,
           maxAttempts: 1,
+          ...(options.onParkRefused ? { onParkRefused: options.onParkRefused } : {}),
         },
       );
       await backend.prepare();

@@ -3,6 +3,7 @@ import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
+import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consumer/metrics.js';
 import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import {
   QUEUE_METRICS,
@@ -432,6 +433,72 @@ describe('CDK: results that end in their parking queue raise an alarm', () => {
         },
       ],
     });
+  });
+});
+
+describe('CDK: an alarm when dead-lettering itself fails', () => {
+  const runbook = readFileSync('docs/operations.md', 'utf8');
+
+  it('both stacks: ParkRefused (Sum > 0 over 5 min, missing data not breaching), with what to check and its runbook', () => {
+    for (const [transport, template] of [
+      ['sqs', t.sqs],
+      ['rabbitmq', t.rabbit],
+    ] as const) {
+      const refused = alarmsOf(template).filter(
+        (a) => a.MetricName === CONSUMER_METRICS.parkRefused,
+      );
+      expect(refused, transport).toHaveLength(1);
+      const a = refused[0] as AlarmProps & { AlarmDescription: string };
+      expect(a, transport).toMatchObject({
+        Namespace: METRICS_NAMESPACE,
+        Statistic: 'Sum',
+        Period: 300,
+        EvaluationPeriods: 1,
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+      expect(dim(a, 'service')).toBe(CONSUMER_METRICS_SERVICE);
+      expect(dim(a, 'Transport')).toBe(transport);
+      expect(a.AlarmActions).toHaveLength(1);
+      expect(a.AlarmDescription).toMatch(
+        new RegExp(
+          `^[^.]+[^]*\\. Check [^]+: \`npm run cli -- parked list --transport ${transport} --stack [^\`]+\`\\. Runbook: docs/operations\\.md#parkrefused$`,
+        ),
+      );
+    }
+    expect(runbook).toMatch(/^### ParkRefused$/m); // the anchor #parkrefused
+  });
+
+  it('rabbitmq: messages held for dead lettering alarm too (the relay publishes the count each minute)', () => {
+    const held = alarmsOf(t.rabbit).filter(
+      (a) => a.MetricName === QUEUE_METRICS.heldForDeadLettering,
+    ) as (AlarmProps & { AlarmDescription: string })[];
+    expect(held).toHaveLength(1);
+    expect(held[0]).toMatchObject({ Threshold: 0, ComparisonOperator: 'GreaterThanThreshold' });
+    expect(dim(held[0] as AlarmProps, 'Queue')).toBe(RABBITMQ_NAMES.inventoryQueue);
+    expect(held[0]?.AlarmDescription).toMatch(
+      /Runbook: docs\/operations\.md#heldfordeadlettering$/,
+    );
+  });
+
+  it('sqs: reserve-inventory may send to the results queue (its park notices)', () => {
+    const policies = Object.values(t.sqs.findResources('AWS::IAM::Policy')) as Resource[];
+    const reserve = policies.filter((p) =>
+      JSON.stringify(p.Properties.Roles).includes('reserveinventorysqs'),
+    );
+    const sends = reserve.flatMap(
+      (p) =>
+        (p.Properties.PolicyDocument as { Statement: { Action: unknown; Resource: unknown }[] })
+          .Statement,
+    );
+    const toResults = sends.filter(
+      (st) =>
+        JSON.stringify(st.Action).includes('sqs:SendMessage') &&
+        /"Results[A-Za-z0-9]*"/.test(JSON.stringify(st.Resource)) &&
+        !/ResultsParking/.test(JSON.stringify(st.Resource)),
+    );
+    expect(toResults).toHaveLength(1);
   });
 });
 

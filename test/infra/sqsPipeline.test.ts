@@ -131,9 +131,9 @@ describe('CDK: data stack and SQS pipeline stack', () => {
 
   it('alarms on one SNS topic: parking arrivals, oldest message, outbox backlog / age / attention, function errors', () => {
     // parking ×2, source age and backlog; 5 per outbox ×2; relay errors, reserve and maintenance
-    // errors, order-results errors; the results queues' 4 (QueueBoundAlarms)
+    // errors, order-results errors; the results queues' 4 (QueueBoundAlarms); park refused
     // (test/infra/alarms.test.ts asserts what each one watches)
-    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 22);
+    t.sqs.resourceCountIs('AWS::CloudWatch::Alarm', 23);
     t.sqs.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'ApproximateNumberOfMessagesVisible',
       Threshold: 0,

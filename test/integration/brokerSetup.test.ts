@@ -167,7 +167,7 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
     expect(outcomes.every((o) => o.ok)).toBe(true);
     const seen = publishQueueMetrics(await backend.inspect());
     expect(seen).toEqual({
-      [RABBITMQ_NAMES.inventoryQueue]: { depth: 2, ready: 2, routeMissing: 0 },
+      [RABBITMQ_NAMES.inventoryQueue]: { depth: 2, ready: 2, routeMissing: 0, held: 0 },
       [RETRY_NAMES.parkingQueue]: { depth: 0, ready: 0 },
       // the queues bounded for want of a consumer, and every declared route present
       [RABBITMQ_NAMES.auditQueue]: { depth: 2, ready: 2 },

@@ -9,7 +9,11 @@ import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
-import { RABBITMQ_NAMES, RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
+import {
+  RABBITMQ_NAMES,
+  RabbitManagement,
+  RETRY_NAMES,
+} from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, testConnection } from '../helpers/amqp.js';
 import {
   type BundleFixture,
@@ -200,6 +204,54 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
       { timeoutMs: 30_000, message: 'the order shows its reservation' },
     );
     expect(await queueDepth(conn, RABBITMQ_NAMES.inventoryResultsQueue)).toBe(0);
+  });
+
+  it('a poison order.created: reserve-inventory-rabbitmq parks it and publishes its notice itself; the order shows quarantined', async () => {
+    // an order whose event is broken (sent around the outbox: quantity 0 breaks the schema)
+    const orderId = randomUUID();
+    const eventId = randomUUID();
+    await f.db.db.query(
+      `INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
+       VALUES ($1, 'SKU-P', 1, $2, 'c-poison')`,
+      [orderId, eventId],
+    );
+    const poison = {
+      id: eventId,
+      type: 'order.created',
+      schema_version: '1.0',
+      occurred_at: new Date().toISOString(),
+      producer: 'order-service',
+      correlation_id: 'c-poison',
+      causation_id: null,
+      aggregate: { type: 'order', id: orderId, version: 1 },
+      data: { orderId, sku: 'SKU-P', quantity: 0 },
+    };
+    const ch = await conn.createConfirmChannel();
+    ch.publish(
+      RABBITMQ_NAMES.ordersExchange,
+      'order.created',
+      Buffer.from(JSON.stringify(poison)),
+      {
+        persistent: true,
+        messageId: eventId,
+        type: 'order.created',
+        contentType: 'application/json',
+      },
+    );
+    await ch.waitForConfirms();
+    await ch.close();
+    const view = await waitFor(
+      async () => {
+        const body = (await (await fetch(`${api.url}/orders/${orderId}`)).json()) as {
+          reservation: { status: string; reason: string; parkedAt?: string };
+        };
+        return body.reservation.status === 'quarantined' ? body : undefined;
+      },
+      { timeoutMs: 30_000, message: 'the order shows quarantined' },
+    );
+    expect(view.reservation.reason).toMatch(/^permanent \(permanent\): .*data\.quantity/);
+    expect(view.reservation.parkedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+    expect(await queueDepth(conn, RETRY_NAMES.parkingQueue)).toBe(1);
   });
 
   it('maintenance on its scheduled event deletes published outbox rows past their retention', async () => {

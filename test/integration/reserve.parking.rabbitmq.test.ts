@@ -1,6 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/index.js';
+import {
+  publishQueueMetrics,
+  RABBITMQ_NAMES,
+  RETRY_NAMES,
+} from '../../shared/transport/rabbitmq/index.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
@@ -37,6 +41,12 @@ describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
       message: 'message held for dead lettering',
     });
     expect(await b.depth(RABBITMQ_NAMES.inventoryQueue)).toBe(0); // nothing ready for consumers
+    // the relay's minute report carries it: the HeldForDeadLettering alarm's metric
+    await waitFor(
+      async () =>
+        publishQueueMetrics(await b.backend.inspect())[RABBITMQ_NAMES.inventoryQueue]?.held === 1,
+      { message: 'HeldForDeadLettering reports it' },
+    );
     expect(await b.parkedCount()).toBe(0);
     expect(b.linesFor(id).filter((l) => l.step === 'received')).toHaveLength(1);
 

@@ -38,8 +38,10 @@ describe.each(SQS_SERVERS)('reserve inventory on SQS ($name): database down', (s
         expect(gaps[i]).toBeLessThan(delay + 2_500);
       });
       const parked = await receiveAll(b.client, b.queues.parkingUrl, (m) => m.length >= 1);
-      expect(parked[0]?.MessageAttributes?.park_reason?.StringValue).toBe('exhausted');
-      expect(parked[0]?.MessageAttributes?.error_class?.StringValue).toBe('transient');
+      // the diagnosis, packed into one attribute
+      expect(
+        JSON.parse(parked[0]?.MessageAttributes?.diagnosis?.StringValue ?? '{}'),
+      ).toMatchObject({ reason: 'exhausted', errorClass: 'transient' });
       console.info(
         `${server.name} ${mode}: gaps ${gaps.join(', ')} ms for ladder ${b.budget.ladderMs.join(', ')}`,
       );

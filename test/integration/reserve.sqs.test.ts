@@ -63,13 +63,17 @@ describe.each(SQS_SERVERS)(
       const parked = await receiveAll(b.client, b.queues.parkingUrl, (m) => m.length >= 3);
       const byId = (id: string | undefined) =>
         parked.find((m) => m.MessageAttributes?.event_id?.StringValue === id);
-      expect(byId(notJson)?.MessageAttributes?.park_reason?.StringValue).toBe('permanent');
-      expect(byId(notJson)?.MessageAttributes?.error?.StringValue).toMatch(/not valid JSON/);
-      expect(byId(notJson)?.MessageAttributes?.consumer?.StringValue).toBe('inventory@test');
-      expect(byId(unknownVersion.id)?.MessageAttributes?.error?.StringValue).toMatch(
-        /major 7 is not supported/,
-      );
-      expect(byId(undefined)?.MessageAttributes?.error?.StringValue).toMatch(/no message id/);
+      // the diagnosis, packed into one attribute
+      const diagnosis = (id: string | undefined) =>
+        JSON.parse(byId(id)?.MessageAttributes?.diagnosis?.StringValue ?? '{}') as Record<
+          string,
+          string
+        >;
+      expect(diagnosis(notJson).reason).toBe('permanent');
+      expect(diagnosis(notJson).error).toMatch(/not valid JSON/);
+      expect(diagnosis(notJson).consumer).toBe('inventory@test');
+      expect(diagnosis(unknownVersion.id).error).toMatch(/major 7 is not supported/);
+      expect(diagnosis(undefined).error).toMatch(/no message id/);
       // each was received once: parked at once, zero retries, not redelivered
       await waitFor(() => b.lines.filter((l) => l.step === 'acked').length === 3);
       expect(b.lines.filter((l) => l.step === 'received')).toHaveLength(3);

@@ -279,6 +279,9 @@ describe('ConsumerDriver', () => {
         errorClass: 'permanent',
         error: 'body: not valid JSON',
         correlationId: 'corr-p',
+        traceId: null,
+        producer: null,
+        origin: { queue: null, exchange: null, routingKey: null },
         consumer: 'inventory@test',
       },
     ]);

@@ -29,10 +29,13 @@ describe('Envelope', () => {
         'occurred_at',
         'producer',
         'schema_version',
+        'trace_id',
         'type',
       ].sort(),
     );
     expect(e.schema_version).toBe('1.0');
+    // the trace id of the producing invocation (X-Ray's format; made here, where none runs)
+    expect(e.trace_id).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/);
     expect(parseEnvelope(JSON.parse(JSON.stringify(e)))).toEqual(e);
   });
 

@@ -79,6 +79,9 @@ function settle(plan: Plan): World {
         errorClass: 'permanent',
         error: `data: ${p.poison}`,
         correlationId: null,
+        traceId: null,
+        producer: null,
+        origin: { queue: null, exchange: null, routingKey: null },
         consumer: 'inventory',
       });
       continue;

@@ -18,7 +18,24 @@ import {
   type TransactionOptions,
   type TransactionTimeouts,
 } from '../transactionBounds.js';
-import type { QueryResult, Row, SqlDatabase, SqlExecutor, SqlParam } from '../types.js';
+import type {
+  QueryResult,
+  ResultLimits,
+  Row,
+  SqlDatabase,
+  SqlExecutor,
+  SqlParam,
+} from '../types.js';
+
+/**
+ * The Data API's bounds on a result (Aurora UG, "Limitations for the RDS Data API"): a call that
+ * would return more than 1 MiB is terminated (BadRequestException, "Database returned more than
+ * the allowed response size limit"), and a row of a result is at most 64 KB (read as 64,000 bytes).
+ */
+export const DATA_API_RESULT_LIMITS: ResultLimits = {
+  maxResponseBytes: 1024 * 1024,
+  maxRowBytes: 64_000,
+};
 
 /** "YYYY-MM-DD HH:MM:SS.FFF" in UTC, the format the Data API's TIMESTAMP typeHint takes. */
 function dataApiTimestamp(d: Date): string {
@@ -226,6 +243,7 @@ export interface DataApiSettings {
  * cluster resuming waits for it within the invocation's budget (docs/design.md §12).
  */
 export class DataApiDatabase implements SqlDatabase, DeadlineAware {
+  readonly resultLimits = DATA_API_RESULT_LIMITS;
   private readonly executor: DataApiExecutor;
   private deadline: number | undefined;
   private readonly open = new Set<OpenTransaction>();

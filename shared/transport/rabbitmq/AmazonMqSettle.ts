@@ -18,12 +18,14 @@ export class BatchNotSettledError extends TransportError {
 
 /** The messages of an Amazon MQ (RabbitMQ) event, in order, as deliveries. */
 export function amazonMqDeliveries(event: RabbitMQEvent): AmazonMqDelivery[] {
-  return Object.values(event.rmqMessagesByQueue ?? {})
-    .flat()
-    .map((record) => {
+  // keyed "<queue>::<vhost>"; the event names no exchange or routing key (the headers do)
+  return Object.entries(event.rmqMessagesByQueue ?? {}).flatMap(([key, records]) => {
+    const queue = key.split('::')[0] || undefined;
+    return records.map((record) => {
       const raw = rawFromRmqMessage(record);
-      return { raw, message: inboundFromRaw(raw, record.redelivered ?? false) };
+      return { raw, message: inboundFromRaw(raw, record.redelivered ?? false, { queue }) };
     });
+  });
 }
 
 /**

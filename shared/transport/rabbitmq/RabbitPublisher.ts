@@ -1,9 +1,9 @@
 import type { ConfirmChannel } from 'amqplib';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
-import type { Publisher, PublishOutcome } from '../types.js';
+import type { Publisher, PublishOutcome, RouteLoss } from '../types.js';
 import type { ConfirmedChannel, ConfirmResult } from './ConfirmedChannel.js';
-import { RABBITMQ_DEFAULTS, SCHEMA_VERSION_HEADER } from './constants.js';
-import type { RouteCheck } from './routes.js';
+import { HEADERS, RABBITMQ_DEFAULTS, SCHEMA_VERSION_HEADER } from './constants.js';
+import { type LostRoute, type RouteCheck, topicMatches } from './routes.js';
 
 export interface RabbitPublisherOptions {
   exchange: string;
@@ -46,6 +46,38 @@ export class RabbitPublisher implements Publisher {
     this.confirmTimeoutMs = options.confirmTimeoutMs ?? RABBITMQ_DEFAULTS.confirmTimeoutMs;
     this.connectTimeoutMs = options.connectTimeoutMs ?? RABBITMQ_DEFAULTS.connectTimeoutMs;
     this.routingKey = options.routingKey ?? ((e) => e.type);
+  }
+
+  /** What each loss handed out stands for (to give it back). */
+  private readonly handedOut = new WeakMap<RouteLoss, LostRoute>();
+
+  /**
+   * The losses the route check recorded for this exchange (docs/design.md §4, "Missing routes"),
+   * as event types: the routing key is the event type, unless `routingKey` says otherwise (then
+   * every type is counted in).
+   */
+  takeRouteLosses(): RouteLoss[] {
+    const lost = this.deps.routes?.takeLosses(this.options.exchange) ?? [];
+    return lost.map((l) => {
+      const loss: RouteLoss = {
+        eventTypes: this.options.routingKey
+          ? () => true
+          : (eventType) => topicMatches(l.pattern, eventType),
+        from: new Date(l.from),
+        to: new Date(l.to),
+        reason: `no binding ${l.exchange} → ${l.queue} (${l.pattern}) on the broker`,
+      };
+      this.handedOut.set(loss, l);
+      return loss;
+    });
+  }
+
+  returnRouteLosses(losses: readonly RouteLoss[]): void {
+    const back = losses.flatMap((loss) => {
+      const l = this.handedOut.get(loss);
+      return l ? [l] : [];
+    });
+    this.deps.routes?.returnLosses(back);
   }
 
   async ready(timeoutMs = this.connectTimeoutMs): Promise<void> {
@@ -116,7 +148,12 @@ export class RabbitPublisher implements Publisher {
             correlationId: envelope.correlation_id,
             appId: envelope.producer,
             timestamp: Math.floor(Date.parse(envelope.occurred_at) / 1000),
-            headers: { [SCHEMA_VERSION_HEADER]: envelope.schema_version },
+            headers: {
+              [SCHEMA_VERSION_HEADER]: envelope.schema_version,
+              // the original route, kept by every retry and park copy (diagnoses)
+              [HEADERS.originExchange]: this.options.exchange,
+              [HEADERS.originRoutingKey]: keys[index] as string,
+            },
           },
           { on: ch },
         );

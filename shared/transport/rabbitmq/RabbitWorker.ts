@@ -1,5 +1,5 @@
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
-import { ConsumerDriver } from '../../consumer/driver.js';
+import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import { backoffDelay, sleep } from '../../util/async.js';
@@ -28,6 +28,8 @@ export interface RabbitWorkerOptions {
   reconnectMaxMs?: number;
   /** Who parks, for diagnoses. */
   consumer: string;
+  /** Called when parking refused a copy (the `ParkRefused` metric, deployed). */
+  onParkRefused?: ((refused: ParkRefused) => void) | undefined;
 }
 
 /** A delivery on a worker channel. */
@@ -73,6 +75,7 @@ export class RabbitWorker implements RunningConsumer {
       handler: MessageHandler;
       journal?: Journal | undefined;
       logger?: Logger | undefined;
+      notices?: DriverNotices | undefined;
     },
     private readonly options: RabbitWorkerOptions,
   ) {
@@ -89,8 +92,9 @@ export class RabbitWorker implements RunningConsumer {
         settle: this.settle,
         journal: deps.journal,
         logger: deps.logger,
+        notices: deps.notices,
       },
-      { consumer: options.consumer },
+      { consumer: options.consumer, onParkRefused: options.onParkRefused },
     );
   }
 
@@ -163,7 +167,12 @@ export class RabbitWorker implements RunningConsumer {
       const ch = this.ch;
       const batch = this.buffer.splice(0, this.maxBatch).map((msg): WorkerDelivery => {
         const raw = rawFromAmqp(msg);
-        return { msg, raw, ch, message: inboundFromRaw(raw, msg.fields.redelivered) };
+        const message = inboundFromRaw(raw, msg.fields.redelivered, {
+          queue: this.options.queue,
+          exchange: msg.fields.exchange,
+          routingKey: msg.fields.routingKey,
+        });
+        return { msg, raw, ch, message };
       });
       this.stats.batches++;
       this.stats.messages += batch.length;

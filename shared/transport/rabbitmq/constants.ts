@@ -63,6 +63,14 @@ export const HEADERS = {
   schemaVersion: SCHEMA_VERSION_HEADER,
   redrivenAt: 'x-redriven-at',
   redriveCount: 'x-redrive-count',
+  /** Set by the publisher: the exchange and routing key the event was first published with. */
+  originExchange: 'x-origin-exchange',
+  originRoutingKey: 'x-origin-routing-key',
+  /** On retry and park copies: the queue the message was consumed from. */
+  originQueue: 'x-origin-queue',
+  /** On park copies: the envelope's trace id and producer. */
+  traceId: 'x-trace-id',
+  producer: 'x-producer',
 } as const;
 
 /** Longest error text carried in a header. */
@@ -111,6 +119,16 @@ export const RABBITMQ_DEFAULTS = {
   routeCheckIntervalMs: 10_000,
   /** A route check the management API does not answer in time counts as "not known". */
   routeCheckTimeoutMs: 2_000,
+  /**
+   * A lost route's republish window is widened by this much at both ends: the relay's clock (the
+   * looks) against the database's (`published_at`), and a marking's COMMIT after its statement.
+   */
+  routeLossMarginMs: 5_000,
+  /**
+   * How far back a lost route's republish window starts when this process never saw the route
+   * present (it started while the route was missing): rows another relay marked that long ago.
+   */
+  routeLossLookbackMs: 10 * 60_000,
 } as const;
 
 /**

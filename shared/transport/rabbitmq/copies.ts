@@ -1,7 +1,7 @@
 import type { Message } from 'amqplib';
 import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
 import { TransportError } from '../errors.js';
-import type { Diagnosis, InboundMessage, Redrive, RetryRequest } from '../types.js';
+import type { Diagnosis, InboundMessage, Origin, Redrive, RetryRequest } from '../types.js';
 import type { ConfirmedChannel } from './ConfirmedChannel.js';
 import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './constants.js';
 
@@ -68,8 +68,52 @@ export function headerString(headers: Record<string, unknown>, name: string): st
   return Buffer.isBuffer(v) ? v.toString('utf8') : String(v);
 }
 
+/** How a message reached its consumer: the queue, and the delivery's exchange and routing key. */
+export interface DeliveredVia {
+  queue?: string | undefined;
+  exchange?: string | undefined;
+  routingKey?: string | undefined;
+}
+
+/** Our own exchanges a retry or redrive comes back through: not the message's original route. */
+const OWN_EXCHANGES = new Set<string>([
+  RETRY_NAMES.retryExchange,
+  RETRY_NAMES.requeueExchange,
+  RETRY_NAMES.parkingExchange,
+]);
+
+/**
+ * Where a message came from: the headers the publisher and our copies set (they survive retries,
+ * parking and redrive), else the delivery itself (a message published by someone else).
+ */
+export function originOf(h: Record<string, unknown>, via: DeliveredVia = {}): Origin {
+  const fromDelivery = via.exchange !== undefined && !OWN_EXCHANGES.has(via.exchange);
+  return {
+    queue: headerString(h, HEADERS.originQueue) ?? via.queue ?? null,
+    exchange:
+      headerString(h, HEADERS.originExchange) ??
+      (fromDelivery ? via.exchange || '(default exchange)' : null),
+    routingKey:
+      headerString(h, HEADERS.originRoutingKey) ?? (fromDelivery ? (via.routingKey ?? null) : null),
+  };
+}
+
+/** The origin headers a copy carries. */
+function originHeaders(origin: Origin | undefined): Record<string, string> {
+  if (!origin) return {};
+  return {
+    ...(origin.queue ? { [HEADERS.originQueue]: origin.queue } : {}),
+    ...(origin.exchange ? { [HEADERS.originExchange]: origin.exchange } : {}),
+    ...(origin.routingKey ? { [HEADERS.originRoutingKey]: origin.routingKey } : {}),
+  };
+}
+
 /** A raw AMQP message as the transport port's inbound message. */
-export function inboundFromRaw(raw: RawMessage, redelivered: boolean): InboundMessage {
+export function inboundFromRaw(
+  raw: RawMessage,
+  redelivered: boolean,
+  via: DeliveredVia = {},
+): InboundMessage {
   const h = raw.properties.headers;
   const attempt = Number(headerString(h, HEADERS.attempt) ?? 0);
   return {
@@ -81,6 +125,8 @@ export function inboundFromRaw(raw: RawMessage, redelivered: boolean): InboundMe
     type: raw.properties.type,
     schemaVersion: headerString(h, HEADERS.schemaVersion),
     correlationId: raw.properties.correlationId,
+    producer: raw.properties.appId,
+    origin: originOf(h, via),
     ...redriveOf(h),
   };
 }
@@ -184,6 +230,7 @@ export class RabbitCopies {
       [HEADERS.lastError]: truncate(retry.error),
       [HEADERS.errorClass]: retry.errorClass,
       [HEADERS.firstFailureAt]: retry.firstFailureAt,
+      ...originHeaders(retry.origin),
     });
     return bucket;
   }
@@ -199,6 +246,9 @@ export class RabbitCopies {
       [HEADERS.lastError]: d.error,
       [HEADERS.consumer]: d.consumer,
       ...(d.schemaVersion ? { [HEADERS.schemaVersion]: d.schemaVersion } : {}),
+      ...(d.traceId ? { [HEADERS.traceId]: d.traceId } : {}),
+      ...(d.producer ? { [HEADERS.producer]: d.producer } : {}),
+      ...originHeaders(d.origin),
     });
   }
 
@@ -210,6 +260,8 @@ export class RabbitCopies {
       [HEADERS.lastError]: _e,
       [HEADERS.firstFailureAt]: _f,
       [HEADERS.consumer]: _u,
+      [HEADERS.traceId]: _t,
+      [HEADERS.producer]: _pr,
       ...kept
     } = baseHeaders(raw);
     await this.publish(RETRY_NAMES.requeueExchange, RETRY_NAMES.requeueRoutingKey, raw, {

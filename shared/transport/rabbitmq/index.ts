@@ -1,7 +1,7 @@
 import type { ConfirmChannel } from 'amqplib';
 import { type Retention, type RetryBudget, rabbitRetryDelays } from '../../config/budget.js';
 import { ConfigError, DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
-import { ConsumerDriver } from '../../consumer/driver.js';
+import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import type {
@@ -9,6 +9,7 @@ import type {
   Capabilities,
   MessageHandler,
   ParkingLot,
+  ParkNotices,
   PrepareReport,
   Publisher,
   RunningConsumer,
@@ -76,7 +77,13 @@ export {
 } from './queueMetrics.js';
 export { HEALTHY_AFTER_MS, RabbitConnection } from './RabbitConnection.js';
 export { amqpUrlForVhost, RabbitManagement } from './RabbitManagement.js';
-export { RouteCheck, type RouteStatus, requiredRoutes, topicMatches } from './routes.js';
+export {
+  type LostRoute,
+  RouteCheck,
+  type RouteStatus,
+  requiredRoutes,
+  topicMatches,
+} from './routes.js';
 export {
   applyPolicies,
   declaredTopology,
@@ -118,9 +125,20 @@ export interface RabbitMqBackendConfig {
    * Publishers verify the declared routes to consumer queues (management API, cached for
    * `intervalMs`); `false` turns it off. Default on.
    */
-  routeCheck?: false | { intervalMs?: number; timeoutMs?: number };
+  routeCheck?:
+    | false
+    | {
+        intervalMs?: number;
+        timeoutMs?: number;
+        /** Widening of a lost route's republish window (`RABBITMQ_DEFAULTS.routeLossMarginMs`). */
+        marginMs?: number;
+        /** A lost route never seen present: how far back (`RABBITMQ_DEFAULTS.routeLossLookbackMs`). */
+        lookbackMs?: number;
+      };
   /** Called after each fresh look at the routes (deployed: the `RouteMissing` metric). */
   onRouteStatus?: (status: RouteStatus) => void;
+  /** Called when parking refused a consumer's copy (deployed: the `ParkRefused` metric). */
+  onParkRefused?: (refused: ParkRefused) => void;
   logger?: Logger;
 }
 
@@ -135,6 +153,8 @@ export interface WorkerOptions {
   /** Channel reconnect backoff after a give-back (defaults: the backend's reconnect settings). */
   reconnectBaseMs?: number;
   reconnectMaxMs?: number;
+  /** The use case's notices of parked messages (published through this backend). */
+  notices?: ParkNotices | undefined;
 }
 
 const CAPABILITIES: Capabilities = {
@@ -196,7 +216,14 @@ export class RabbitMqBackend implements Backend {
         logger: config.logger,
         onStatus: config.onRouteStatus,
       },
-      check,
+      {
+        ...check,
+        // a publisher marks on a look until its cache expires and that batch's confirms are in
+        staleMs:
+          (check.intervalMs ?? RABBITMQ_DEFAULTS.routeCheckIntervalMs) +
+          (check.timeoutMs ?? RABBITMQ_DEFAULTS.routeCheckTimeoutMs) +
+          (config.publish?.confirmTimeoutMs ?? RABBITMQ_DEFAULTS.confirmTimeoutMs),
+      },
     );
   }
 
@@ -297,10 +324,12 @@ export class RabbitMqBackend implements Backend {
             handler,
             journal: options.journal,
             logger: this.config.logger,
+            notices: this.notices(options.notices),
           },
           {
             queue: options.queue ?? RABBITMQ_NAMES.inventoryQueue,
             consumer: this.config.consumer,
+            onParkRefused: this.config.onParkRefused,
             prefetch: options.prefetch,
             maxBatch: options.maxBatch,
             reconnectBaseMs: options.reconnectBaseMs ?? this.config.reconnect?.baseMs,
@@ -347,7 +376,7 @@ export class RabbitMqBackend implements Backend {
   /** The consumer driver behind the Amazon MQ trigger (the reserve function's handler). */
   amazonMqDriver(
     handler: MessageHandler,
-    options: { journal?: Journal | undefined } = {},
+    options: { journal?: Journal | undefined; notices?: ParkNotices | undefined } = {},
   ): ConsumerDriver<AmazonMqDelivery> {
     return new ConsumerDriver(
       {
@@ -355,9 +384,15 @@ export class RabbitMqBackend implements Backend {
         settle: new AmazonMqSettle(this.copies),
         journal: options.journal,
         logger: this.config.logger,
+        notices: this.notices(options.notices),
       },
-      { consumer: this.config.consumer },
+      { consumer: this.config.consumer, onParkRefused: this.config.onParkRefused },
     );
+  }
+
+  /** A use case's park notices with this backend's publisher of their stream. */
+  private notices(notices: ParkNotices | undefined): DriverNotices | undefined {
+    return notices && { build: notices.build, publisher: this.publisher(notices.stream) };
   }
 
   parkingLot(): ParkingLot {

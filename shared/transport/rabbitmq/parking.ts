@@ -1,5 +1,6 @@
 import type { GetMessage } from 'amqplib';
 import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
+import { peekEnvelope } from '../../consumer/peek.js';
 import { pollUntil } from '../../util/async.js';
 import type {
   ParkedEntry,
@@ -12,6 +13,7 @@ import type {
 import { HEADERS, RETRY_NAMES } from './constants.js';
 import {
   headerString,
+  originOf,
   type RabbitCopies,
   type RawMessage,
   rawFromAmqp,
@@ -38,18 +40,34 @@ export interface ParkedMessage extends ParkedEntry {
 interface XDeath {
   reason?: string;
   queue?: string;
+  exchange?: string;
+  'routing-keys'?: unknown[];
   time?: { value?: number } | number;
   count?: number;
 }
 
 export function parkedFromRaw(raw: RawMessage): ParkedMessage {
   const h = raw.properties.headers;
+  const death = (Array.isArray(h['x-death']) ? (h['x-death'][0] as XDeath) : undefined) ?? {};
+  const body = peekEnvelope(raw.content);
+  const origin = originOf(h);
+  const deathKey = death['routing-keys']?.[0];
   const common = {
     messageId: raw.properties.messageId ?? null,
-    type: raw.properties.type ?? null,
-    schemaVersion: headerString(h, HEADERS.schemaVersion) ?? null,
+    type: raw.properties.type ?? body.type ?? null,
+    schemaVersion: headerString(h, HEADERS.schemaVersion) ?? body.schemaVersion ?? null,
     attempts: Number(headerString(h, HEADERS.attempt) ?? 0),
-    correlationId: raw.properties.correlationId ?? null,
+    correlationId: raw.properties.correlationId ?? body.correlationId ?? null,
+    // parked by an older consumer: no trace or producer header, the body still says
+    traceId: headerString(h, HEADERS.traceId) ?? body.traceId ?? null,
+    producer: headerString(h, HEADERS.producer) ?? raw.properties.appId ?? body.producer ?? null,
+    origin: {
+      queue: origin.queue ?? death.queue ?? null,
+      exchange: origin.exchange ?? death.exchange ?? null,
+      routingKey:
+        origin.routingKey ??
+        (deathKey === undefined || deathKey === null ? null : String(deathKey)),
+    },
     ...redriveDiagnosis(h),
   };
   const parkedAt = headerString(h, HEADERS.parkedAt);
@@ -57,6 +75,7 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
     return {
       via: 'consumer',
       raw,
+      body: raw.content,
       diagnosis: {
         ...common,
         firstFailureAt: headerString(h, HEADERS.firstFailureAt) ?? parkedAt,
@@ -69,12 +88,12 @@ export function parkedFromRaw(raw: RawMessage): ParkedMessage {
     };
   }
   // Dead-lettered by the broker (nack without requeue, delivery limit): x-death says why.
-  const death = (Array.isArray(h['x-death']) ? (h['x-death'][0] as XDeath) : undefined) ?? {};
   const t = typeof death.time === 'number' ? death.time : death.time?.value;
   const at = t ? new Date(t * 1000).toISOString() : new Date(0).toISOString();
   return {
     via: 'broker',
     raw,
+    body: raw.content,
     diagnosis: {
       ...common,
       firstFailureAt: headerString(h, HEADERS.firstFailureAt) ?? at,

@@ -17,6 +17,11 @@ export const QUEUE_METRICS = {
    * `Queue` dimension): the depth alarms' missing data then means "unavailable", not "breaching".
    */
   available: 'QueueMetricsAvailable',
+  /**
+   * Messages of `inventory.orders` the broker holds for dead lettering: parking refused them
+   * (its DLX route, or the parking queue at its bound), so they are neither deliverable nor parked.
+   */
+  heldForDeadLettering: 'HeldForDeadLettering',
 } as const;
 
 /** What the RabbitMQ backend's `inspect()` adds for the metrics. */
@@ -25,6 +30,14 @@ export interface RabbitInspection extends Inspection {
   bounded?: Record<string, number>;
   /** Missing declared bindings per consumer queue; absent when the routes could not be looked at. */
   routesMissing?: Record<string, number> | undefined;
+}
+
+/** What `publishQueueMetrics` published for one queue (`held`: `inventory.orders` only). */
+export interface PublishedQueueMetrics {
+  depth: number;
+  ready: number;
+  routeMissing?: number;
+  held?: number;
 }
 
 const queueMetrics = (serviceName: string, queue: string) =>
@@ -37,16 +50,18 @@ const queueMetrics = (serviceName: string, queue: string) =>
  * backend's inspection, and `RouteMissing`
  * per consumer queue when the routes could be looked at. Amazon MQ vends no per-queue CloudWatch
  * metrics for RabbitMQ 4 brokers and recommends polling the management API once a minute or less
- * often: the relay does it on its one-minute schedule. Returns what it published, by queue.
+ * often: the relay does it on its one-minute schedule. Also `HeldForDeadLettering` of
+ * `inventory.orders` (parking refused those messages). Returns what it published, by queue.
  */
 export function publishQueueMetrics(
   inspection: RabbitInspection,
   serviceName = 'outbox-relay',
-): Record<string, { depth: number; ready: number; routeMissing?: number }> {
-  const queues: Record<string, { depth: number; ready: number; routeMissing?: number }> = {
+): Record<string, PublishedQueueMetrics> {
+  const queues: Record<string, PublishedQueueMetrics> = {
     [RABBITMQ_NAMES.inventoryQueue]: {
       depth: inspection.ready + inspection.inFlight,
       ready: inspection.ready,
+      held: inspection.heldForDeadLettering,
     },
     [RETRY_NAMES.parkingQueue]: { depth: inspection.parked, ready: inspection.parked },
   };
@@ -62,6 +77,9 @@ export function publishQueueMetrics(
     m.addMetric(QUEUE_METRICS.ready, MetricUnit.Count, q.ready);
     if (q.routeMissing !== undefined) {
       m.addMetric(QUEUE_METRICS.routeMissing, MetricUnit.Count, q.routeMissing);
+    }
+    if (q.held !== undefined) {
+      m.addMetric(QUEUE_METRICS.heldForDeadLettering, MetricUnit.Count, q.held);
     }
     m.publishStoredMetrics();
   }

@@ -29,6 +29,16 @@ export interface RouteStatus {
   checkedAt: number;
 }
 
+/**
+ * A window of markings that a lost route may have swallowed, for one declared route: messages of
+ * the keys it matches, marked published within [from, to] (epoch ms), are to be published again.
+ */
+export interface LostRoute extends RequiredRoute {
+  exchange: string;
+  from: number;
+  to: number;
+}
+
 /** AMQP topic matching: `*` is one word, `#` zero or more words. */
 export function topicMatches(pattern: string, routingKey: string): boolean {
   const p = pattern.split('.');
@@ -72,6 +82,33 @@ interface BindingInfo {
 /** How stale a look that found a route missing may be before it fails a publish. */
 const MISSING_RECHECK_MS = 1_000;
 
+/** What the looks so far say of one declared route. */
+interface RouteHistory {
+  /** When the last look that found it present was sent (epoch ms). */
+  presentAt?: number;
+  /** Since a look found it missing: the republish window, and whether it is covered. */
+  lost?: { from: number; to: number; covered: boolean };
+}
+
+/**
+ * Republishing what a lost route swallowed. A publisher sends on the strength of a look up to
+ * `intervalMs` old, so messages of a key whose consumer route was lost after the last good look
+ * were confirmed (a tap took them) and marked. Each look records, per declared route:
+ *
+ * - a look that finds it missing opens a loss (if none is open) with the window `from` = the last
+ *   look that found it present (when sent), or `lookbackMs` back when this process never saw it,
+ *   and `to` = this look plus `staleMs` (the longest any publisher may still mark on a look that
+ *   predates the loss: the interval, a look's timeout, a batch's confirms), both less/plus
+ *   `marginMs`; it records the window as a loss to take (`takeLosses`);
+ * - every later look records it again, as long as the look before was not past `to`: rows other
+ *   relays marked after an earlier republish are caught by the next one;
+ * - the first look that finds it present again records it once more (unless covered) and closes
+ *   it: other relays may have marked, on an old look, until the route came back.
+ *
+ * So every row marked between a route's loss and the end of every publisher's stale look is put
+ * back by some look of this process, at the cost of copies of rows that had reached the queue.
+ * A loss that no look sees (lost and restored between two looks) is not seen at all.
+ */
 export class RouteCheck {
   private readonly intervalMs: number;
   private readonly timeoutMs: number;
@@ -80,6 +117,12 @@ export class RouteCheck {
   private readonly inFlight = new Map<string, Promise<RouteStatus | undefined>>();
   private unavailableLogged = false;
   private readonly required = new Map<string, RequiredRoute[]>();
+  private readonly staleMs: number;
+  private readonly marginMs: number;
+  private readonly lookbackMs: number;
+  private readonly history = new Map<string, RouteHistory>();
+  /** Losses recorded and not yet taken, by exchange, one per route (windows merged). */
+  private readonly pending = new Map<string, Map<string, LostRoute>>();
 
   constructor(
     private readonly deps: {
@@ -90,10 +133,79 @@ export class RouteCheck {
       /** Called after every fresh look (the deployed functions publish `RouteMissing`). */
       onStatus?: ((status: RouteStatus) => void) | undefined;
     },
-    options: { intervalMs?: number | undefined; timeoutMs?: number | undefined } = {},
+    options: {
+      intervalMs?: number | undefined;
+      timeoutMs?: number | undefined;
+      /**
+       * How long after a look a publisher may still mark a message it sent on that look (default:
+       * the interval, the look's timeout and the default confirm timeout).
+       */
+      staleMs?: number | undefined;
+      marginMs?: number | undefined;
+      lookbackMs?: number | undefined;
+    } = {},
   ) {
     this.intervalMs = options.intervalMs ?? RABBITMQ_DEFAULTS.routeCheckIntervalMs;
     this.timeoutMs = options.timeoutMs ?? RABBITMQ_DEFAULTS.routeCheckTimeoutMs;
+    this.staleMs =
+      options.staleMs ?? this.intervalMs + this.timeoutMs + RABBITMQ_DEFAULTS.confirmTimeoutMs;
+    this.marginMs = options.marginMs ?? RABBITMQ_DEFAULTS.routeLossMarginMs;
+    this.lookbackMs = options.lookbackMs ?? RABBITMQ_DEFAULTS.routeLossLookbackMs;
+  }
+
+  /** The losses of `exchange` recorded since the last take (see the class comment), taken. */
+  takeLosses(exchange: string): LostRoute[] {
+    const byRoute = this.pending.get(exchange);
+    if (!byRoute || byRoute.size === 0) return [];
+    this.pending.delete(exchange);
+    return [...byRoute.values()];
+  }
+
+  /** Gives back losses taken and not acted on: the next take returns them (merged). */
+  returnLosses(losses: readonly LostRoute[]): void {
+    for (const loss of losses) this.record(loss);
+  }
+
+  private record(loss: LostRoute): void {
+    let byRoute = this.pending.get(loss.exchange);
+    if (!byRoute) {
+      byRoute = new Map();
+      this.pending.set(loss.exchange, byRoute);
+    }
+    const key = `${loss.queue}\u0000${loss.pattern}`;
+    const before = byRoute.get(key);
+    byRoute.set(
+      key,
+      before
+        ? { ...loss, from: Math.min(before.from, loss.from), to: Math.max(before.to, loss.to) }
+        : { ...loss },
+    );
+  }
+
+  /** Updates the history of each declared route with one look (sent at `sentAt`, answered now). */
+  private track(exchange: string, missing: readonly RequiredRoute[], sentAt: number): void {
+    const now = Date.now();
+    const gone = new Set(missing.map((r) => `${r.queue}\u0000${r.pattern}`));
+    for (const route of this.routesOf(exchange)) {
+      const key = `${route.queue}\u0000${route.pattern}`;
+      const h = this.history.get(`${exchange}\u0000${key}`) ?? {};
+      this.history.set(`${exchange}\u0000${key}`, h);
+      if (gone.has(key)) {
+        h.lost ??= {
+          from: (h.presentAt ?? sentAt - this.lookbackMs) - this.marginMs,
+          to: now + this.staleMs + this.marginMs,
+          covered: false,
+        };
+      } else {
+        h.presentAt = sentAt;
+      }
+      const lost = h.lost;
+      if (!lost) continue;
+      if (!lost.covered) this.record({ exchange, ...route, from: lost.from, to: lost.to });
+      // a look past the window's end covers it: every row marked in it was marked before this look
+      if (sentAt > lost.to) lost.covered = true;
+      if (!gone.has(key)) h.lost = undefined;
+    }
   }
 
   /** The routes of `exchange`, from the cache when fresh enough (`maxAgeMs`, default the interval). */
@@ -157,6 +269,7 @@ export class RouteCheck {
       return undefined;
     }
     const management = this.deps.management;
+    const sentAt = Date.now();
     let bindings: BindingInfo[] | undefined;
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -205,6 +318,7 @@ export class RouteCheck {
     } else if (missing.length === 0 && before > 0) {
       this.deps.logger?.info('route check: every declared route exists again', { exchange });
     }
+    this.track(exchange, missing, sentAt);
     this.deps.onStatus?.(status);
     return status;
   }

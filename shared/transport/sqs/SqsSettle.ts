@@ -15,13 +15,19 @@ import type {
   Settled,
 } from '../types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS, SQS_LIMITS, type SqsRetryMode } from './constants.js';
-import { parkedErrorAttributes, receivedRedrive, redriveAttributes } from './redrive.js';
+import { encodePackedDiagnosis, receivedRedrive, redriveAttributes } from './redrive.js';
 import { identityAttributes } from './SqsPublisher.js';
 
 const str = (value: string): MessageAttributeValue => ({ DataType: 'String', StringValue: value });
 
 function attr(record: SQSRecord, name: string): string | undefined {
   return record.messageAttributes?.[name]?.stringValue ?? undefined;
+}
+
+/** The queue name of an SQS queue ARN (`arn:aws:sqs:<region>:<account>:<name>`). */
+export function queueOfArn(arn: string | undefined): string | null {
+  const name = arn?.split(':').at(-1);
+  return name ? name : null;
 }
 
 /** A record of the Lambda SQS trigger's event. */
@@ -48,6 +54,18 @@ export function sqsDelivery(record: SQSRecord, mode: SqsRetryMode): SqsDelivery 
     (name) => attr(record, name),
     record.attributes.SentTimestamp,
   );
+  const firstReceive = Number(record.attributes.ApproximateFirstReceiveTimestamp);
+  const redrivenAt = redrive ? Date.parse(redrive.lastAt) : Number.NaN;
+  // Visibility mode: the same message comes back, with no attribute of ours changed; it first
+  // failed when it was first received (that delivery did not delete it). A message moved back by a
+  // move task counts only from its redrive on.
+  const firstFailureAt =
+    mode === 'visibility' &&
+    receives > 1 &&
+    firstReceive > 0 &&
+    (!movedBack || firstReceive >= redrivenAt)
+      ? new Date(firstReceive).toISOString()
+      : undefined;
   const attempt =
     mode === 'visibility'
       ? Math.max(0, receives - 1)
@@ -59,10 +77,12 @@ export function sqsDelivery(record: SQSRecord, mode: SqsRetryMode): SqsDelivery 
     body: Buffer.from(record.body, 'utf8'),
     attempt: Number.isInteger(attempt) && attempt >= 0 ? attempt : 0,
     redelivered: receives > 1,
-    firstFailureAt: movedBack ? undefined : attr(record, SQS_ATTRIBUTES.firstFailureAt),
+    firstFailureAt:
+      (movedBack ? undefined : attr(record, SQS_ATTRIBUTES.firstFailureAt)) ?? firstFailureAt,
     type: attr(record, SQS_ATTRIBUTES.eventType),
     schemaVersion: attr(record, SQS_ATTRIBUTES.schemaVersion),
     correlationId: attr(record, SQS_ATTRIBUTES.correlationId),
+    origin: { queue: queueOfArn(record.eventSourceARN), exchange: null, routingKey: null },
     ...(redrive ? { redrive } : {}),
   };
   return { message, record };
@@ -105,7 +125,7 @@ export function sqsRetryDelaySeconds(stepMs: number, jitter = 0, random = Math.r
  *   `ApproximateReceiveCount` counts the attempts;
  * - retry, mode `resend`: a copy with `DelaySeconds` (≤ 900) and `retry_attempt` + 1, same event
  *   id; then the original succeeds (is deleted). Not for FIFO queues (no per-message delay);
- * - park: a copy with the diagnosis as attributes to the parking queue, then the original
+ * - park: a copy with the diagnosis (one JSON attribute) to the parking queue, then the original
  *   succeeds; if that send fails the record is reported failed and comes back later;
  * - give back: throw, so the records are not deleted (a whole invocation, or one record through
  *   Powertools batch, which reports it failed).
@@ -175,13 +195,23 @@ export class SqsSettle implements Settle<SqsDelivery> {
         new SendMessageCommand({
           QueueUrl: this.options.parkingUrl,
           MessageBody: record.body,
+          // identity (4), the packed diagnosis, the redrive stamp: 6 of SQS's 10 attributes
           MessageAttributes: {
             ...identityAttributes((name) => attr(record, name)),
-            [SQS_ATTRIBUTES.attempt]: str(String(diagnosis.attempts)),
-            [SQS_ATTRIBUTES.firstFailureAt]: str(diagnosis.firstFailureAt),
-            [SQS_DIAGNOSIS.parkReason]: str(diagnosis.reason),
-            ...parkedErrorAttributes(diagnosis.errorClass, diagnosis.error, d.message.redrive),
-            [SQS_DIAGNOSIS.consumer]: str(diagnosis.consumer),
+            [SQS_DIAGNOSIS.packed]: encodePackedDiagnosis({
+              v: 1,
+              reason: diagnosis.reason,
+              errorClass: diagnosis.errorClass,
+              error: diagnosis.error,
+              consumer: diagnosis.consumer,
+              attempts: diagnosis.attempts,
+              firstFailureAt: diagnosis.firstFailureAt,
+              parkedAt: diagnosis.parkedAt,
+              traceId: diagnosis.traceId,
+              producer: diagnosis.producer,
+              origin: diagnosis.origin,
+            }),
+            ...redriveAttributes(d.message.redrive),
           },
           ...(this.options.fifo
             ? {

@@ -47,9 +47,14 @@ export const SQS_ATTRIBUTES = {
 
 /**
  * Diagnosis attributes on parked SQS messages (SQS allows at most 10 attributes per message).
- * When it was parked is the parking message's SentTimestamp.
+ * A park writes the whole diagnosis as one JSON attribute, `diagnosis` (`SqsPackedDiagnosis`),
+ * beside the identity attributes and the redrive stamp (6 at most). Messages parked before carry
+ * the older layout, one attribute per field (`park_reason`, `error_class`, `error`, `consumer`,
+ * `retry_attempt`, `first_failure_at`; parked at its SentTimestamp): still read.
  */
 export const SQS_DIAGNOSIS = {
+  /** The packed diagnosis (JSON). */
+  packed: 'diagnosis',
   parkReason: 'park_reason',
   /** Not on a redriven message: its class leads `error` ("transient: …"), for the stamp's room. */
   errorClass: 'error_class',

@@ -1,7 +1,7 @@
 import { GetQueueAttributesCommand, GetQueueUrlCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { Retention, RetryBudget } from '../../config/budget.js';
 import { DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
-import { ConsumerDriver } from '../../consumer/driver.js';
+import { ConsumerDriver, type ParkRefused } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import { TransportUnavailableError } from '../errors.js';
@@ -11,6 +11,7 @@ import type {
   Inspection,
   MessageHandler,
   ParkingLot,
+  ParkNotices,
   PrepareReport,
   Publisher,
   Stream,
@@ -76,6 +77,8 @@ export interface SqsBackendConfig {
   client?: SQSClient;
   requestTimeoutMs?: number;
   maxAttempts?: number;
+  /** Called when the parking queue refused a consumer's copy (deployed: the `ParkRefused` metric). */
+  onParkRefused?: (refused: ParkRefused) => void;
   logger?: Logger;
 }
 
@@ -208,6 +211,8 @@ export class SqsBackend implements Backend {
        * `results`: the order side's results queue (its handler only acknowledges or gives back).
        */
       queue?: 'inventory' | 'results';
+      /** The use case's notices of parked messages (published through this backend). */
+      notices?: ParkNotices | undefined;
     } = {},
   ): Promise<{ driver: ConsumerDriver<SqsDelivery>; mode: SqsRetryMode; fifo: boolean }> {
     const q = await this.queues();
@@ -228,8 +233,21 @@ export class SqsBackend implements Backend {
     );
     return {
       driver: new ConsumerDriver(
-        { handler, settle, journal: options.journal, logger: this.config.logger },
-        { consumer: this.config.consumer },
+        {
+          handler,
+          settle,
+          journal: options.journal,
+          logger: this.config.logger,
+          ...(options.notices
+            ? {
+                notices: {
+                  build: options.notices.build,
+                  publisher: this.publisher(options.notices.stream),
+                },
+              }
+            : {}),
+        },
+        { consumer: this.config.consumer, onParkRefused: this.config.onParkRefused },
       ),
       mode: this.config.mode,
       fifo,

@@ -11,6 +11,7 @@ import {
   StartMessageMoveTaskCommand,
 } from '@aws-sdk/client-sqs';
 import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
+import { peekEnvelope } from '../../consumer/peek.js';
 import { sleep } from '../../util/async.js';
 import type {
   MoveTaskReport,
@@ -22,47 +23,90 @@ import type {
   RedriveSelection,
 } from '../types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS } from './constants.js';
-import { decodeParkedError, decodeRedrive, encodeRedrive } from './redrive.js';
+import {
+  decodePackedDiagnosis,
+  decodeParkedError,
+  decodeRedrive,
+  encodeRedrive,
+} from './redrive.js';
 import { identityAttributes } from './SqsPublisher.js';
 
 const attr = (m: Message, name: string) => m.MessageAttributes?.[name]?.StringValue;
 
-export function parkedFromSqs(m: Message): ParkedEntry {
+/**
+ * A parked SQS message and its diagnosis: the packed `diagnosis` attribute, or the older layout
+ * (one attribute per field; trace id and producer then from the body), or, for a message the
+ * queue's RedrivePolicy moved here, what SQS tells (`sourceQueue`: the queue it came from).
+ */
+export function parkedFromSqs(m: Message, sourceQueue: string | null = null): ParkedEntry {
   const sent = Number(m.Attributes?.SentTimestamp ?? Date.now());
-  const parkedAt = new Date(sent).toISOString();
-  const reason = attr(m, SQS_DIAGNOSIS.parkReason);
+  const sentAt = new Date(sent).toISOString();
+  const body = peekEnvelope(m.Body ?? '');
   const redrive = decodeRedrive(attr(m, SQS_ATTRIBUTES.redrive));
   const common = {
     messageId: attr(m, SQS_ATTRIBUTES.eventId) ?? null,
-    type: attr(m, SQS_ATTRIBUTES.eventType) ?? null,
-    schemaVersion: attr(m, SQS_ATTRIBUTES.schemaVersion) ?? null,
-    attempts: Number(attr(m, SQS_ATTRIBUTES.attempt) ?? 0),
-    parkedAt,
-    correlationId: attr(m, SQS_ATTRIBUTES.correlationId) ?? null,
+    type: attr(m, SQS_ATTRIBUTES.eventType) ?? body.type ?? null,
+    schemaVersion: attr(m, SQS_ATTRIBUTES.schemaVersion) ?? body.schemaVersion ?? null,
+    correlationId: attr(m, SQS_ATTRIBUTES.correlationId) ?? body.correlationId ?? null,
+    traceId: body.traceId ?? null,
+    producer: body.producer ?? null,
     ...(redrive ? { redriveCount: redrive.count, lastRedriveAt: redrive.lastAt } : {}),
   };
-  if (reason) {
+  const packed = decodePackedDiagnosis(attr(m, SQS_DIAGNOSIS.packed));
+  const bodyBytes = Buffer.from(m.Body ?? '', 'utf8');
+  if (packed) {
     return {
       via: 'consumer',
+      body: bodyBytes,
       diagnosis: {
         ...common,
-        firstFailureAt: attr(m, SQS_ATTRIBUTES.firstFailureAt) ?? parkedAt,
+        attempts: packed.attempts,
+        firstFailureAt: packed.firstFailureAt,
+        parkedAt: packed.parkedAt,
+        reason: packed.reason as ParkReason,
+        errorClass: packed.errorClass,
+        error: packed.error,
+        consumer: packed.consumer,
+        traceId: packed.traceId ?? common.traceId,
+        producer: packed.producer ?? common.producer,
+        origin: packed.origin,
+      },
+    };
+  }
+  const attempts = Number(attr(m, SQS_ATTRIBUTES.attempt) ?? 0);
+  const origin = { queue: sourceQueue, exchange: null, routingKey: null };
+  const reason = attr(m, SQS_DIAGNOSIS.parkReason);
+  if (reason) {
+    // the older layout: one attribute per field, parked at its SentTimestamp
+    return {
+      via: 'consumer',
+      body: bodyBytes,
+      diagnosis: {
+        ...common,
+        attempts,
+        parkedAt: sentAt,
+        firstFailureAt: attr(m, SQS_ATTRIBUTES.firstFailureAt) ?? sentAt,
         reason: reason as ParkReason,
         ...decodeParkedError(attr(m, SQS_DIAGNOSIS.error), attr(m, SQS_DIAGNOSIS.errorClass)),
         consumer: attr(m, SQS_DIAGNOSIS.consumer) ?? 'unknown',
+        origin,
       },
     };
   }
   // Moved here by the queue's RedrivePolicy (maxReceiveCount): SQS's own safety net.
   return {
     via: 'broker',
+    body: bodyBytes,
     diagnosis: {
       ...common,
-      firstFailureAt: parkedAt,
+      attempts,
+      parkedAt: sentAt,
+      firstFailureAt: attr(m, SQS_ATTRIBUTES.firstFailureAt) ?? sentAt,
       reason: 'exhausted',
       errorClass: 'sqs:maxReceiveCount',
       error: 'moved by the queue redrive policy (received more than maxReceiveCount times)',
       consumer: 'sqs',
+      origin,
     },
   };
 }
@@ -127,6 +171,8 @@ export function sqsParkingLot(deps: {
   redriveLimit: number;
 }): ParkingLot {
   const { client, parkingUrl, sourceUrl } = deps;
+  const sourceQueue = sourceUrl.split('/').at(-1) ?? null;
+  const parked = (m: Message) => parkedFromSqs(m, sourceQueue);
 
   const depth = async () => {
     const out = await client.send(
@@ -181,7 +227,7 @@ export function sqsParkingLot(deps: {
     async list(limit = 100) {
       const messages = await scan(Math.min(limit, Math.max(1, await depth())));
       await release(messages);
-      return messages.map(parkedFromSqs);
+      return messages.map(parked);
     },
 
     async redrive(
@@ -195,7 +241,7 @@ export function sqsParkingLot(deps: {
         !selection.until &&
         !selection.ids;
       const atLimit = (m: Message) =>
-        overRedriveLimit(parkedFromSqs(m), deps.redriveLimit, options) !== undefined;
+        overRedriveLimit(parked(m), deps.redriveLimit, options) !== undefined;
       let messages: Message[] | undefined;
       if (everything && !options.dryRun && deps.parkingArn) {
         if (!options.beyondLimit) {
@@ -245,13 +291,13 @@ export function sqsParkingLot(deps: {
       const untouched: Message[] = [];
       const pace = pacer(options.rate);
       for (const m of messages) {
-        const parked = parkedFromSqs(m);
-        if (!matches(parked, selection)) {
+        const entry = parked(m);
+        if (!matches(entry, selection)) {
           untouched.push(m);
           continue;
         }
         result.matched++;
-        const skip = overRedriveLimit(parked, deps.redriveLimit, options);
+        const skip = overRedriveLimit(entry, deps.redriveLimit, options);
         if (skip || options.dryRun) {
           if (skip) result.skipped.push(skip); // stays parked, its diagnosis untouched
           untouched.push(m);
@@ -284,7 +330,7 @@ export function sqsParkingLot(deps: {
         await client.send(
           new DeleteMessageCommand({ QueueUrl: parkingUrl, ReceiptHandle: m.ReceiptHandle }),
         );
-        const id = parked.diagnosis.messageId ?? '(no id)';
+        const id = entry.diagnosis.messageId ?? '(no id)';
         result.moved.push(id);
         options.onMoved?.(id);
       }

@@ -4,7 +4,7 @@ import { SQS_ATTRIBUTES, SQS_DIAGNOSIS } from './constants.js';
 
 /**
  * The redrive stamp on SQS messages: one attribute (`redrive`, "<count> <ISO time>"), since SQS
- * allows at most 10 attributes per message and a parked message already carries nine.
+ * allows at most 10 attributes per message.
  */
 export function encodeRedrive(r: Redrive): MessageAttributeValue {
   return { DataType: 'String', StringValue: `${r.count} ${r.lastAt}` };
@@ -32,7 +32,9 @@ export function receivedRedrive(
   sentTimestamp: string | undefined,
 ): { redrive: Redrive | undefined; movedBack: boolean } {
   const stamped = decodeRedrive(get(SQS_ATTRIBUTES.redrive));
-  const movedBack = get(SQS_DIAGNOSIS.parkReason) !== undefined;
+  // a park diagnosis, packed (now) or in the older layout
+  const movedBack =
+    get(SQS_DIAGNOSIS.packed) !== undefined || get(SQS_DIAGNOSIS.parkReason) !== undefined;
   if (!movedBack) return { redrive: stamped, movedBack };
   const sent = Number(sentTimestamp);
   return {
@@ -45,9 +47,10 @@ export function receivedRedrive(
 }
 
 /**
- * The error attributes of a parked message: `error_class` and `error`; for a redriven message
- * the class leads the error (`transient: connection refused`) and the redrive stamp takes its
- * place, so the diagnosis stays within SQS's 10 attributes.
+ * The error attributes of a parked message in the older layout (one attribute per field, before
+ * the packed `diagnosis`): `error_class` and `error`; for a redriven message the class leads the
+ * error (`transient: connection refused`) and the redrive stamp takes its place. Parks no longer
+ * write it; tests write it to check that such messages are still read.
  */
 export function parkedErrorAttributes(
   errorClass: string,
@@ -74,4 +77,66 @@ export function decodeParkedError(
   return i < 0
     ? { errorClass: 'unknown', error: text }
     : { errorClass: text.slice(0, i), error: text.slice(i + 2) };
+}
+
+/**
+ * The diagnosis a park writes on SQS, as one JSON attribute (`diagnosis`): SQS allows 10
+ * attributes per message, and the fields of a diagnosis alone would take more. The identity
+ * (event id, type, schema version, correlation id) and the redrive stamp stay attributes of their
+ * own (read by the redrive paths and the consumer).
+ */
+export interface SqsPackedDiagnosis {
+  /** Layout version. */
+  v: 1;
+  reason: string;
+  errorClass: string;
+  error: string;
+  consumer: string;
+  attempts: number;
+  firstFailureAt: string;
+  parkedAt: string;
+  traceId: string | null;
+  producer: string | null;
+  origin: { queue: string | null; exchange: string | null; routingKey: string | null };
+}
+
+export function encodePackedDiagnosis(d: SqsPackedDiagnosis): MessageAttributeValue {
+  return { DataType: 'String', StringValue: JSON.stringify(d) };
+}
+
+/** Reads a packed diagnosis back; undefined when it is absent or unreadable. */
+export function decodePackedDiagnosis(value: string | undefined): SqsPackedDiagnosis | undefined {
+  if (!value) return undefined;
+  let o: unknown;
+  try {
+    o = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  if (!o || typeof o !== 'object') return undefined;
+  const r = o as Record<string, unknown>;
+  const s = (v: unknown, fallback: string) => (typeof v === 'string' ? v : fallback);
+  const n = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : null);
+  const origin = (r.origin && typeof r.origin === 'object' ? r.origin : {}) as Record<
+    string,
+    unknown
+  >;
+  const parkedAt = s(r.parkedAt, new Date(0).toISOString());
+  return {
+    v: 1,
+    reason: s(r.reason, 'permanent'),
+    errorClass: s(r.errorClass, 'unknown'),
+    error: s(r.error, ''),
+    consumer: s(r.consumer, 'unknown'),
+    attempts: Number.isInteger(r.attempts) ? (r.attempts as number) : 0,
+    firstFailureAt: s(r.firstFailureAt, parkedAt),
+    parkedAt,
+    traceId: n(r.traceId),
+    producer: n(r.producer),
+    origin: {
+      queue: n(origin.queue),
+      exchange: n(origin.exchange),
+      routingKey: n(origin.routingKey),
+    },
+  };
 }

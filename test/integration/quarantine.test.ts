@@ -1,0 +1,253 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startConsumer } from '../../devkit/consumers.js';
+import { startHttpApi } from '../../devkit/emulators/httpApi.js';
+import { waitFor } from '../../devkit/waitFor.js';
+import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';
+import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { createLogger } from '../../shared/logger.js';
+import { OrderResults } from '../../shared/orders/OrderResults.js';
+import { OrderService, type OrderView } from '../../shared/orders/OrderService.js';
+import { createRelays } from '../../shared/outbox/relays.js';
+import type { Backend, RunningConsumer } from '../../shared/transport/types.js';
+import { type ConsumerBench, InventoryBench } from '../helpers/inventory.js';
+import { runCli } from '../helpers/redriveLimit.js';
+import { SQS_SERVERS } from '../helpers/sqs.js';
+import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+
+/**
+ * An order whose event inventory parked shows it: `quarantined`, with the reason and the time,
+ * through GET /orders/{id}, on every transport and consumer (RabbitMQ worker and Amazon MQ
+ * trigger; SQS in both retry modes); after the cause is fixed and the event redriven, its result
+ * replaces the quarantine. The parked message's diagnosis carries the true first failure time,
+ * the correlation and trace ids, the original route, the producer, the attempts and the error
+ * (`cli parked list --json`).
+ */
+type Bench = ConsumerBench<Backend & (InventoryBench['backend'] | SqsInventoryBench['backend'])>;
+
+interface Rig {
+  name: string;
+  bench: () => Promise<Bench>;
+  mode: 'worker' | 'lambda';
+  transport: 'rabbitmq' | 'sqs';
+}
+
+const rigs: Rig[] = [
+  {
+    name: 'rabbitmq worker',
+    bench: async () => (await InventoryBench.create('quarantine_worker')) as unknown as Bench,
+    mode: 'worker',
+    transport: 'rabbitmq',
+  },
+  {
+    name: 'rabbitmq amazon mq trigger',
+    bench: async () => (await InventoryBench.create('quarantine_amq')) as unknown as Bench,
+    mode: 'lambda',
+    transport: 'rabbitmq',
+  },
+  ...SQS_SERVERS.flatMap((server) =>
+    (['visibility', 'resend'] as const).map(
+      (mode): Rig => ({
+        name: `sqs ${mode} (${server.name})`,
+        bench: async () =>
+          (await SqsInventoryBench.create(server, `q_${mode.slice(0, 3)}_${server.name}`, {
+            mode,
+          })) as unknown as Bench,
+        mode: 'lambda',
+        transport: 'sqs',
+      }),
+    ),
+  ),
+];
+
+const cliEnv = (b: Bench, transport: Rig['transport']): Record<string, string> =>
+  transport === 'rabbitmq'
+    ? { AMQP_URL: (b as unknown as InventoryBench).vhost.amqpUrl }
+    : {
+        SQS_ENDPOINT: (b as unknown as SqsInventoryBench).endpoint,
+        SQS_QUEUE_PREFIX: (b as unknown as SqsInventoryBench).prefix,
+      };
+
+/** The order side: GET /orders/{id} (the place-order handler behind the API emulation). */
+async function ordersApi(b: Bench) {
+  const handler = createPlaceOrderHandler({
+    orders: new OrderService({ db: b.t.db }),
+    logger: createLogger('place-order-test'),
+  });
+  const api = await startHttpApi(handler, { port: 0 });
+  const get = async (orderId: string): Promise<OrderView> => {
+    const res = await fetch(`${api.url}/orders/${orderId}`);
+    expect(res.status).toBe(200);
+    return (await res.json()) as OrderView;
+  };
+  return { api, get };
+}
+
+/** The order side's results consumer (OrderResults), on the bench's database. */
+function resultsConsumer(b: Bench, mode: Rig['mode']): Promise<RunningConsumer> {
+  const results = new OrderResults({ db: b.t.db, journal: b.journal });
+  return startConsumer(b.backend, (m) => results.process(m), {
+    mode,
+    queue: 'results',
+    journal: b.journal,
+    batchSize: 10,
+    batchWindowMs: 200,
+    functionTimeoutMs: 1_000,
+  });
+}
+
+describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) => {
+  let b: Bench | undefined;
+  const closers: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const c of closers.splice(0).reverse()) await c().catch(() => {});
+    await b?.close();
+    b = undefined;
+  });
+
+  it('poison and database-down-past-the-budget: quarantined with reason and time, with the whole diagnosis; after the fix and a redrive: reserved', async () => {
+    const bench = await rig.bench();
+    b = bench;
+    const db = bench.t.db;
+    await bench.stock('SKU-Q', 10);
+    const orders = new OrderService({ db });
+    const { api, get } = await ordersApi(bench);
+    closers.push(() => api.close());
+
+    // Two orders: one whose event will be poison, one inventory cannot decide (its database down).
+    const poison = await orders.place({ sku: 'SKU-Q', quantity: 1, correlationId: 'c-poison' });
+    const down = await orders.place({ sku: 'SKU-Q', quantity: 2, correlationId: 'c-down' });
+    const { rows: outbox } = await db.query<{ id: string; trace_id: string }>(
+      'SELECT id, trace_id FROM outbox WHERE id = $1',
+      [down.eventId],
+    );
+    const traceId = outbox[0]?.trace_id as string;
+    expect(traceId).toMatch(/^1-[0-9a-f]{8}-[0-9a-f]{24}$/); // made by the producer
+
+    // The poison one: the relay does not send it; we send it as a broken producer would (its
+    // quantity breaks the schema: a permanent error, parked at once).
+    await db.query('UPDATE outbox SET published_at = now() WHERE id = $1', [poison.eventId]);
+    const poisonEnvelope = newEnvelope({
+      id: poison.eventId,
+      type: 'order.created',
+      aggregate: { type: 'order', id: poison.orderId, version: 1 },
+      data: { orderId: poison.orderId, sku: 'SKU-Q', quantity: 1 },
+      correlationId: 'c-poison',
+      producer: 'order-service',
+    });
+    await bench.publishRaw([
+      {
+        body: JSON.stringify({ ...poisonEnvelope, data: { ...poisonEnvelope.data, quantity: 0 } }),
+        messageId: poison.eventId,
+        type: 'order.created',
+        schemaVersion: '1.0',
+      },
+    ]);
+
+    // Inventory's database is down for good; the order side's is up.
+    const { db: inventoryDb, proxy } = await bench.proxiedDb();
+    proxy.cut();
+    const inventory = await (rig.mode === 'worker'
+      ? (bench as unknown as InventoryBench).worker({ db: inventoryDb })
+      : rig.transport === 'rabbitmq'
+        ? (bench as unknown as InventoryBench).trigger({ db: inventoryDb })
+        : (bench as unknown as SqsInventoryBench).trigger({ db: inventoryDb }));
+    const results = await resultsConsumer(bench, rig.mode);
+    closers.push(
+      () => results.stop(),
+      () => inventory.stop(),
+    );
+    const relays = createRelays(
+      { db, backend: bench.backend },
+      { RELAY_BATCH_SIZE: 100, RELAY_MAX_ATTEMPTS: 10 },
+    );
+    const relayRound = async () => {
+      for (const r of relays) await r.runOnce();
+    };
+    const publishedAt = Date.now();
+    await relayRound(); // the healthy order's event
+
+    const quarantined = async (orderId: string) => {
+      const view = await get(orderId);
+      return view.reservation.status === 'quarantined' ? view : undefined;
+    };
+    const p = await waitFor(() => quarantined(poison.orderId), {
+      message: 'the poison order shows quarantined',
+      timeoutMs: 30_000,
+    });
+    expect(p.reservation.reason).toMatch(/^permanent \(permanent\): .*data\.quantity/);
+    const d = await waitFor(() => quarantined(down.orderId), {
+      message: 'the order inventory could not decide shows quarantined',
+      timeoutMs: 60_000,
+    });
+    expect(d.reservation.reason).toMatch(/^exhausted \(transient\): /);
+
+    // The diagnosis, as `cli parked list --json` shows it.
+    const listed = await runCli(
+      ['parked', 'list', '--transport', rig.transport, '--json'],
+      cliEnv(bench, rig.transport),
+    );
+    expect(listed.code, listed.stderr).toBe(0);
+    const parked = JSON.parse(listed.stdout) as Record<string, unknown>[];
+    const byId = (id: string) => parked.find((x) => x.messageId === id);
+    const dp = byId(down.eventId);
+    const queue =
+      rig.transport === 'rabbitmq'
+        ? { queue: 'inventory.orders', exchange: 'orders', routingKey: 'order.created' }
+        : {
+            queue: `${(bench as unknown as SqsInventoryBench).prefix}inventory-orders`,
+            exchange: null,
+            routingKey: null,
+          };
+    expect(dp).toMatchObject({
+      via: 'consumer',
+      type: 'order.created',
+      reason: 'exhausted',
+      errorClass: 'transient',
+      attempts: bench.budget.maxAttempts,
+      correlationId: 'c-down',
+      traceId,
+      producer: 'order-service',
+      origin: queue,
+      consumer: 'inventory@test',
+    });
+    expect(String(dp?.error)).not.toBe('');
+    // the first failure is the first attempt's, not the park's: the ladder (1 + 2 + 3 s) lies between
+    const firstFailure = Date.parse(String(dp?.firstFailureAt));
+    const parkedAt = Date.parse(String(dp?.parkedAt));
+    expect(firstFailure).toBeGreaterThanOrEqual(publishedAt - 1_000);
+    expect(parkedAt - firstFailure).toBeGreaterThanOrEqual(5_000);
+    // the order shows when it was parked
+    expect(d.reservation.parkedAt).toBe(new Date(parkedAt).toISOString());
+    const pp = byId(poison.eventId);
+    expect(pp).toMatchObject({
+      reason: 'permanent',
+      correlationId: 'c-poison',
+      traceId: poisonEnvelope.trace_id,
+      producer: 'order-service',
+      // Sent around our publisher, it has no origin headers: the worker sees its route on the
+      // delivery, the Amazon MQ event names only the queue.
+      origin:
+        rig.transport === 'rabbitmq' && rig.mode === 'lambda'
+          ? { ...queue, exchange: null, routingKey: null }
+          : queue,
+      attempts: 0,
+    });
+    expect(p.reservation.parkedAt).toBe(new Date(String(pp?.parkedAt)).toISOString());
+
+    // The fix: the database is back; the operator redrives the order inventory could not decide.
+    proxy.restore();
+    const redriven = await bench.backend.parkingLot().redrive({ ids: [down.eventId] });
+    expect(redriven.moved).toEqual([down.eventId]);
+    await waitFor(
+      async () => {
+        await relayRound(); // its result goes out through inventory_outbox
+        return (await get(down.orderId)).reservation.status === 'reserved';
+      },
+      { message: 'the redriven order shows reserved', timeoutMs: 30_000 },
+    );
+    expect((await get(down.orderId)).reservation).toEqual({ status: 'reserved', reason: null });
+    // the poison one stays quarantined: nothing about it was decided
+    expect((await get(poison.orderId)).reservation.status).toBe('quarantined');
+    expect(await bench.stockOf('SKU-Q')).toMatchObject({ available: 10, reserved: 2 });
+  }, 90_000);
+});

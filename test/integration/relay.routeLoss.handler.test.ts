@@ -1,0 +1,133 @@
+import type { ScheduledEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
+import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
+import { loadEnv } from '../../shared/config/env.js';
+import { createLogger } from '../../shared/logger.js';
+import { OrderService } from '../../shared/orders/OrderService.js';
+import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
+import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
+import { createRelays } from '../../shared/outbox/relays.js';
+import { memoryBackend } from '../../shared/transport/memory/index.js';
+import type { RouteLoss } from '../../shared/transport/types.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+
+const tick: ScheduledEvent = {
+  version: '0',
+  id: 'e6b3b8a0-0000-4000-8000-000000000001',
+  'detail-type': 'Scheduled Event',
+  source: 'aws.events',
+  account: '000000000000',
+  time: new Date().toISOString(),
+  region: 'eu-west-1',
+  resources: ['arn:aws:events:eu-west-1:000000000000:rule/outbox-relay'],
+  detail: {},
+};
+
+/** The EMF documents Powertools writes while `fn` runs, merged per outbox. */
+async function emfByOutbox(fn: () => Promise<unknown>) {
+  const lines: string[] = [];
+  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+    lines.push(String(chunk));
+    return true;
+  });
+  try {
+    await fn();
+  } finally {
+    spy.mockRestore();
+  }
+  const byOutbox = new Map<string, Record<string, unknown>>();
+  for (const l of lines.flatMap((x) => x.split('\n')).filter((x) => x.includes('"_aws"'))) {
+    const d = JSON.parse(l) as Record<string, unknown>;
+    byOutbox.set(String(d.Outbox), { ...byOutbox.get(String(d.Outbox)), ...d });
+  }
+  return byOutbox;
+}
+
+/**
+ * The deployed relay and a lost route (docs/design.md §4, "Missing routes"): a loss the route
+ * check recorded after the last round (on Amazon MQ the minute report looks at the routes) is
+ * acted on by the next invocation, a tick included: the rows go back, `OutboxRepublished` counts
+ * them, and the state says rows are left, so the next tick sweeps and publishes them.
+ */
+describe('outbox-relay handler: rows of a lost route', () => {
+  let t: TestDatabase;
+  beforeAll(async () => {
+    t = await createTestDatabase('relay_route_loss_handler');
+  });
+  afterAll(() => t?.drop());
+
+  it('a tick puts them back and counts them; the next tick sweeps and publishes them', async () => {
+    const orders = new OrderService({ db: t.db });
+    for (let i = 0; i < 3; i++)
+      await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `lost-${i}` });
+    await t.db.query('UPDATE outbox SET published_at = now()');
+    // the route check of the orders exchange recorded one loss (taken once)
+    let pending: RouteLoss[] = [
+      {
+        eventTypes: (type) => type === 'order.created',
+        from: new Date(Date.now() - 60_000),
+        to: new Date(Date.now() + 60_000),
+        reason: 'no binding orders → inventory.orders (order.created) on the broker',
+      },
+    ];
+    const memory = memoryBackend();
+    await memory.prepare();
+    const backend = {
+      publisher: (stream: string) => {
+        const p = memory.publisher(stream);
+        if (stream !== 'outbox') return p;
+        return {
+          publish: (e: Parameters<typeof p.publish>[0]) => p.publish(e),
+          ready: (ms?: number) => p.ready(ms),
+          close: () => p.close(),
+          takeRouteLosses: () => {
+            const taken = pending;
+            pending = [];
+            return taken;
+          },
+          returnRouteLosses: (back: readonly RouteLoss[]) => {
+            pending = [...pending, ...back];
+          },
+        };
+      },
+    };
+    const logger = createLogger('outbox-relay-test');
+    const relays = createRelays({ db: t.db, backend }, loadEnv({}));
+    const state = new MemoryRelayStateStore();
+    const now = Date.now();
+    state.state = { lastCheckAt: now, lastActivityAt: now, pending: false };
+    const handler = createOutboxRelayHandler(
+      {
+        relays,
+        logger,
+        report: (results, read) =>
+          publishOutboxMetrics(read ? t.db : undefined, relays, results, logger),
+      },
+      {
+        drainBudgetMs: 50_000,
+        idleWaitMs: 20,
+        safetyMarginMs: 500,
+        kicked: { lingerMs: 300, sweep: { quietMs: 600_000, intervalMs: 3_600_000 }, state },
+      },
+    );
+
+    let summary: Awaited<ReturnType<typeof handler>> | undefined;
+    const metrics = await emfByOutbox(async () => {
+      summary = await handler(tick, localLambdaContext('outbox-relay', 60_000));
+    });
+    expect(summary).toMatchObject({ mode: 'tick', outbox: { republished: 3, rounds: 0 } });
+    expect(metrics.get('outbox')?.[OUTBOX_METRICS.republished]).toBe(3);
+    expect(metrics.get('inventory_outbox')?.[OUTBOX_METRICS.republished]).toBe(0);
+    expect(state.state?.pending).toBe(true);
+    const { rows } = await t.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL AND attempts = 0',
+    );
+    expect(rows[0]?.n).toBe(3);
+
+    // the next tick sweeps: published again, nothing left
+    const next = await handler(tick, localLambdaContext('outbox-relay', 60_000));
+    expect(next).toMatchObject({ mode: 'sweep', outbox: { published: 3, republished: 0 } });
+    expect(state.state?.pending).toBe(false);
+  });
+});
