@@ -81,7 +81,7 @@ describe('the local Data API endpoint pauses when idle, and the adapter waits fo
       defaultSecondsUntilAutoPause: 300,
       resumeMs: 15_000,
     });
-    data.server.setAutoPause({ secondsUntilAutoPause: 0.2, resumeMs: 600 });
+    data.server.setAutoPause({ secondsUntilAutoPause: 0.5, resumeMs: 600 });
     expect(counted()).toMatchObject({ state: 'active', pauses: 0, resumes: 0 });
     await paused();
     const call = () =>
@@ -124,8 +124,9 @@ describe('the local Data API endpoint pauses when idle, and the adapter waits fo
   });
 
   it('the adapter with a resume wait: a statement and a transaction begun on a paused cluster wait for the resume and go through, each reported once', async () => {
-    data.server.setAutoPause({ secondsUntilAutoPause: 0.2, resumeMs: 800 });
-    await paused();
+    // paused now, and not again within the test (300 s idle)
+    data.server.setAutoPause({ secondsUntilAutoPause: 300, resumeMs: 800 });
+    expect(data.server.pause()).toBe(true);
     const started = Date.now();
     const [q, tx] = await Promise.all([
       data.db.query<{ n: number }>('SELECT 41 + 1 AS n'),
@@ -143,8 +144,8 @@ describe('the local Data API endpoint pauses when idle, and the adapter waits fo
   });
 
   it('the wait ends before the invocation deadline less its margin: the DatabaseResumingError then, reported as not resumed', async () => {
-    data.server.setAutoPause({ secondsUntilAutoPause: 0.2, resumeMs: 10_000 });
-    await paused();
+    data.server.setAutoPause({ secondsUntilAutoPause: 300, resumeMs: 10_000 });
+    expect(data.server.pause()).toBe(true);
     data.db.setDeadline(Date.now() + wait.deadlineMarginMs + 700);
     await expect(data.db.query('SELECT 1')).rejects.toBeInstanceOf(DatabaseResumingError);
     // given up while the 10 s resume still runs
