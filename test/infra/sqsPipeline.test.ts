@@ -125,7 +125,11 @@ describe('CDK: data stack and SQS pipeline stack', () => {
       Engine: 'aurora-postgresql',
       EnableHttpEndpoint: true,
       StorageEncrypted: true,
-      ServerlessV2ScalingConfiguration: { MinCapacity: 0, MaxCapacity: 4, SecondsUntilAutoPause: 300 },
+      ServerlessV2ScalingConfiguration: {
+        MinCapacity: 0,
+        MaxCapacity: 4,
+        SecondsUntilAutoPause: 300,
+      },
     });
   });
 
