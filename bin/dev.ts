@@ -20,10 +20,10 @@ import { ScheduleTrigger } from '../devkit/triggers/scheduleTrigger.js';
 import { createOutboxRelayHandler } from '../functions/outbox-relay/handler.js';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { loadBudget } from '../shared/config/budget.js';
-import { loadEnv } from '../shared/config/env.js';
+import { loadEnv, transactionTimeoutsOf } from '../shared/config/env.js';
 import { CODE_VERSION } from '../shared/config/version.js';
 import { Journal } from '../shared/consumer/journal.js';
-import { DataApiDatabase } from '../shared/db/data-api/DataApiDatabase.js';
+import { DataApiDatabase, DEFAULT_RESUME_WAIT } from '../shared/db/data-api/DataApiDatabase.js';
 import { TransientDbError } from '../shared/db/errors.js';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
@@ -65,7 +65,7 @@ const program = new Command('dev')
   .addOption(
     new Option(
       '--db <adapter>',
-      'SQL adapter: node-postgres, or the RDS Data API (local endpoint over DATABASE_URL)',
+      'SQL adapter: node-postgres, or the RDS Data API (DATA_API_ENDPOINT, or a local endpoint over DATABASE_URL)',
     )
       .choices(['pg', 'data-api'])
       .default('pg'),
@@ -154,29 +154,49 @@ async function runSources(): Promise<void> {
   }
   const stops: (() => Promise<void>)[] = [];
   let db: SqlDatabase = pgDb;
+  /** The API's database: place-order answers a resuming cluster with 503 rather than waiting. */
+  let apiDb: SqlDatabase = pgDb;
   if (opts.db === 'data-api') {
-    const dataApi = await startDataApiServer({ databaseUrl: env.DATABASE_URL });
+    // DATA_API_ENDPOINT: an endpoint someone else hosts (the soak's, shared by every role, which
+    // may pause); else one of this process's own over DATABASE_URL
+    const dataApi = env.DATA_API_ENDPOINT
+      ? undefined
+      : await startDataApiServer({ databaseUrl: env.DATABASE_URL });
+    const endpoint = env.DATA_API_ENDPOINT ?? (dataApi?.endpoint as string);
     const rdsData = new RDSDataClient({
-      endpoint: dataApi.endpoint,
+      endpoint,
       region: env.AWS_REGION,
       credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     });
-    db = new DataApiDatabase(
-      { client: rdsData },
-      {
-        resourceArn: 'arn:aws:rds:local:000000000000:cluster:local',
-        secretArn: 'arn:aws:secretsmanager:local:000000000000:secret:local',
-        database: new URL(env.DATABASE_URL).pathname.slice(1),
+    const target = {
+      resourceArn: 'arn:aws:rds:local:000000000000:cluster:local',
+      secretArn: 'arn:aws:secretsmanager:local:000000000000:secret:local',
+      database: new URL(env.DATABASE_URL).pathname.slice(1),
+    };
+    // As deployed, every transaction is bounded: a role killed inside one leaves it open on a
+    // shared endpoint (the service's own expiry is 3 minutes), holding its row locks until its
+    // idle_in_transaction_session_timeout ends it. Every role but the API waits out a resume
+    // (docs/design.md §12).
+    const transactionTimeouts = transactionTimeoutsOf(env);
+    db = new DataApiDatabase({ client: rdsData }, target, {
+      transactionTimeouts,
+      resumeWait: {
+        ...DEFAULT_RESUME_WAIT,
+        onResume: (e) =>
+          logger[e.resumed ? 'info' : 'warn']('database resume met', { ...e, role: opts.role }),
       },
+    });
+    apiDb = new DataApiDatabase({ client: rdsData }, target, { transactionTimeouts });
+    console.log(
+      `db: RDS Data API through ${dataApi ? 'the local endpoint' : 'DATA_API_ENDPOINT'} ${endpoint}`,
     );
-    console.log(`db: RDS Data API through the local endpoint ${dataApi.endpoint}`);
     stops.push(async () => {
       rdsData.destroy();
-      await dataApi.close();
+      await dataApi?.close();
     });
   }
   if (runApi) {
-    const handler = createPlaceOrderHandler({ orders: new OrderService({ db }), logger });
+    const handler = createPlaceOrderHandler({ orders: new OrderService({ db: apiDb }), logger });
     const api = await startHttpApi(handler, { port: opts.port ? Number(opts.port) : env.PORT });
     console.log(
       `api: listening on ${api.url} (POST /orders, POST /orders/{id}/cancel, GET /orders/{id})`,

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { DataApiServer } from '../devkit/emulators/dataApiServer.js';
 import type { SqsFault } from '../devkit/emulators/sqsFaults.js';
 import type { Supervised } from '../devkit/processes.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
@@ -38,8 +39,16 @@ export interface ChaosOptions {
   sqsFaults?: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
+  /**
+   * Pauses of the cluster while orders flow (the roles reach the database through the
+   * controller's Data API endpoint), evenly spread over the fault phase. Default 0.
+   */
+  dbPauses?: number;
   progress: (line: string) => void;
 }
+
+/** The controller's Data API endpoint, whose cluster the chaos pauses. */
+export type PausableDatabase = Pick<DataApiServer, 'pause' | 'pauseStats'>;
 
 /** The faults besides the broker outages, by weight. */
 const KINDS = [
@@ -90,10 +99,11 @@ export interface BadRow {
 }
 
 /**
- * Starts the fault schedule: broker outages and bad outbox rows at evenly spread moments of the
- * fault phase, and beside them, every few seconds, a SIGKILL of a role (sometimes arming a fault point in its next
- * incarnation) or the termination of the pipeline's database connections. `stop` ends both
- * loops and resolves once the fault in progress is over.
+ * Starts the fault schedule: broker outages, bad outbox rows and (through a Data API endpoint)
+ * pauses of the cluster at evenly spread moments of the fault phase, and beside them, every few
+ * seconds, a SIGKILL of a role (sometimes arming a fault point in its next incarnation) or the
+ * termination of the pipeline's database connections. `stop` ends the loops and resolves once
+ * the fault in progress is over.
  */
 export function startChaos(c: {
   o: ChaosOptions;
@@ -104,6 +114,8 @@ export function startChaos(c: {
   database: string;
   r: Random;
   count: Count;
+  /** The cluster behind the roles' Data API endpoint (`db-pause`), when they use one. */
+  cluster?: PausableDatabase;
 }): { startedAt: number; badRows: BadRow[]; stop(): Promise<void> } {
   const { o, roles, r, count } = c;
   const startedAt = Date.now();
@@ -173,6 +185,18 @@ export function startChaos(c: {
       o.progress(`[${o.transport}] fault: SQS fault layer armed: ${spec.kind}`);
     }
   })();
+  const pauses = (async () => {
+    const n = c.cluster ? (o.dbPauses ?? 0) : 0;
+    for (let k = 1; k <= n && c.cluster; k++) {
+      // between the broker outages' and the bad rows' moments
+      const at = startedAt + (o.durationMs * (k - 0.75)) / n;
+      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
+      if (stopFaults) return;
+      if (dbPause(c.cluster, count)) {
+        o.progress(`[${o.transport}] fault: the cluster paused while orders flow`);
+      }
+    }
+  })();
   const others = (async () => {
     const total = KINDS.reduce((s, k) => s + k.weight, 0);
     while (!stopFaults) {
@@ -205,8 +229,20 @@ export function startChaos(c: {
       await outages;
       await bad;
       await consumerSessions;
+      await pauses;
     },
   };
+}
+
+/**
+ * Pauses the cluster now (`db-pause`): the next call starts a resume, and every call until it
+ * ends is refused with `DatabaseResumingException` (the API answers 503, the other roles wait).
+ * False when it was not running (a resume under way).
+ */
+export function dbPause(cluster: PausableDatabase, count: Count, kind = 'db-pause'): boolean {
+  if (!cluster.pause()) return false;
+  count(kind);
+  return true;
 }
 
 /** Writes one valid `order.created` row of no order, then breaks it with `edit` (one transaction). */

@@ -33,11 +33,23 @@ export async function placeOrders(
   db: PgDatabase,
   apiUrl: string,
   r: Random,
+  quiet?: QuietSpell,
 ): Promise<Placement> {
   const result: Placement = { requests: 0, retries: 0, idempotentRepeats: 0, refused: [] };
   const start = Date.now();
   const spacing = (o.durationMs * 0.8) / Math.max(1, plan.orders.length);
-  const deadline = start + o.durationMs + 600_000;
+  const deadline = start + o.durationMs + 600_000 + (quiet?.ms ?? 0);
+  let placedBeforeQuiet = 0;
+  // when the quiet spell ends: once every order before it is placed, plus its length
+  let spellEnds: (at: number) => void = () => {};
+  const spellEnd = new Promise<number>((resolve) => {
+    spellEnds = resolve;
+  });
+  /** When order `i` is due: evenly spaced; those after the quiet spell from its end on. */
+  const dueAt = async (i: number) => {
+    if (!quiet || i < quiet.fromIndex) return start + i * spacing;
+    return Math.max(start + i * spacing, (await spellEnd) + (i - quiet.fromIndex) * spacing);
+  };
   let next = 0;
   const poisonStore = new OutboxStore('outbox');
   const placeOne = async (order: PlannedOrder) => {
@@ -96,13 +108,34 @@ export async function placeOrders(
       const i = next++;
       const order = plan.orders[i];
       if (!order) return;
-      const wait = start + i * spacing - Date.now();
+      const wait = (await dueAt(i)) - Date.now();
       if (wait > 0) await sleep(wait);
       await placeOne(order);
+      if (quiet && i < quiet.fromIndex) placedBeforeQuiet++;
     }
   };
-  await Promise.all(Array.from({ length: o.clients }, worker));
+  // the quiet spell: once every order before it is placed, nothing is sent for `ms`; `during`
+  // runs a third of the way into it
+  const spell = (async () => {
+    if (!quiet) return;
+    while (placedBeforeQuiet < Math.min(quiet.fromIndex, plan.orders.length)) await sleep(50);
+    const begins = Math.max(Date.now(), start + quiet.fromIndex * spacing);
+    spellEnds(begins + quiet.ms);
+    await sleep(Math.max(0, begins + quiet.ms / 3 - Date.now()));
+    await quiet.during();
+  })();
+  await Promise.all([...Array.from({ length: o.clients }, worker), spell]);
   return result;
+}
+
+/**
+ * A quiet spell at the API: once every order before `fromIndex` is placed, none is sent for `ms`
+ * (the later ones keep their spacing from its end); `during` runs inside it.
+ */
+export interface QuietSpell {
+  fromIndex: number;
+  ms: number;
+  during: () => Promise<void>;
 }
 
 /** An order row and an `order.created` event whose data the consumer must refuse. */

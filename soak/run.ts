@@ -15,7 +15,8 @@ import { summary } from './summary.js';
 /**
  * `npm run soak`: the chaos soak. Per transport: orders placed through the HTTP API
  * while a controller SIGKILLs and restarts the relay, the consumer and the API, takes the broker
- * down and terminates the database connections; then faults stop, the pipeline drains, and the
+ * down and terminates the database connections (with `--db data-api`, also pauses the cluster
+ * behind the roles' Data API endpoint); then faults stop, the pipeline drains, and the
  * end state is checked (see soak/verify.ts). Prints the counts, writes reports/soak.json, exits 1
  * on any violation. Not part of `npm test` (test/integration/soak.smoke.test.ts runs a tiny one).
  */
@@ -48,6 +49,16 @@ const program = new Command('soak')
   )
   .option('--bad-rows <n>', 'outbox rows the relay cannot publish, among the orders', '3')
   .option('--fault-gap <ms>', 'pause between two faults, min-max', '1500-4000')
+  .addOption(
+    new Option(
+      '--db <adapter>',
+      "the roles' database: node-postgres, or the RDS Data API through one endpoint the soak hosts, whose cluster pauses (db-pause) while orders flow and in a quiet spell",
+    )
+      .choices(['pg', 'data-api'])
+      .default('pg'),
+  )
+  .option('--db-pauses <n>', 'with --db data-api: pauses while orders flow', '2')
+  .option('--resume-ms <ms>', 'with --db data-api: how long a resume takes', '15000')
   .option(
     '--drain-timeout <seconds>',
     'how long the pipeline may take to drain after the faults',
@@ -69,6 +80,9 @@ const opts = program.opts<{
   brokerOutages: string;
   badRows: string;
   faultGap: string;
+  db: 'pg' | 'data-api';
+  dbPauses: string;
+  resumeMs: string;
   drainTimeout: string;
   clients: string;
   out: string;
@@ -114,6 +128,9 @@ for (const { transport, consumer } of runs) {
     brokerOutages: Number(opts.brokerOutages),
     badRows: Number(opts.badRows),
     faultGapMs: [gapMin as number, gapMax as number],
+    db: opts.db,
+    dbPauses: Number(opts.dbPauses),
+    resumeMs: Number(opts.resumeMs),
     drainTimeoutMs: Number(opts.drainTimeout) * 1000,
     clients: Number(opts.clients),
     services: {

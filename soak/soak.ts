@@ -1,10 +1,15 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  AURORA_AUTO_PAUSE,
+  type DataApiServer,
+  startDataApiServer,
+} from '../devkit/emulators/dataApiServer.js';
 import { freePort } from '../devkit/freePort.js';
 import { type Exit, Supervised } from '../devkit/processes.js';
 import { createScratch } from '../devkit/scratch.js';
-import { calm, type Roles, startChaos } from './chaos.js';
+import { calm, dbPause, type Roles, startChaos } from './chaos.js';
 import { drain } from './drain.js';
 import { type Placement, placeOrders, seedStock } from './load.js';
 import { makePlan, rng } from './plan.js';
@@ -45,6 +50,18 @@ export interface SoakOptions {
   consumerDbTerminations?: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
+  /**
+   * How the roles reach the database: node-postgres (default), or the RDS Data API through one
+   * endpoint the controller hosts over the scratch database, whose cluster can pause (`db-pause`).
+   */
+  db?: 'pg' | 'data-api';
+  /**
+   * With `data-api`: pauses of the cluster while orders flow (default 2), and one more in a quiet
+   * spell of the API halfway through the orders (no order is placed meanwhile).
+   */
+  dbPauses?: number;
+  /** With `data-api`: how long a resume takes (default AWS's 15 s); the quiet spell lasts 1.5×. */
+  resumeMs?: number;
   drainTimeoutMs: number;
   /** Concurrent HTTP clients placing orders. */
   clients: number;
@@ -107,6 +124,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   );
   const db = scratch.database.db;
   let transport: SoakTransport | undefined;
+  let cluster: DataApiServer | undefined;
   const children: Supervised[] = [];
   try {
     await seedStock(db, plan);
@@ -115,11 +133,28 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         ? await rabbitmqTransport(scratch, o.brokerFault, o.consumer)
         : await sqsTransport(scratch, logDir);
 
+    // --- the database through the Data API: one endpoint for every role, its cluster pausable
+    const resumeMs = o.resumeMs ?? AURORA_AUTO_PAUSE.resumeMs;
+    if (o.db === 'data-api') {
+      const url = new URL(scratch.database.url);
+      // its sessions are the pipeline's: the db-terminate fault finds them by this name
+      url.searchParams.set('application_name', 'dev-data-api');
+      cluster = await startDataApiServer({
+        databaseUrl: url.toString(),
+        // never idle while the relay polls: the chaos pauses it (db-pause)
+        autoPause: {
+          secondsUntilAutoPause: AURORA_AUTO_PAUSE.defaultSecondsUntilAutoPause,
+          resumeMs,
+        },
+      });
+    }
+
     // --- the pipeline's roles, each in its own supervised process
     const apiPort = await freePort();
     const roles = startRoles(
       o,
       {
+        ...(cluster ? { DATA_API_ENDPOINT: cluster.endpoint } : {}),
         DATABASE_URL: scratch.database.url,
         RABBITMQ_MANAGEMENT_URL: o.services.managementUrl,
         POWERTOOLS_LOG_LEVEL: 'WARN',
@@ -138,18 +173,38 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       `[${o.transport}] pipeline up in ${(startupMs / 1000).toFixed(1)} s; placing ${o.orders} orders (${o.poison} poison) over ≥ ${o.durationMs / 1000} s under faults`,
     );
 
-    // --- load and chaos, side by side
-    const load = placeOrders(o, plan, db, `http://127.0.0.1:${apiPort}`, r);
+    // --- load and chaos, side by side (through the Data API: a quiet spell halfway, in which
+    // the cluster pauses; the first order after it meets the resume)
+    const pausable = cluster;
+    const load = placeOrders(
+      o,
+      plan,
+      db,
+      `http://127.0.0.1:${apiPort}`,
+      r,
+      pausable
+        ? {
+            fromIndex: Math.floor(plan.orders.length / 2),
+            ms: Math.round(resumeMs * 1.5),
+            during: async () => {
+              if (dbPause(pausable, count, 'db-pause:quiet')) {
+                o.progress(`[${o.transport}] fault: the cluster paused in a quiet spell`);
+              }
+            },
+          }
+        : undefined,
+    );
     const consumerDbTerminations =
       o.consumerDbTerminations ?? (o.transport === 'rabbitmq' && o.consumer === 'amazonmq' ? 3 : 0);
     const chaos = startChaos({
-      o: { ...o, badRows: o.badRows ?? 3, consumerDbTerminations },
+      o: { ...o, badRows: o.badRows ?? 3, consumerDbTerminations, dbPauses: o.dbPauses ?? 2 },
       transport,
       roles,
       db,
       database: scratch.name,
       r,
       count,
+      ...(cluster ? { cluster } : {}),
     });
     const placement = await load;
     const placementMs = Date.now() - chaos.startedAt;
@@ -178,6 +233,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const tDrain = Date.now();
     await drain(o, db, plan, transport.queueDepth);
     const drainMs = Date.now() - tDrain;
+
+    // what the pauses did: resumes, and the calls refused while they ran
+    if (cluster) {
+      const stats = cluster.pauseStats();
+      count('db-resumes', stats.resumes);
+      count('db-calls-refused', stats.refused);
+    }
 
     // --- verify
     const supervised = [...children, ...transport.processes];
@@ -223,6 +285,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         badRows: o.badRows ?? 3,
         consumer: transport.consumerMode,
         consumerDbTerminations,
+        db: o.db ?? 'pg',
+        ...(cluster ? { dbPauses: o.dbPauses ?? 2, resumeMs } : {}),
         faultGapMs: o.faultGapMs,
         retry: RETRY_ENV,
       },
@@ -241,16 +305,23 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     };
   } finally {
     await Promise.all(children.map((c) => c.stop()));
-    const cleanups = [() => transport?.close() ?? Promise.resolve(), () => scratch.close()];
+    const cleanups = [
+      () => transport?.close() ?? Promise.resolve(),
+      () => cluster?.close() ?? Promise.resolve(),
+      () => scratch.close(),
+    ];
     for (const c of cleanups) {
       await c().catch((err) => o.progress(`cleanup: ${(err as Error).message}`));
     }
   }
 }
 
-/** The API, the relay and the consumer (`bin/dev.ts` roles), supervised, not started yet. */
+/**
+ * The API, the relay and the consumer (`bin/dev.ts` roles), supervised, not started yet; with
+ * `data-api`, each through the controller's endpoint (`DATA_API_ENDPOINT` in `childEnv`).
+ */
 function startRoles(
-  o: Pick<SoakOptions, 'transport'>,
+  o: Pick<SoakOptions, 'transport' | 'db'>,
   childEnv: Record<string, string>,
   where: { logDir: string; apiPort: number; consumerArgs: string[] },
 ): Roles {
@@ -258,7 +329,15 @@ function startRoles(
     new Supervised(
       {
         role: name,
-        args: ['--import', 'tsx', 'bin/dev.ts', '--transport', o.transport, ...extra],
+        args: [
+          '--import',
+          'tsx',
+          'bin/dev.ts',
+          '--transport',
+          o.transport,
+          ...(o.db === 'data-api' ? ['--db', 'data-api'] : []),
+          ...extra,
+        ],
         env: { ...childEnv, ...env },
         ready,
       },

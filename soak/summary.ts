@@ -3,13 +3,13 @@ import type { SoakReport } from './soak.js';
 /** The human-readable summary of one transport's run. */
 export function summary(r: SoakReport): string {
   const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-  const faults = Object.entries(r.faults)
-    .filter(([k]) => k !== 'db-connections-terminated' && !k.endsWith(':mid-transaction'))
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ');
-  const totalFaults = Object.entries(r.faults)
-    .filter(([k]) => k !== 'db-connections-terminated' && !k.endsWith(':mid-transaction'))
-    .reduce((a, [, v]) => a + v, 0);
+  // what a fault did rather than a fault: connections it ended, resumes and calls it refused
+  const effects = new Set(['db-connections-terminated', 'db-resumes', 'db-calls-refused']);
+  const injected = Object.entries(r.faults).filter(
+    ([k]) => !effects.has(k) && !k.endsWith(':mid-transaction'),
+  );
+  const faults = injected.map(([k, v]) => `${k} ${v}`).join(', ');
+  const totalFaults = injected.reduce((a, [, v]) => a + v, 0);
   const lines = [
     '',
     `== soak on ${r.transport}${r.settings.consumer ? ` (${r.settings.consumer})` : ''}: ${r.ok ? 'PASSED' : 'FAILED'} (seed ${r.seed}) ==`,
@@ -20,7 +20,7 @@ export function summary(r: SoakReport): string {
     `stock        ${r.stock.skus} SKUs: initial ${r.stock.initialUnits} − reserved ${r.stock.reservedUnits} = free ${r.stock.freeUnits}; mismatches ${r.stock.mismatches.length}`,
     `outbox       ${r.outbox.rows} rows, unpublished ${r.outbox.unpublished}, need attention ${r.outbox.needsAttention}; inventory_outbox ${r.outbox.inventoryRows} rows, unpublished ${r.outbox.inventoryUnpublished}`,
     `bad rows     ${r.outbox.badRows} written, ${r.outbox.setAside} set aside by the relay${r.outbox.setAsideReasons.length ? `: ${r.outbox.setAsideReasons.join('; ')}` : ''}`,
-    `faults       ${totalFaults}: ${faults}; ${r.faults['db-connections-terminated'] ?? 0} database connections terminated`,
+    `faults       ${totalFaults}: ${faults}; ${r.faults['db-connections-terminated'] ?? 0} database connections terminated${r.faults['db-resumes'] !== undefined ? `; the cluster resumed ${r.faults['db-resumes']}× (${r.faults['db-calls-refused'] ?? 0} Data API calls refused meanwhile)` : ''}`,
     `placement    ${r.placement.requests} HTTP requests, ${r.placement.retries} retries, ${r.placement.idempotentRepeats} idempotent repeats (200), ${r.placement.refused.length} refused`,
     `self-exits   ${r.selfExits.length}${r.selfExits.length ? ` (${selfExitCounts(r.selfExits)})` : ''}`,
     `time         total ${s(r.timings.totalMs)}: startup ${s(r.timings.startupMs)}, placement ${s(r.timings.placementMs)}, fault phase ${s(r.timings.faultPhaseMs)}, drain ${s(r.timings.drainMs)}`,

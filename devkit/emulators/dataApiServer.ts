@@ -21,7 +21,10 @@ import { readBody } from './httpApi.js';
  * the call's transaction), and the expiry of a transaction unused for 3 minutes (or older
  * than 24 hours): it is rolled back and its locks are released. `setResuming(true)` makes every
  * call answer `DatabaseResumingException` (HTTP 400), as a paused Aurora Serverless v2 cluster
- * does while it resumes. It listens on 127.0.0.1 only. Not reproduced: the 64 KB row limit,
+ * does while it resumes. With `autoPause`, the cluster pauses by itself as Aurora Serverless v2
+ * at 0 ACU does: after `secondsUntilAutoPause` with no call running and no transaction open; the
+ * next call starts a resume, and it and every call until the resume ends (`resumeMs`) answer
+ * `DatabaseResumingException`. It listens on 127.0.0.1 only. Not reproduced: the 64 KB row limit,
  * refusing a call while the same transaction still runs one.
  */
 export interface DataApiServer {
@@ -30,6 +33,16 @@ export interface DataApiServer {
   address: AddressInfo;
   /** While true, every call answers `DatabaseResumingException` (a paused cluster resuming). */
   setResuming(resuming: boolean): void;
+  /** Turns the emulated auto-pause on (or changes it), or off (`undefined`: never paused). */
+  setAutoPause(options: AutoPauseOptions | undefined): void;
+  /**
+   * Pauses the cluster now, as if its idle period had just ended (a fault: the next call starts a
+   * resume). Calls of transactions already open still run: the service pauses only an instance
+   * without connections, so a paused cluster has none. False when it was not running.
+   */
+  pause(): boolean;
+  /** The auto-pause's state and counts (zero when it is off). */
+  pauseStats(): PauseStats;
   /** Transactions begun and not yet committed, rolled back or expired. */
   openTransactions(): number;
   close(): Promise<void>;
@@ -52,6 +65,52 @@ export interface DataApiServerOptions {
    * of `databaseUrl`. A secret that cannot be read fails the call (`BadRequestException`).
    */
   loginFor?: (secretArn: string) => Promise<{ username: string; password: string }>;
+  /** Pause when idle, as a cluster at 0 ACU does (unset: never paused; `setAutoPause` changes it). */
+  autoPause?: AutoPauseOptions;
+}
+
+function validAutoPause(o: AutoPauseOptions): Required<AutoPauseOptions> {
+  const resumeMs = o.resumeMs ?? AURORA_AUTO_PAUSE.resumeMs;
+  if (!Number.isFinite(o.secondsUntilAutoPause) || o.secondsUntilAutoPause <= 0) {
+    throw new RangeError(`autoPause.secondsUntilAutoPause: ${o.secondsUntilAutoPause} is not > 0`);
+  }
+  if (!Number.isFinite(resumeMs) || resumeMs < 0) {
+    throw new RangeError(`autoPause.resumeMs: ${resumeMs} is not a duration in ms`);
+  }
+  return { secondsUntilAutoPause: o.secondsUntilAutoPause, resumeMs };
+}
+
+/**
+ * Aurora Serverless v2's automatic pause, emulated: the cluster pauses once no call ran and no
+ * transaction was open for `secondsUntilAutoPause`, and a resume takes `resumeMs`.
+ */
+export interface AutoPauseOptions {
+  /**
+   * Idle time before the cluster pauses (s; the service: 300–86,400, default 300). Any positive
+   * value here, so that tests can scale time.
+   */
+  secondsUntilAutoPause: number;
+  /** How long a resume takes (ms; default `AURORA_AUTO_PAUSE.resumeMs`). */
+  resumeMs?: number;
+}
+
+/** Aurora Serverless v2's auto-pause figures (docs/aws-facts.md, Aurora Serverless v2). */
+export const AURORA_AUTO_PAUSE = {
+  /** `SecondsUntilAutoPause` when a cluster at 0 ACU does not set it, and its bounds. */
+  defaultSecondsUntilAutoPause: 300,
+  minSecondsUntilAutoPause: 300,
+  maxSecondsUntilAutoPause: 86_400,
+  /** The resume time AWS gives ("up to 15 seconds", the launch post). */
+  resumeMs: 15_000,
+} as const;
+
+export interface PauseStats {
+  /** `active` (serving), `paused`, or `resuming` (calls refused until the resume ends). */
+  state: 'active' | 'paused' | 'resuming';
+  pauses: number;
+  resumes: number;
+  /** Calls answered `DatabaseResumingException` (by a resume, or while `setResuming(true)`). */
+  refused: number;
 }
 
 /** The service's limits (Aurora UG, BeginTransaction and BatchExecuteStatement API references). */
@@ -238,6 +297,56 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
   let resuming = false;
   const listening = new WeakSet<pg.PoolClient>();
 
+  // --- the emulated auto-pause: idle (no call running, no transaction open) → paused → resuming
+  let autoPause: Required<AutoPauseOptions> | undefined;
+  const stats: PauseStats = { state: 'active', pauses: 0, resumes: 0, refused: 0 };
+  let running = 0;
+  let idleSince = Date.now();
+  let pauseTimer: NodeJS.Timeout | undefined;
+  let resumeTimer: NodeJS.Timeout | undefined;
+  const pauseNow = () => {
+    clearTimeout(pauseTimer);
+    pauseTimer = undefined;
+    if (stats.state !== 'active') return false;
+    stats.state = 'paused';
+    stats.pauses++;
+    return true;
+  };
+  /** (Re)arms the pause of an idle cluster: `secondsUntilAutoPause` after its last activity. */
+  const armPause = () => {
+    clearTimeout(pauseTimer);
+    pauseTimer = undefined;
+    if (!autoPause || stats.state !== 'active' || running > 0 || transactions.size > 0) return;
+    const left = idleSince + autoPause.secondsUntilAutoPause * 1000 - Date.now();
+    pauseTimer = setTimeout(pauseNow, Math.max(0, left));
+    pauseTimer.unref();
+  };
+  /** Whether a call is refused because the cluster is paused (it starts the resume) or resuming. */
+  const refusedByPause = (body: Record<string, unknown>) => {
+    if (!autoPause || stats.state === 'active') return false;
+    // a transaction open before a forced pause still has its connection
+    if (typeof body.transactionId === 'string' && transactions.has(body.transactionId)) {
+      return false;
+    }
+    if (stats.state === 'paused') {
+      stats.state = 'resuming';
+      stats.resumes++;
+      resumeFor(autoPause.resumeMs);
+    }
+    return true;
+  };
+  /** The resume under way ends `ms` from now. */
+  const resumeFor = (ms: number) => {
+    clearTimeout(resumeTimer);
+    resumeTimer = setTimeout(() => {
+      resumeTimer = undefined;
+      stats.state = 'active';
+      idleSince = Date.now();
+      armPause();
+    }, ms);
+    resumeTimer.unref();
+  };
+
   /** Ends a transaction (COMMIT or ROLLBACK) and gives its connection back; a broken one is destroyed. */
   const finish = async (id: string, sql: 'COMMIT' | 'ROLLBACK') => {
     const tx = transactions.get(id);
@@ -252,6 +361,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       if (sql === 'COMMIT') throw err;
     } finally {
       tx.client.release(broken);
+      if (running === 0) idleSince = Date.now();
+      armPause();
     }
     return true;
   };
@@ -405,7 +516,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
     if (body === null || typeof body !== 'object' || Array.isArray(body)) {
       return fail(res, 400, 'BadRequestException', 'the request body must be a JSON object');
     }
-    if (resuming) {
+    if (resuming || refusedByPause(body)) {
+      stats.refused++;
       return fail(
         res,
         400,
@@ -413,6 +525,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
         'The Aurora DB instance is resuming after being auto-paused. Please wait a few seconds and try again.',
       );
     }
+    running++;
+    clearTimeout(pauseTimer);
     try {
       const out = await handle(new URL(req.url ?? '/', 'http://local').pathname, body, res);
       if (out && !res.headersSent) {
@@ -426,9 +540,15 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       if (state)
         return fail(res, 400, 'DatabaseErrorException', `ERROR: ${e.message}; SQLState: ${state}`);
       return fail(res, 503, 'DatabaseUnavailableException', e.message ?? 'database unavailable');
+    } finally {
+      running--;
+      idleSince = Date.now();
+      armPause();
     }
   });
+  if (options.autoPause) autoPause = validAutoPause(options.autoPause);
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  armPause();
   const address = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${address.port}`,
@@ -436,8 +556,25 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
     setResuming(on: boolean) {
       resuming = on;
     },
+    setAutoPause(o: AutoPauseOptions | undefined) {
+      autoPause = o ? validAutoPause(o) : undefined;
+      if (!autoPause) {
+        clearTimeout(resumeTimer);
+        resumeTimer = undefined;
+        stats.state = 'active';
+      } else if (stats.state === 'resuming') {
+        // a resume under way ends after the new resume time, counted from now
+        resumeFor(autoPause.resumeMs);
+      }
+      armPause();
+    },
+    pause: () => Boolean(autoPause) && pauseNow(),
+    pauseStats: () => ({ ...stats }),
     openTransactions: () => transactions.size,
     async close() {
+      autoPause = undefined;
+      clearTimeout(pauseTimer);
+      clearTimeout(resumeTimer);
       for (const id of [...transactions.keys()]) await finish(id, 'ROLLBACK').catch(() => {});
       await new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -20,12 +20,17 @@ import { DeleteParametersCommand, PutParameterCommand, SSMClient } from '@aws-sd
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { callLog, startCountingProxy } from '../emulators/countingProxy.js';
-import { type DataApiServer, startDataApiServer } from '../emulators/dataApiServer.js';
+import {
+  AURORA_AUTO_PAUSE,
+  type AutoPauseOptions,
+  type DataApiServer,
+  startDataApiServer,
+} from '../emulators/dataApiServer.js';
 import { startHttpApi } from '../emulators/httpApi.js';
 import { type LambdaInvokeServer, startLambdaInvokeServer } from '../emulators/lambdaInvoke.js';
 import { type MotoServer, startMotoServer } from '../emulators/motoServer.js';
 import type { DeployedAssembly, DeployedFunction } from './assembly.js';
-import { type DeployedSettings, deployedSettings } from './deployedSettings.js';
+import { clusterAutoPauseOf, type DeployedSettings, deployedSettings } from './deployedSettings.js';
 import {
   type CfnResource,
   type LocalReferences,
@@ -84,6 +89,13 @@ export interface LocalDeploymentOptions {
    * request by service and operation: what AWS would bill).
    */
   countCalls?: boolean;
+  /**
+   * Emulate the cluster's automatic pause on the Data API endpoint: it pauses after the
+   * template's `SecondsUntilAutoPause` × `timeScale` without a call (the cluster must have a
+   * minimum of 0 ACU), and a resume takes `resumeMs` (default AWS's 15 s, unscaled: the
+   * functions' timeouts are real). Unset: never paused (`setDatabaseResuming` still works).
+   */
+  autoPause?: { timeScale: number; resumeMs?: number };
 }
 
 const ACCOUNT = '000000000000';
@@ -162,8 +174,10 @@ export class LocalDeployment {
     await this.createSecrets();
     // the Data API reads each call's database user from the secret it names, as the service does
     const logins = new Map<string, { username: string; password: string }>();
+    const autoPause = this.options.autoPause ? this.autoPauseOf(this.options.autoPause) : undefined;
     this.dataApi = await startDataApiServer({
       databaseUrl: this.options.services.databaseUrl,
+      ...(autoPause ? { autoPause } : {}),
       loginFor: async (arn) => {
         let login = logins.get(arn);
         if (!login) {
@@ -233,6 +247,35 @@ export class LocalDeployment {
   /** Every Data API call answers `DatabaseResumingException` while on (a paused cluster resuming). */
   setDatabaseResuming(on: boolean): void {
     this.dataApi.setResuming(on);
+  }
+
+  /**
+   * The local Data API endpoint, for its pause: `pause()`, `pauseStats()`, `setAutoPause()`
+   * (`autoPauseOf` gives the template's setting scaled).
+   */
+  get database(): Pick<DataApiServer, 'pause' | 'pauseStats' | 'setAutoPause' | 'setResuming'> {
+    return this.dataApi;
+  }
+
+  /**
+   * The template's auto-pause as the endpoint's option: its cluster's `SecondsUntilAutoPause` ×
+   * `timeScale`, and a resume of `resumeMs` (default `AURORA_AUTO_PAUSE.resumeMs`). Throws when the
+   * cluster never pauses (a minimum capacity above 0).
+   */
+  autoPauseOf(o: { timeScale: number; resumeMs?: number }): AutoPauseOptions {
+    const cluster = clusterAutoPauseOf(this.assembly);
+    if (cluster.secondsUntilAutoPause === undefined) {
+      throw new Error(
+        `${cluster.logicalId}: minimum capacity ${cluster.minCapacity} ACU: the cluster never pauses`,
+      );
+    }
+    if (!Number.isFinite(o.timeScale) || o.timeScale <= 0) {
+      throw new RangeError(`autoPause.timeScale: ${o.timeScale} is not > 0`);
+    }
+    return {
+      secondsUntilAutoPause: cluster.secondsUntilAutoPause * o.timeScale,
+      resumeMs: o.resumeMs ?? AURORA_AUTO_PAUSE.resumeMs,
+    };
   }
 
   /** What every environment gets from the platform: dummy credentials and the local endpoints. */

@@ -1,3 +1,4 @@
+import { AURORA_AUTO_PAUSE } from '../emulators/dataApiServer.js';
 import type { DeployedAssembly, DeployedFunction } from './assembly.js';
 import type { StackScope } from './intrinsics.js';
 
@@ -173,6 +174,40 @@ export function scheduleOf(settings: DeployedSettings, functionId: string): Sche
   const s = settings.schedules.find((r) => r.targets.some((f) => f.id === functionId));
   if (!s) throw new Error(`no schedule rule targets ${functionId} in the template`);
   return s;
+}
+
+/** The Aurora Serverless v2 cluster's automatic pause, as its template sets it. */
+export interface ClusterAutoPause {
+  logicalId: string;
+  /** `ServerlessV2ScalingConfiguration.MinCapacity` (ACU): only 0 pauses. */
+  minCapacity: number;
+  /**
+   * Idle seconds before it pauses: `SecondsUntilAutoPause`, or AWS's default of 300 when a
+   * cluster at 0 ACU leaves it out; undefined when the cluster never pauses (minimum above 0).
+   */
+  secondsUntilAutoPause: number | undefined;
+}
+
+/** The deployment's one Aurora cluster's pause setting; throws when there is none. */
+export function clusterAutoPauseOf(assembly: DeployedAssembly): ClusterAutoPause {
+  const clusters = assembly.resources('AWS::RDS::DBCluster');
+  const found = clusters[0];
+  if (!found || clusters.length > 1) {
+    throw new Error(`expected one AWS::RDS::DBCluster in the assembly, found ${clusters.length}`);
+  }
+  const scaling = (found.resource.Properties?.ServerlessV2ScalingConfiguration ?? {}) as {
+    MinCapacity?: number;
+    SecondsUntilAutoPause?: number;
+  };
+  const minCapacity = Number(scaling.MinCapacity ?? 0.5);
+  return {
+    logicalId: found.logicalId,
+    minCapacity,
+    secondsUntilAutoPause:
+      minCapacity === 0
+        ? Number(scaling.SecondsUntilAutoPause ?? AURORA_AUTO_PAUSE.defaultSecondsUntilAutoPause)
+        : undefined,
+  };
 }
 
 /** The literal (non-reference) environment variables of a function, as the template sets them. */

@@ -24,7 +24,7 @@ import { type SynthOptions, type SynthResult, synthesize } from './synth.js';
  * - the broker's pipeline user (`pipeline`) → `<name>_pipeline`, created by broker-setup.
  */
 export interface LocalPipelineOptions
-  extends Omit<LocalDeploymentOptions, 'secretValue' | 'environment' | 'vhost'> {
+  extends Omit<LocalDeploymentOptions, 'secretValue' | 'vhost'> {
   services: LocalServices;
   /** A unique, lowercase name (the scratch environment's): the local identities derive from it. */
   name: string;
@@ -56,9 +56,11 @@ export class LocalPipeline {
     const broker = new URL(options.services.amqpUrl);
     const deployment = await LocalDeployment.start(assembly, {
       ...options,
-      ...(options.vhost
-        ? { environment: { BROKER_VHOST: options.vhost }, vhost: options.vhost }
-        : {}),
+      environment: {
+        ...options.environment,
+        ...(options.vhost ? { BROKER_VHOST: options.vhost } : {}),
+      },
+      ...(options.vhost ? { vhost: options.vhost } : {}),
       secretValue: ({ path, generated }) => {
         if (path.endsWith('/Db/Secret')) {
           return {

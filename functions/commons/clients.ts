@@ -5,8 +5,9 @@ import { loadBudget } from '../../shared/config/budget.js';
 import { ConfigError, type Env, loadEnv, transactionTimeoutsOf } from '../../shared/config/env.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import { publishParkRefused } from '../../shared/consumer/metrics.js';
-import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import { DataApiDatabase, DEFAULT_RESUME_WAIT } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { databaseResumeReporter } from '../../shared/db/resumeMetrics.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
@@ -35,14 +36,29 @@ export function required(env: Env, name: keyof Env): string {
   return v;
 }
 
+/** How a function's database lives with Aurora's pause (the first `sharedDb` call decides). */
+export interface SharedDbOptions {
+  /** The function's name: the `service` dimension of `DatabaseResumes` and the log lines. */
+  service: string;
+  logger?: Logger;
+  /**
+   * Wait for a resuming cluster within the invocation's budget (`DEFAULT_RESUME_WAIT`: at most
+   * 60 s, ending 5 s before the deadline `transactionDeadline` sets). Default true; place-order
+   * says false: it answers 503 with Retry-After at once (docs/design.md §12).
+   */
+  waitForResume?: boolean;
+}
+
 /**
  * node-postgres, or the RDS Data API when DB_DRIVER=data-api (no connection pool needed); every
  * transaction bounded by DB_LOCK_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS and
  * DB_IDLE_IN_TRANSACTION_TIMEOUT_MS (entry points add `transactionDeadline` for the invocation).
+ * Through the Data API a call refused by a resuming cluster waits for it (`options`).
  */
-export function sharedDb(): SqlDatabase {
+export function sharedDb(options?: SharedDbOptions): SqlDatabase {
   const env = loadEnv();
   if (!db && env.DB_DRIVER === 'data-api') {
+    const wait = options?.waitForResume ?? true;
     db = new DataApiDatabase(
       {
         client: new RDSDataClient({
@@ -55,7 +71,17 @@ export function sharedDb(): SqlDatabase {
         secretArn: required(env, 'DATA_API_SECRET_ARN'),
         database: required(env, 'DATA_API_DATABASE'),
       },
-      { transactionTimeouts: transactionTimeoutsOf(env) },
+      {
+        transactionTimeouts: transactionTimeoutsOf(env),
+        ...(wait
+          ? {
+              resumeWait: {
+                ...DEFAULT_RESUME_WAIT,
+                onResume: databaseResumeReporter(options?.service ?? 'unknown', options?.logger),
+              },
+            }
+          : {}),
+      },
     );
   }
   db ??= new PgDatabase({

@@ -9,6 +9,7 @@ import { createMigrateHandler } from './handler.js';
 /** Lambda entry point (custom resource on deploy; migrations are bundled beside it). */
 const env = loadEnv();
 const logger = createLogger('migrate');
+const db = sharedDb({ service: 'migrate', logger });
 const secrets = new SecretsManagerClient({ region: env.AWS_REGION });
 const readLogin = async (secretId: string, label: string): Promise<DbLogin> => {
   const out = await secrets.send(new GetSecretValueCommand({ SecretId: secretId }));
@@ -24,7 +25,7 @@ const sides = DB_SIDES.flatMap((side) => {
 });
 const appSecretArn = env.APP_DB_SECRET_ARN;
 export const handler = createMigrateHandler({
-  db: sharedDb(),
+  db,
   logger,
   ...(sides.length > 0
     ? {
@@ -37,4 +38,4 @@ export const handler = createMigrateHandler({
     : {}),
   ...(appSecretArn ? { appLogin: () => readLogin(appSecretArn, 'APP_DB_SECRET_ARN') } : {}),
   ...(env.RETIRED_DB_LOGIN ? { retiredLogin: env.RETIRED_DB_LOGIN } : {}),
-}).use(transactionDeadline({ db: sharedDb(), logger }));
+}).use(transactionDeadline({ db, logger }));

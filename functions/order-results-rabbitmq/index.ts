@@ -6,8 +6,9 @@ import { sharedDb, sharedRabbit } from '../commons/clients.js';
 import { createReserveInventoryRabbitHandler } from '../reserve-inventory-rabbitmq/handler.js';
 
 const logger = createLogger('order-results-rabbitmq');
+const db = sharedDb({ service: 'order-results-rabbitmq', logger });
 const journal = new Journal(logger);
-const useCase = new OrderResults({ db: sharedDb(), logger, journal });
+const useCase = new OrderResults({ db, logger, journal });
 
 /**
  * Lambda entry point (Amazon MQ event source mapping on `orders.inventory-results`): the same
@@ -17,4 +18,4 @@ const useCase = new OrderResults({ db: sharedDb(), logger, journal });
 export const handler = createReserveInventoryRabbitHandler({
   driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), { journal }),
   logger,
-}).use(transactionDeadline({ db: sharedDb(), logger }));
+}).use(transactionDeadline({ db, logger }));

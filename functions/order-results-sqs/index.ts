@@ -6,8 +6,9 @@ import { sharedDb, sharedSqs } from '../commons/clients.js';
 import { createReserveInventorySqsHandler } from '../reserve-inventory-sqs/handler.js';
 
 const logger = createLogger('order-results-sqs');
+const db = sharedDb({ service: 'order-results-sqs', logger });
 const journal = new Journal(logger);
-const useCase = new OrderResults({ db: sharedDb(), logger, journal });
+const useCase = new OrderResults({ db, logger, journal });
 // The deployed queue URLs come from the environment (RESULTS_QUEUE_URL): no call to SQS here.
 const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m), {
   journal,
@@ -20,5 +21,5 @@ const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m),
  * side's results use case.
  */
 export const handler = createReserveInventorySqsHandler({ ...consumer, logger }).use(
-  transactionDeadline({ db: sharedDb(), logger }),
+  transactionDeadline({ db, logger }),
 );

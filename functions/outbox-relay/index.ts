@@ -16,10 +16,11 @@ import { createOutboxRelayHandler } from './handler.js';
 
 const env = loadEnv();
 const logger = createLogger('outbox-relay');
+const db = sharedDb({ service: 'outbox-relay', logger });
 
 /** The deployed transport's backend (TRANSPORT=rabbitmq|sqs). */
 const backend: Backend = env.TRANSPORT === 'sqs' ? sharedSqs(logger) : sharedRabbit(logger);
-const relays = createRelays({ db: sharedDb(), backend, logger }, env);
+const relays = createRelays({ db, backend, logger }, env);
 /** Where the relay keeps its state between invocations (the stack's SSM parameter). */
 const state: RelayStateStore = env.RELAY_STATE_PARAMETER
   ? new SsmRelayStateStore(new SSMClient({ region: env.AWS_REGION }), env.RELAY_STATE_PARAMETER)
@@ -42,7 +43,7 @@ export const handler = createOutboxRelayHandler(
       // the backlog gauges only when this invocation read the outboxes (a tick leaves the database
       // alone, so that Aurora can pause).
       const backlog = await publishOutboxMetrics(
-        readOutboxes ? sharedDb() : undefined,
+        readOutboxes ? db : undefined,
         relays,
         results,
         logger,
@@ -65,4 +66,4 @@ export const handler = createOutboxRelayHandler(
       state,
     },
   },
-).use(transactionDeadline({ db: sharedDb(), logger }));
+).use(transactionDeadline({ db, logger }));

@@ -7,6 +7,8 @@ import { sharedDb, sharedKick } from '../commons/clients.js';
 import { createPlaceOrderHandler } from './handler.js';
 
 const logger = createLogger('place-order');
+// A resuming cluster is answered at once (503, Retry-After): the client retries, not the function.
+const db = sharedDb({ service: 'place-order', logger, waitForResume: false });
 
 /**
  * Lambda entry point: wires the container's clients into the handler; open transactions are
@@ -14,10 +16,10 @@ const logger = createLogger('place-order');
  * cancelled: outbox rows committed) kicks the relay.
  */
 export const handler = createPlaceOrderHandler({
-  orders: new OrderService({ db: sharedDb() }),
+  orders: new OrderService({ db }),
   logger,
 })
-  .use(transactionDeadline({ db: sharedDb(), logger }))
+  .use(transactionDeadline({ db, logger }))
   .use(
     outboxKick<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>({
       kick: sharedKick('place-order', logger),

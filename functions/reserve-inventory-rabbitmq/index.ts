@@ -9,8 +9,9 @@ import { sharedDb, sharedKick, sharedRabbit } from '../commons/clients.js';
 import { createReserveInventoryRabbitHandler } from './handler.js';
 
 const logger = createLogger('reserve-inventory-rabbitmq');
+const db = sharedDb({ service: 'reserve-inventory-rabbitmq', logger });
 const journal = new Journal(logger);
-const useCase = new ReserveInventory({ db: sharedDb(), logger, journal }, { budget: loadBudget() });
+const useCase = new ReserveInventory({ db, logger, journal }, { budget: loadBudget() });
 
 /** Lambda entry point (Amazon MQ event source mapping on `inventory.orders`). */
 export const handler = createReserveInventoryRabbitHandler({
@@ -21,6 +22,6 @@ export const handler = createReserveInventoryRabbitHandler({
   }),
   logger,
 })
-  .use(transactionDeadline({ db: sharedDb(), logger }))
+  .use(transactionDeadline({ db, logger }))
   // reservations write their results to inventory_outbox
   .use(outboxKick({ kick: sharedKick('reserve-inventory-rabbitmq', logger) }));

@@ -9,8 +9,9 @@ import { sharedDb, sharedKick, sharedSqs } from '../commons/clients.js';
 import { createReserveInventorySqsHandler } from './handler.js';
 
 const logger = createLogger('reserve-inventory-sqs');
+const db = sharedDb({ service: 'reserve-inventory-sqs', logger });
 const journal = new Journal(logger);
-const useCase = new ReserveInventory({ db: sharedDb(), logger, journal }, { budget: loadBudget() });
+const useCase = new ReserveInventory({ db, logger, journal }, { budget: loadBudget() });
 // The deployed queue URLs come from the environment: no call to SQS here.
 // A parked order event is announced to the order side (inventory.reservation_quarantined) on the
 // results queue (RESULTS_QUEUE_URL).
@@ -21,6 +22,6 @@ const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m),
 
 /** Lambda entry point (SQS event source mapping with ReportBatchItemFailures). */
 export const handler = createReserveInventorySqsHandler({ ...consumer, logger })
-  .use(transactionDeadline({ db: sharedDb(), logger }))
+  .use(transactionDeadline({ db, logger }))
   // reservations write their results to inventory_outbox
   .use(outboxKick({ kick: sharedKick('reserve-inventory-sqs', logger) }));

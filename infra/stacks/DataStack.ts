@@ -42,10 +42,18 @@ export const BACKUP_RETENTION_DAYS = 14;
 /** The cluster's capacity range when not overridden (ACU; 0 lets it pause when idle). */
 export const DEFAULT_CAPACITY = { minAcu: 0, maxAcu: 4 } as const;
 
+/**
+ * Idle seconds before a cluster at 0 ACU pauses: AWS's default, written out so that the template
+ * says it (docs/aws-facts.md; the local deployment's emulated pause reads it from there).
+ */
+export const DEFAULT_SECONDS_UNTIL_AUTO_PAUSE = 300;
+
 export interface DataStackProps extends StackProps {
   /** Aurora Serverless v2 minimum capacity (ACU); 0 lets the cluster pause when idle. */
   minCapacity?: number;
   maxCapacity?: number;
+  /** With a minimum of 0: idle seconds before the cluster pauses (300–86,400). */
+  secondsUntilAutoPause?: number;
   databaseName?: string;
   /** On by default; `-c deletionProtection=false` for throw-away deployments. */
   deletionProtection?: boolean;
@@ -79,6 +87,7 @@ export class DataStack extends Stack {
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
     this.databaseName = props.databaseName ?? 'reliable_messaging';
+    const minAcu = props.minCapacity ?? DEFAULT_CAPACITY.minAcu;
     const vpc = new Vpc(this, 'Vpc', {
       maxAzs: 2,
       natGateways: 0,
@@ -89,8 +98,16 @@ export class DataStack extends Stack {
       engine: DatabaseClusterEngine.auroraPostgres({ version: ENGINE_VERSION }),
       writer: ClusterInstance.serverlessV2('writer', { autoMinorVersionUpgrade: false }),
       backup: { retention: Duration.days(BACKUP_RETENTION_DAYS) },
-      serverlessV2MinCapacity: props.minCapacity ?? DEFAULT_CAPACITY.minAcu,
+      serverlessV2MinCapacity: minAcu,
       serverlessV2MaxCapacity: props.maxCapacity ?? DEFAULT_CAPACITY.maxAcu,
+      // every caller but place-order waits out a resume (docs/design.md §12)
+      ...(minAcu === 0
+        ? {
+            serverlessV2AutoPauseDuration: Duration.seconds(
+              props.secondsUntilAutoPause ?? DEFAULT_SECONDS_UNTIL_AUTO_PAUSE,
+            ),
+          }
+        : {}),
       enableDataApi: true,
       credentials: Credentials.fromGeneratedSecret('app'),
       defaultDatabaseName: this.databaseName,

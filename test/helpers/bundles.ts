@@ -42,6 +42,10 @@ export async function bundleFixture(
   label: string,
   options: {
     context?: Record<string, string>;
+    /** Variables replacing what the template sets (`LocalDeploymentOptions.environment`). */
+    environment?: Record<string, string>;
+    /** The cluster's emulated auto-pause (`LocalDeploymentOptions.autoPause`). */
+    autoPause?: { timeScale: number; resumeMs?: number };
     /**
      * An SQS server of the file's own, where the deployment's queues keep their pinned names (no
      * prefix): what tools that look the queues up by name, as on AWS, need. Default: the run's
@@ -82,6 +86,8 @@ export async function bundleFixture(
       ...(vhost ? { vhost: vhost.vhost } : {}),
       // every AWS request the functions send, by service and operation
       countCalls: true,
+      ...(options.environment ? { environment: options.environment } : {}),
+      ...(options.autoPause ? { autoPause: options.autoPause } : {}),
       onLog: (fn, line) => {
         logs.set(fn, [...(logs.get(fn) ?? []), line]);
         const entry = journalEntryOf(line);

@@ -15,7 +15,12 @@ export async function localDataApi(
   databaseName: string,
   options: Omit<DataApiServerOptions, 'databaseUrl'> = {},
   settings: DataApiSettings = {},
-): Promise<{ db: DataApiDatabase; server: DataApiServer; close(): Promise<void> }> {
+): Promise<{
+  db: DataApiDatabase;
+  server: DataApiServer;
+  client: RDSDataClient;
+  close(): Promise<void>;
+}> {
   const server = await startDataApiServer({ ...options, databaseUrl });
   const client = new RDSDataClient({
     endpoint: server.endpoint,
@@ -35,6 +40,7 @@ export async function localDataApi(
   return {
     db,
     server,
+    client,
     async close() {
       client.destroy();
       await server.close();

@@ -120,12 +120,16 @@ describe('CDK: data stack and SQS pipeline stack', () => {
     t.sqs.resourceCountIs('AWS::ApiGatewayV2::Route', 3);
   });
 
-  it('Aurora Serverless v2 with the Data API, min capacity 0, encrypted, AZs pinned', () => {
+  it('Aurora Serverless v2 with the Data API, min capacity 0 pausing after 300 s idle (written out), encrypted, AZs pinned', () => {
     t.data.hasResourceProperties('AWS::RDS::DBCluster', {
       Engine: 'aurora-postgresql',
       EnableHttpEndpoint: true,
       StorageEncrypted: true,
-      ServerlessV2ScalingConfiguration: { MinCapacity: 0, MaxCapacity: 4 },
+      ServerlessV2ScalingConfiguration: {
+        MinCapacity: 0,
+        MaxCapacity: 4,
+        SecondsUntilAutoPause: 300,
+      },
     });
   });
 

@@ -14,7 +14,9 @@ import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/serv
  * sessions are terminated mid-batch. On
  * RabbitMQ the outage is a TCP proxy cut, never `rabbitmqctl stop_app`: the broker is shared with
  * every other test file running in parallel. On SQS the soak's own fauxqs server (persistent
- * state) is killed and restarted. Own database, virtual host and server; it waits on conditions.
+ * state) is killed and restarted. Once more on RabbitMQ with every role through one Data API
+ * endpoint the soak hosts, whose cluster pauses and resumes while orders flow and in a quiet spell.
+ * Own database, virtual host and server; it waits on conditions.
  */
 describe('chaos soak, smoke size', () => {
   const logDir = mkdtempSync(join(tmpdir(), 'rm-soak-smoke-'));
@@ -29,16 +31,20 @@ describe('chaos soak, smoke size', () => {
   };
 
   it.each([
-    ['rabbitmq', 'worker', 'broker-outage:rabbitmq-proxy'],
-    ['rabbitmq', 'amazonmq', 'broker-outage:rabbitmq-proxy'],
-    ['sqs', 'trigger', 'broker-outage:sqs-server-restart'],
+    ['rabbitmq', 'worker', 'broker-outage:rabbitmq-proxy', 'pg'],
+    ['rabbitmq', 'amazonmq', 'broker-outage:rabbitmq-proxy', 'pg'],
+    ['sqs', 'trigger', 'broker-outage:sqs-server-restart', 'pg'],
+    ['rabbitmq', 'worker', 'broker-outage:rabbitmq-proxy', 'data-api'],
   ] as const)(
-    '%s (%s): 200 orders under faults → every order decided or parked, nothing twice, stock exact, outbox published',
-    async (transport, consumer, outage) => {
+    '%s (%s, %s, database through %s): 200 orders under faults → every order decided or parked, nothing twice, stock exact, outbox published',
+    async (transport, consumer, outage, db) => {
       const lines: string[] = [];
       const report = await runSoak({
         transport,
         ...(consumer === 'amazonmq' ? { consumer } : {}),
+        // through one Data API endpoint whose cluster pauses twice while orders flow and once in
+        // a quiet spell; a resume takes 2 s (AWS: up to 15)
+        ...(db === 'data-api' ? { db, dbPauses: 2, resumeMs: 2_000 } : {}),
         orders: 200,
         poison: 2,
         durationMs: 10_000,
@@ -88,9 +94,20 @@ describe('chaos soak, smoke size', () => {
         expect(acted, text).toBeGreaterThan(0);
       }
       const injected = Object.entries(report.faults)
-        .filter(([k]) => k !== 'db-connections-terminated')
+        .filter(
+          ([k]) => !['db-connections-terminated', 'db-resumes', 'db-calls-refused'].includes(k),
+        )
         .reduce((a, [, n]) => a + n, 0);
       expect(injected, text).toBeGreaterThanOrEqual(4);
+      if (db === 'data-api') {
+        // the cluster paused while orders flowed and in the quiet spell, and resumed: calls were
+        // refused meanwhile (the API's answered 503 and retried, the other roles waited)
+        expect(report.faults['db-pause'], text).toBeGreaterThanOrEqual(1);
+        expect(report.faults['db-pause:quiet'], text).toBe(1);
+        expect(report.faults['db-resumes'], text).toBeGreaterThanOrEqual(2);
+        expect(report.faults['db-calls-refused'], text).toBeGreaterThan(0);
+        expect(report.settings.db).toBe('data-api');
+      }
       if (consumer === 'amazonmq') {
         // the consumer's database sessions were terminated while the trigger emulation consumed
         expect(report.faults['db-terminate-consumer'], text).toBe(3);

@@ -7,6 +7,7 @@ import {
   RollbackTransactionCommand,
   type SqlParameter,
 } from '@aws-sdk/client-rds-data';
+import { backoffDelay, sleep } from '../../util/async.js';
 import { DatabaseResumingError, DbError, TransientDbError } from '../errors.js';
 import { mapSqlState } from '../sqlState.js';
 import { mapOutsideQuotes, splitStatements } from '../statements.js';
@@ -129,11 +130,17 @@ interface OpenTransaction {
   aborted?: string;
 }
 
+/** Sends one Data API command (through the resume wait, outside a transaction). */
+type Send = <T>(operation: ResumeEvent['operation'], call: () => Promise<T>) => Promise<T>;
+
+const sendOnce: Send = (_operation, call) => call();
+
 class DataApiExecutor implements SqlExecutor {
   constructor(
     private readonly client: RDSDataClient,
     private readonly options: DataApiOptions,
     private readonly tx?: OpenTransaction,
+    private readonly send: Send = sendOnce,
   ) {}
 
   async query<T extends object = Row>(
@@ -145,15 +152,14 @@ class DataApiExecutor implements SqlExecutor {
       throw new DbError('the RDS Data API runs one statement per call; split the script');
     }
     try {
-      const out = await this.client.send(
-        new ExecuteStatementCommand({
-          ...this.options,
-          sql: toNamed(sql),
-          parameters: params.map((p, i) => toSqlParameter(`p${i + 1}`, p)),
-          includeResultMetadata: true,
-          ...(this.tx ? { transactionId: this.tx.transactionId } : {}),
-        }),
-      );
+      const command = new ExecuteStatementCommand({
+        ...this.options,
+        sql: toNamed(sql),
+        parameters: params.map((p, i) => toSqlParameter(`p${i + 1}`, p)),
+        includeResultMetadata: true,
+        ...(this.tx ? { transactionId: this.tx.transactionId } : {}),
+      });
+      const out = await this.send('ExecuteStatement', () => this.client.send(command));
       const columns = out.columnMetadata ?? [];
       const rows = (out.records ?? []).map((record) => {
         const row: Record<string, unknown> = {};
@@ -170,10 +176,61 @@ class DataApiExecutor implements SqlExecutor {
   }
 }
 
+/** A call that met a resuming cluster (`DatabaseResumingException`), once it went through or gave up. */
+export interface ResumeEvent {
+  /** The call that was refused and tried again. */
+  operation: 'BeginTransaction' | 'ExecuteStatement';
+  /** From its first try to its last answer (ms). */
+  waitedMs: number;
+  /** Tries, the one that went through included. */
+  attempts: number;
+  /** False: the wait ran out of budget and the `DatabaseResumingError` was thrown. */
+  resumed: boolean;
+}
+
+/**
+ * How a call refused by a resuming cluster waits. Only a call that begins work is tried again
+ * (BeginTransaction, a statement outside a transaction): the service refused it before doing
+ * anything, so sending it again cannot apply anything twice. A call inside an open transaction
+ * never meets a resume (the transaction holds a connection, so the cluster cannot have paused).
+ */
+export interface ResumeWait {
+  /** The longest one call waits (ms). */
+  maxWaitMs: number;
+  /**
+   * The wait ends this long before the invocation's deadline (`setDeadline`), leaving the time
+   * for the work it waited for (ms).
+   */
+  deadlineMarginMs: number;
+  /** Pause between tries: `backoffDelay(n, retryBaseMs, retryMaxMs)`. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Told of every call that met a resume (metrics, a log line); must not throw. */
+  onResume?: (event: ResumeEvent) => void;
+}
+
+/**
+ * The functions' resume wait: a resume takes up to 15 s (docs/aws-facts.md), so a minute covers a
+ * slow one; 5 s before the deadline leaves a consumer's batch (30 s timeout) room for its
+ * transaction and its settle. Tries at 250 ms, then doubling to at most 2 s: a call goes through
+ * within about 2 s of the resume's end.
+ */
+export const DEFAULT_RESUME_WAIT: ResumeWait = {
+  maxWaitMs: 60_000,
+  deadlineMarginMs: 5_000,
+  retryBaseMs: 250,
+  retryMaxMs: 2_000,
+};
+
 /** Settings of the adapter beyond the target database. */
 export interface DataApiSettings {
   /** Bounds set in every transaction (`set_config(…, true)`, one call); unset = none. */
   transactionTimeouts?: TransactionTimeouts;
+  /**
+   * Wait for a resuming cluster (`DatabaseResumingException`) before giving up, within this
+   * budget; unset: the `DatabaseResumingError` at once (place-order answers 503 instead).
+   */
+  resumeWait?: ResumeWait;
 }
 
 /**
@@ -182,7 +239,8 @@ export interface DataApiSettings {
  * transaction id on every statement; statements in one transaction run one at a time (the service
  * refuses concurrent calls in a transaction). With `transactionTimeouts`, each transaction starts
  * with one more call that sets its bounds: the service would otherwise keep an abandoned one, and
- * its row locks, for 3 minutes.
+ * its row locks, for 3 minutes. With `resumeWait`, a call that begins work and meets a paused
+ * cluster resuming waits for it within the invocation's budget (docs/design.md §12).
  */
 export class DataApiDatabase implements SqlDatabase, DeadlineAware {
   readonly resultLimits = DATA_API_RESULT_LIMITS;
@@ -195,8 +253,42 @@ export class DataApiDatabase implements SqlDatabase, DeadlineAware {
     private readonly options: DataApiOptions,
     private readonly settings: DataApiSettings = {},
   ) {
-    this.executor = new DataApiExecutor(deps.client, options);
+    this.executor = new DataApiExecutor(deps.client, options, undefined, this.resumeWaiting);
   }
+
+  /**
+   * Sends `call`, and while the cluster answers that it is resuming, sends it again with backoff
+   * until it goes through or the budget runs out: `maxWaitMs` from the first try, and never past
+   * the invocation's deadline less `deadlineMarginMs`. Other errors are thrown as they come.
+   */
+  private readonly resumeWaiting: Send = async (operation, call) => {
+    const wait = this.settings.resumeWait;
+    if (!wait) return call();
+    const started = Date.now();
+    for (let attempts = 1; ; attempts++) {
+      try {
+        const out = await call();
+        if (attempts > 1) {
+          wait.onResume?.({ operation, waitedMs: Date.now() - started, attempts, resumed: true });
+        }
+        return out;
+      } catch (err) {
+        if ((err as { name?: string }).name !== 'DatabaseResumingException') throw err;
+        const until = Math.min(
+          started + wait.maxWaitMs,
+          this.deadline === undefined
+            ? Number.POSITIVE_INFINITY
+            : this.deadline - wait.deadlineMarginMs,
+        );
+        const delay = backoffDelay(attempts, wait.retryBaseMs, wait.retryMaxMs);
+        if (Date.now() + delay > until) {
+          wait.onResume?.({ operation, waitedMs: Date.now() - started, attempts, resumed: false });
+          throw err;
+        }
+        await sleep(delay);
+      }
+    }
+  };
 
   query<T extends object = Row>(
     sql: string,
@@ -241,12 +333,14 @@ export class DataApiDatabase implements SqlDatabase, DeadlineAware {
     fn: (tx: SqlExecutor) => Promise<T>,
     options?: TransactionOptions,
   ): Promise<T> {
-    const bounds = setConfigStatement(
-      effectiveTimeouts(this.settings.transactionTimeouts, options, this.deadline),
-    );
+    // no transaction begins after the deadline (throws)
+    effectiveTimeouts(this.settings.transactionTimeouts, options, this.deadline);
     let tx: OpenTransaction;
     try {
-      const begun = await this.deps.client.send(new BeginTransactionCommand(this.options));
+      const command = new BeginTransactionCommand(this.options);
+      const begun = await this.resumeWaiting('BeginTransaction', () =>
+        this.deps.client.send(command),
+      );
       tx = { transactionId: begun.transactionId as string };
     } catch (err) {
       throw mapDataApiError(err);
@@ -257,6 +351,10 @@ export class DataApiDatabase implements SqlDatabase, DeadlineAware {
       let result: T;
       const executor = new DataApiExecutor(this.deps.client, this.options, tx);
       try {
+        // the bounds from now: the begin may have waited for a resume
+        const bounds = setConfigStatement(
+          effectiveTimeouts(this.settings.transactionTimeouts, options, this.deadline),
+        );
         if (bounds) await executor.query(bounds);
         // errors from `fn` are already mapped by the executor, or are the application's own
         result = await fn(executor);
