@@ -144,15 +144,19 @@ export function pipelineConfig(
     maintenance: 300,
     ...overrides.timeoutsSeconds,
   };
+  const r = { ...retention, ...overrides.retention };
+  // the queues' retention follows a parking retention set shorter than SQS's 14 days (the rules
+  // below: a redrive-policy dead letter keeps its enqueue time in parking)
+  const parkingSeconds = Math.floor(r.parkingMs / 1000);
   return validatePipelineConfig({
     names: SQS_NAMES,
     budget: b,
-    retention: { ...retention, ...overrides.retention },
+    retention: r,
     timeoutsSeconds: timeouts,
     sqs: {
       visibilityTimeoutSeconds: 6 * timeouts.reserve,
-      sourceRetentionSeconds: 14 * 24 * 3600,
-      resultsRetentionSeconds: 4 * 24 * 3600,
+      sourceRetentionSeconds: Math.min(14 * 24 * 3600, parkingSeconds),
+      resultsRetentionSeconds: Math.min(4 * 24 * 3600, Math.floor(parkingSeconds / 2)),
       maxReceiveCount: b.maxAttempts + 3,
       batchSize: 10,
       maxBatchingWindowSeconds: 0,

@@ -145,4 +145,17 @@ export class RabbitRig extends Rig {
     });
     return { publisher: proxied.publisher('outbox'), proxy };
   }
+
+  /**
+   * A publisher on the run's vhost without the route check: a publish whose route is gone is
+   * returned by the broker (mandatory), never held back or looked at as a lost route.
+   */
+  uncheckedPublisher(): Publisher {
+    const unchecked = this.scratch.backend('rabbitmq', this.backendBase, {
+      ...this.connectionSettings(`lab-unchecked-${this.scratch.name}`),
+      routeCheck: false,
+    });
+    this.closers.push(() => unchecked.close());
+    return unchecked.publisher('outbox');
+  }
 }

@@ -1,6 +1,7 @@
 import { holdStockLock } from '../../devkit/dbControls.js';
 import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { RoundResult } from '../../shared/outbox/OutboxRelay.js';
+import type { Publisher } from '../../shared/transport/types.js';
 import type { Configuration } from '../configurations.js';
 import type { Rig } from '../rigs/index.js';
 import type { RabbitRig } from '../rigs/rabbitmq.js';
@@ -191,7 +192,7 @@ export const publishPartiallyFailed: Scenario = {
   id: 'publish-partially-failed',
   forPeers: PRODUCER_SIDE_IS_OURS,
   title: 'Publish partially failed',
-  stimulus: `${WINDOW / 2} orders placed and ${WINDOW / 2} of them cancelled before one relay round (a window of ${WINDOW}). SQS: the fault layer fails every second entry of the SendMessageBatch (not enqueued, reported in Failed). RabbitMQ: the cancellations' routes are removed, so the broker returns them (mandatory) while it confirms the rest.`,
+  stimulus: `${WINDOW / 2} orders placed and ${WINDOW / 2} of them cancelled before one relay round (a window of ${WINDOW}). SQS: the fault layer fails every second entry of the SendMessageBatch (not enqueued, reported in Failed). RabbitMQ: the cancellations' routes are removed, so the broker returns them (mandatory) while it confirms the rest (the relay's route check is off here: a lost route, which the check holds back and whose window it republishes, is not this scenario's fault).`,
   invariant:
     'Exactly the failed part stays unpublished and is published again; nothing published twice by the relay; every event applied once.',
   notApplicable: fifoOnlyForOrder,
@@ -201,20 +202,22 @@ export const publishPartiallyFailed: Scenario = {
     rig.begin();
     const placed = await placeOrders(rig, WINDOW / 2, () => ({ sku: 'SKU-PF', quantity: 1 }));
     for (const p of placed) await rig.cancelOrder(p.orderId);
+    let publisher: Publisher | undefined;
     if (rig.configuration.transport === 'sqs') {
       faultLayer(rig).arm({ kind: 'partial-batch', count: 1 });
       rig.mark('fault layer: every second entry of the next SendMessageBatch fails');
     } else {
+      publisher = (rig as RabbitRig).uncheckedPublisher();
       await (rig as RabbitRig).breakCancellations();
       rig.mark("the cancellations' routes removed (returned, mandatory)");
     }
-    const round: RoundResult = await rig.relay().runOnce();
+    const round: RoundResult = await rig.relay(publisher).runOnce();
     rig.facts.round = round;
     rig.facts.unpublishedAfterRound = await rig.unpublished();
     rig.mark(`relay round: ${round.published} confirmed, ${round.failed} failed`);
     if (rig.configuration.transport === 'rabbitmq') await (rig as RabbitRig).restoreRoute();
     rig.faultEnded('the failed part can be published');
-    await rig.drainOutbox();
+    await rig.drainOutbox(publisher);
     const ids = [...rig.accepted.keys()];
     // a cancellation that overtook its order is deferred (acknowledged, retried later): wait for
     // every effect, not only for an acknowledgement of each event

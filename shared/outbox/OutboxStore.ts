@@ -136,8 +136,27 @@ interface OutboxDbRow {
   more?: boolean | null;
 }
 
-const COLUMNS = `id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
-  payload, producer, correlation_id, causation_id, trace_id, occurred_at, attempts`;
+/** The columns a claim returns (both forms of it). */
+const CLAIMED = [
+  'id',
+  'event_type',
+  'schema_version',
+  'aggregate_type',
+  'aggregate_id',
+  'aggregate_version',
+  'payload',
+  'producer',
+  'correlation_id',
+  'causation_id',
+  'trace_id',
+  'occurred_at',
+  'attempts',
+] as const;
+const COLUMNS = CLAIMED.join(', ');
+/** What a sized claim leaves out of a row too large to return (it keeps the row's identity). */
+const NULLED_WHEN_TOO_LARGE = CLAIMED.filter(
+  (c) => !['id', 'event_type', 'occurred_at', 'attempts'].includes(c),
+);
 
 /**
  * Per row of a claim's result, what its fields cost beyond the text of its values: a Data API
@@ -153,7 +172,7 @@ export const CLAIM_ROW_FRAMING_BYTES = 400;
  */
 const ROW_BYTES_SQL = `(${CLAIM_ROW_FRAMING_BYTES} + octet_length(to_json(payload::text)::text)
       + octet_length(to_json(concat(id, event_type, schema_version, aggregate_type, aggregate_id, producer,
-                                    correlation_id, causation_id))::text))`;
+                                    correlation_id, causation_id, trace_id))::text))`;
 
 /** A row left out of a result (too large) still costs its id, type and framing. */
 const LEFT_OUT_ROW_BYTES = 1_000;
@@ -383,18 +402,9 @@ export class OutboxStore {
       options.maxBytes === undefined ? undefined : byteBound('maxBytes', options.maxBytes);
     const tooLarge = maxRow === undefined ? 'false' : `c.row_bytes > ${maxRow}`;
     const keep = (column: string) => `CASE WHEN s.too_large THEN NULL ELSE s.${column} END`;
-    return `SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${[
-      'schema_version',
-      'aggregate_type',
-      'aggregate_id',
-      'aggregate_version',
-      'payload',
-      'producer',
-      'correlation_id',
-      'causation_id',
-    ]
-      .map((c) => `${keep(c)} AS ${c}`)
-      .join(', ')},
+    return `SELECT s.id, CASE WHEN s.too_large THEN left(s.event_type, 200) ELSE s.event_type END AS event_type, ${NULLED_WHEN_TOO_LARGE.map(
+      (c) => `${keep(c)} AS ${c}`,
+    ).join(', ')},
            s.occurred_at, s.attempts, s.row_bytes, s.too_large, s.more
       FROM (
         SELECT c.*, ${tooLarge} AS too_large, row_number() OVER w AS n,

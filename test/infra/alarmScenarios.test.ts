@@ -55,9 +55,12 @@ const traffic: Scenario = (metric) => {
       case 'QueueReady':
         return [brokerDepth(d.Queue, true)];
       case 'RouteMissing':
+      case 'HeldForDeadLettering':
         return [0];
       case 'QueueMetricsAvailable':
         return times(runs, 1);
+      case 'ParkRefused': // the consumers': every park taken
+        return [0];
     }
   }
   if (namespace === 'AWS/Lambda') {
@@ -105,9 +108,12 @@ const brokerOutage: Scenario = (metric, minute) => {
       case 'QueueReady':
         return down ? undefined : [brokerDepth(d.Queue, false)];
       case 'RouteMissing':
+      case 'HeldForDeadLettering':
         return down ? undefined : [0];
       case 'QueueMetricsAvailable':
         return [down ? 0 : 1];
+      case 'ParkRefused': // no consumer runs
+        return undefined;
     }
   }
   if (namespace === 'AWS/Lambda') {

@@ -77,11 +77,18 @@ describe('Function: pipelineConfigFromContext', () => {
     expect(() =>
       pipelineConfigFromContext({ sqs: { resultsRetentionSeconds: 14 * 24 * 3600 } }),
     ).toThrow(/sqs\.resultsRetentionSeconds: 1209600 s must be below the parking retention/);
-    // the source's 14 days over a 7-day parking retention
+    // a source kept longer than a 7-day parking retention
+    const week = { parkingMs: 7 * 24 * 3600 * 1000, inboxMs: 10 * 24 * 3600 * 1000 };
     expect(() =>
       pipelineConfigFromContext({
-        retention: { parkingMs: 7 * 24 * 3600 * 1000, inboxMs: 10 * 24 * 3600 * 1000 },
+        retention: week,
+        sqs: { sourceRetentionSeconds: 14 * 24 * 3600 },
       }),
     ).toThrow(/sqs\.sourceRetentionSeconds: 1209600 s must be at most the parking retention/);
+    // unset, both queues' retentions follow a shorter parking retention
+    expect(pipelineConfigFromContext({ retention: week }).sqs).toMatchObject({
+      sourceRetentionSeconds: 7 * 24 * 3600,
+      resultsRetentionSeconds: 3.5 * 24 * 3600,
+    });
   });
 });
