@@ -60,7 +60,7 @@ export interface DataStackProps extends StackProps {
   /**
    * Keep the legacy login `pipeline_fn` (its secret `AppSecret`, exported, and its user kept up to
    * date), which functions deployed before the per-side logins use until their pipeline stack is
-   * updated. Default true; `-c legacyAppLogin=false` retires it (see the README's secret rotation).
+   * updated. Default true; `-c legacyAppLogin=false` retires it (docs/deploy.md, "Secret rotation").
    */
   legacyAppLogin?: boolean;
 }
@@ -184,7 +184,7 @@ export class DataStack extends Stack {
     migrations.node.addDependency(this.cluster);
 
     new CfnOutput(this, 'MigrateFunction', { value: migrateFn.functionName });
-    // The README's "Secret rotation" is the procedure for every secret of this stack.
+    // docs/deploy.md, "Secret rotation", is the procedure for every secret of this stack.
     Validations.of(this.cluster).acknowledge(MANUAL_ROTATION);
   }
 
@@ -201,7 +201,7 @@ export class DataStack extends Stack {
 const MANUAL_ROTATION = {
   id: 'AwsSolutions::AwsSolutions-SMG4',
   reason:
-    'Rotated by the manual procedure in the README, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
+    'Rotated by the manual procedure in docs/deploy.md, "Secret rotation" (automatic rotation would need a rotation function and a Secrets Manager endpoint in the isolated VPC).',
 };
 
 /** A digest of every migration file the bundle ships: changes when one is added. */

@@ -108,7 +108,7 @@ export class RabbitPipelineStack extends Stack {
       'Amazon MQ event source to the Lambda, STS and Secrets Manager endpoints (via the NAT gateway)',
     );
     // Operators reach the private broker from inside the VPC with this group: a CloudShell VPC
-    // environment or an SSM-managed instance in the private subnets (README, redrive).
+    // environment or an SSM-managed instance in the private subnets (docs/deploy.md, "Reaching a deployment").
     const operatorSg = new SecurityGroup(this, 'OperatorSg', {
       vpc,
       description:
@@ -143,7 +143,7 @@ export class RabbitPipelineStack extends Stack {
       Validations.of(secret).acknowledge({
         id: 'AwsSolutions::AwsSolutions-SMG4',
         reason:
-          'Amazon MQ has no managed rotation for broker users: rotation is the manual procedure in the README, "Secret rotation".',
+          'Amazon MQ has no managed rotation for broker users: rotation is the manual procedure in docs/deploy.md, "Secret rotation".',
       });
       return secret;
     };

@@ -7,7 +7,7 @@
 --   maintenance_app  maintenance: deletes old inbox rows and published outbox rows
 -- Grants are per table (a column a later migration adds is covered; a table is not: a migration
 -- that adds one grants it to the sides that use it). `pipeline_app` (0005) stays as it is for
--- functions deployed before this migration, until an operator retires its login (README).
+-- functions deployed before this migration, until an operator retires its login (docs/deploy.md, "Secret rotation").
 
 -- Roles belong to the cluster, not the database: created once, tolerating another database's
 -- migration creating the same role at the same moment.
