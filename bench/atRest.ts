@@ -536,7 +536,7 @@ function addUsage(
     },
   ];
   const schedule = `${n0(ticks)} ticks, ${n0(sweeps)} sweeps (every ${sweepPeriodMs / 60_000} min), ${round(maintRuns, 1)} maintenance runs`;
-  const measured = `measured on the deployed bundles (${usage.measuredAt.slice(0, 10)})`;
+  const measured = `on the deployed bundles (${usage.measuredAt.slice(0, 10)})`;
 
   // a series is billed for each hour it is sent in: every hour for the tick's, the sweep's in
   // the hours a sweep falls in, maintenance's in one hour a day
@@ -572,7 +572,7 @@ function addUsage(
     n2(gbSeconds),
     'lambdaArmGbSecond',
     'measured',
-    `billed durations ${measured} (this machine's, slower than AWS's; init not counted)`,
+    `billed durations ${measured}; this machine's, slower than AWS's; init not counted`,
   );
   const callsOf = (prefix: string) =>
     sum(
@@ -611,7 +611,7 @@ function addUsage(
     `${n2(logGb)} GB`,
     'cloudWatchLogsIngestedGb',
     'measured',
-    `the lines each run writes, ${measured}, and Lambda’s START/END/REPORT`,
+    `the lines each run writes ${measured}, and Lambda’s START/END/REPORT`,
   );
   if (relay.inVpc) {
     const natGb = sum((r) => r.n * r.u.natBytes) / 1e9;
@@ -621,7 +621,7 @@ function addUsage(
       `${n2(natGb)} GB`,
       'natGatewayGb',
       'measured',
-      `the relay's AWS requests from the VPC, both ways, ${measured}`,
+      `the relay’s AWS requests from the VPC, both ways, ${measured}`,
     );
   }
   for (const flow of counts.flowLogs) {

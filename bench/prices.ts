@@ -1,13 +1,14 @@
 /**
- * The price table `npm run bench -- --suite cost` multiplies the counted calls by: list prices in
- * us-east-1, on-demand, after the free tiers (a steady-state deployment outgrows them), one entry
- * per billable unit, each with the pricing page it comes from and when it was read.
+ * The price table `npm run bench -- --suite cost` (and `cost-at-rest`) multiplies the counts by:
+ * list prices in us-east-1, on-demand, the free tiers not subtracted (a steady-state deployment
+ * outgrows them; at rest the docs say what they take off), one entry per billable unit, each with
+ * the pricing page it comes from and when it was read.
  *
  * How they were read: this machine reaches no AWS page (only the npm registry and Debian's
- * mirrors), so each rate was read on 2026-12-02 from a secondary source quoting the official
- * page (named in `via`; where that is a public repository's cost model rather than a page quoting
- * AWS, `via` says so); check `page` before relying on a figure. A price the table does not have
- * (`usd: null`) is reported as a count with no dollars, never guessed.
+ * mirrors), so each rate was read (2026-12-02; those added for the month at rest 2026-12-04) from
+ * a secondary source quoting the official page, named in `via` (where it is a public repository's
+ * cost model rather than a page, `via` says so); check `page` before relying on a figure. A price
+ * the table does not have (`usd: null`) is reported as a count with no dollars, never guessed.
  */
 export interface Price {
   /** US dollars per `per` units; null: not in the table (the count is reported, not priced). */
@@ -127,7 +128,7 @@ export const PRICES = {
     region: REGION,
     page: 'https://aws.amazon.com/vpc/pricing/',
     read: READ,
-    via: 'not confirmed by a second source here',
+    via: 'a public cost model in a GitHub repository (an Amazon MQ demo cost gate, 2026-09-01 rates: $0.045 an hour, its public IPv4 address $0.005)',
   },
   natGatewayGb: {
     usd: 0.045,
@@ -165,7 +166,6 @@ export const PRICES = {
     page: 'https://aws.amazon.com/secrets-manager/pricing/',
     read: READ_AT_REST,
     via: 'hivebook.wiki "AWS Secrets Manager" ($0.40 per secret per month + $0.05 per 10k API calls)',
-    note: 'new secrets have a 30-day free trial',
   },
   kmsKeyMonth: {
     usd: 1.0,
@@ -175,7 +175,7 @@ export const PRICES = {
     page: 'https://aws.amazon.com/kms/pricing/',
     read: READ_AT_REST,
     via: 'stored copy of the page itself; cloudburn.io "AWS KMS Pricing" (March 2026)',
-    note: 'automatic rotation (on: the alarm topic key) adds $1/month per rotated key material, capped after the second rotation: $2 from the second year, $3 from the third',
+    note: 'automatic rotation (on: the alarm topic key) adds $1/month for each new key material, the first a year after creation',
   },
   cloudWatchAlarmMetricMonth: {
     usd: 0.1,
