@@ -29,6 +29,7 @@ export async function deployForBench(
   transport: 'sqs' | 'rabbitmq',
   assembly: DeployedAssembly,
   name: string,
+  options: { onLog?: (functionName: string, line: string) => void } = {},
 ): Promise<DeployedForBench> {
   const db = await createScratchDatabase(env.DATABASE_URL, name, { migrated: false });
   const closers: (() => Promise<unknown>)[] = [() => db.drop()];
@@ -57,6 +58,7 @@ export async function deployForBench(
       sqsQueuePrefix: `${name.replace(/_/g, '-')}-`,
       ...(vhost ? { vhost: vhost.vhost } : {}),
       countCalls: true,
+      ...(options.onLog ? { onLog: options.onLog } : {}),
     });
     closers.push(() => pipeline.close());
     await pipeline.deploy();

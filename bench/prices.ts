@@ -1,12 +1,14 @@
 /**
- * The price table `npm run bench -- --suite cost` multiplies the counted calls by: list prices in
- * us-east-1, on-demand, after the free tiers (a steady-state deployment outgrows them), one entry
- * per billable unit, each with the pricing page it comes from and when it was read.
+ * The price table `npm run bench -- --suite cost` (and `cost-at-rest`) multiplies the counts by:
+ * list prices in us-east-1, on-demand, the free tiers not subtracted (a steady-state deployment
+ * outgrows them; at rest the docs say what they take off), one entry per billable unit, each with
+ * the pricing page it comes from and when it was read.
  *
  * How they were read: this machine reaches no AWS page (only the npm registry and Debian's
- * mirrors), so each rate was read on 2026-12-02 from a secondary source quoting the official
- * page (named in `via`); check `page` before relying on a figure. A price the table does not
- * have (`usd: null`) is reported as a count with no dollars, never guessed.
+ * mirrors), so each rate was read (2026-12-02; those added for the month at rest 2026-12-04) from
+ * a secondary source quoting the official page, named in `via` (where it is a public repository's
+ * cost model rather than a page, `via` says so); check `page` before relying on a figure. A price
+ * the table does not have (`usd: null`) is reported as a count with no dollars, never guessed.
  */
 export interface Price {
   /** US dollars per `per` units; null: not in the table (the count is reported, not priced). */
@@ -23,6 +25,8 @@ export interface Price {
 }
 
 const READ = '2026-12-02';
+/** The rates the at-rest month added (bench/atRest.ts), read the same way. */
+const READ_AT_REST = '2026-12-04';
 const REGION = 'us-east-1';
 
 export const PRICES = {
@@ -124,7 +128,7 @@ export const PRICES = {
     region: REGION,
     page: 'https://aws.amazon.com/vpc/pricing/',
     read: READ,
-    via: 'not confirmed by a second source here',
+    via: 'a public cost model in a GitHub repository (an Amazon MQ demo cost gate, 2026-09-01 rates: $0.045 an hour, its public IPv4 address $0.005)',
   },
   natGatewayGb: {
     usd: 0.045,
@@ -136,13 +140,100 @@ export const PRICES = {
     via: 'not confirmed by a second source here',
   },
   amazonMqBrokerHour: {
-    usd: null,
+    usd: 0.1367,
     per: 1,
-    unit: 'Amazon MQ for RabbitMQ broker hour, mq.m7g.medium single-instance (infra/config.ts DEFAULT_BROKER)',
+    unit: 'Amazon MQ for RabbitMQ broker instance-hour, mq.m7g.medium (infra/config.ts DEFAULT_BROKER)',
     region: REGION,
     page: 'https://aws.amazon.com/amazon-mq/pricing/',
-    read: READ,
-    via: 'not found in any source reachable here: the hours are reported, not priced; add the rate to price them',
+    read: READ_AT_REST,
+    via: 'two public cost models in GitHub repositories (an Amazon MQ demo cost gate: three mq.m7g.medium brokers $0.4101/h, reviewed 2026-09-01 rates), consistent with mq.m7g.large below (half of it); a third note put mq.m7g.medium near $66 a month ($0.09/h): the sources disagree, check the page',
+    note: 'a cluster deployment is three broker instances, each billed',
+  },
+  amazonMqM7gLargeHour: {
+    usd: 0.2734,
+    per: 1,
+    unit: 'Amazon MQ for RabbitMQ broker instance-hour, mq.m7g.large (`-c broker=production`: three of them)',
+    region: REGION,
+    page: 'https://aws.amazon.com/amazon-mq/pricing/',
+    read: READ_AT_REST,
+    via: 'two public cost models in GitHub repositories (us-east-1 on-demand, checked October 2026; one lists mq.m5.large at $0.288, the long-standing rate)',
+  },
+  secretsManagerSecretMonth: {
+    usd: 0.4,
+    per: 1,
+    unit: 'Secrets Manager secret-month (prorated; a secret scheduled for deletion is not billed)',
+    region: REGION,
+    page: 'https://aws.amazon.com/secrets-manager/pricing/',
+    read: READ_AT_REST,
+    via: 'hivebook.wiki "AWS Secrets Manager" ($0.40 per secret per month + $0.05 per 10k API calls)',
+  },
+  kmsKeyMonth: {
+    usd: 1.0,
+    per: 1,
+    unit: 'KMS customer-managed key-month (prorated hourly)',
+    region: REGION,
+    page: 'https://aws.amazon.com/kms/pricing/',
+    read: READ_AT_REST,
+    via: 'stored copy of the page itself; cloudburn.io "AWS KMS Pricing" (March 2026)',
+    note: 'automatic rotation (on: the alarm topic key) adds $1/month for each new key material, the first a year after creation',
+  },
+  cloudWatchAlarmMetricMonth: {
+    usd: 0.1,
+    per: 1,
+    unit: 'CloudWatch standard-resolution alarm metric-month (each metric an alarm evaluates)',
+    region: REGION,
+    page: 'https://aws.amazon.com/cloudwatch/pricing/',
+    read: READ_AT_REST,
+    via: 'c3x.dev "aws_cloudwatch_metric_alarm cost"; a bill quoted by amazonwebshark.com ("$0.10 Per Alarm Metric Month (Standard Resolution)")',
+    note: 'the always-free tier covers 10 alarm metrics an account',
+  },
+  cloudWatchCustomMetricMonth: {
+    usd: 0.3,
+    per: 1,
+    unit: 'CloudWatch custom metric-month (each metric name and dimension values; first 10,000), prorated by the hour it is sent in',
+    region: REGION,
+    page: 'https://aws.amazon.com/cloudwatch/pricing/',
+    read: READ_AT_REST,
+    via: 'c3x.dev "CloudWatch custom metrics cost"; sensedeep.com; the proration is the page\'s wording, not re-read here',
+    note: 'the always-free tier covers 10 metrics an account',
+  },
+  cloudWatchLogsIngestedGb: {
+    usd: 0.5,
+    per: 1,
+    unit: 'CloudWatch Logs GB ingested, standard log class (Lambda logs, EMF lines; VPC flow logs delivered to CloudWatch Logs: the same rate for the first 10 TB)',
+    region: REGION,
+    page: 'https://aws.amazon.com/cloudwatch/pricing/',
+    read: READ_AT_REST,
+    via: 'c3x.dev "CloudWatch Logs cost optimization" (us-east-1, June 2026); aws-samples sample-cfm-tips-mcp (vended logs, first 10 TB)',
+    note: 'the always-free tier covers 5 GB a month; storage ($0.03 per GB-month) is not counted',
+  },
+  auroraAcuHour: {
+    usd: 0.12,
+    per: 1,
+    unit: 'Aurora Serverless v2 ACU-hour (Aurora Standard)',
+    region: REGION,
+    page: 'https://aws.amazon.com/rds/aurora/pricing/',
+    read: READ_AT_REST,
+    via: 'c3x.dev "Aurora Serverless v2 cost"; factualminds.com; awsnegotiations.com (~$0.12, us-east-1); the README\'s earlier estimate used the same rate',
+  },
+  auroraStorageGbMonth: {
+    usd: 0.1,
+    per: 1,
+    unit: 'Aurora storage GB-month (Aurora Standard)',
+    region: REGION,
+    page: 'https://aws.amazon.com/rds/aurora/pricing/',
+    read: READ_AT_REST,
+    via: 'awsnegotiations.com "Aurora Serverless v2 Pricing" (~$0.10 per GB-month)',
+    note: 'backup storage up to the cluster volume is free (Aurora UG, "Understanding Amazon Aurora backup storage usage")',
+  },
+  publicIpv4Hour: {
+    usd: 0.005,
+    per: 1,
+    unit: "public IPv4 address-hour (the NAT gateway's Elastic IP)",
+    region: REGION,
+    page: 'https://aws.amazon.com/vpc/pricing/',
+    read: READ_AT_REST,
+    via: 'AWS Networking blog "Identify and optimize public IPv4 address usage on AWS" (charged since 2024-02-01); doit.com ($0.005/h)',
   },
 } satisfies Record<string, Price>;
 

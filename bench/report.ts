@@ -1,5 +1,6 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { type AtRestMonth, atRestMarkdown } from './atRest.js';
 import { type ConfigurationCost, costMarkdown } from './cost.js';
 
 /**
@@ -24,12 +25,13 @@ export const DEFAULT_REPORT = 'reports/bench.json';
 
 /**
  * Sections of reports/bench.json that are not figures: `peers` (ours beside each peer,
- * bench/peers.ts) and `cost` (USD per million orders, bench/cost.ts). Each is replaced whole
- * when its suite runs.
+ * bench/peers.ts), `cost` (USD per million orders, bench/cost.ts) and `costAtRest` (USD a month
+ * with no orders, bench/atRest.ts). Each is replaced whole when its suite runs.
  */
 export interface BenchSections {
   peers: unknown[];
   cost: unknown;
+  costAtRest: unknown;
 }
 
 /** reports/bench.json: figures by name, and the sections. */
@@ -40,7 +42,12 @@ export function figuresOf(report: BenchReport): Record<string, BenchFigure> {
   return Object.fromEntries(
     Object.entries(report).filter(
       ([k, v]) =>
-        k !== 'peers' && k !== 'cost' && typeof v === 'object' && v !== null && 'value' in v,
+        k !== 'peers' &&
+        k !== 'cost' &&
+        k !== 'costAtRest' &&
+        typeof v === 'object' &&
+        v !== null &&
+        'value' in v,
     ),
   ) as Record<string, BenchFigure>;
 }
@@ -148,6 +155,17 @@ export async function writeSummary(jsonPath: string, full: BenchReport): Promise
     '',
     ...(full.peers?.length ? peerMarkdown(full.peers as PeerRowLike[]) : []),
     ...(full.cost ? costSection(full.cost as { configurations: ConfigurationCost[] }) : []),
+    ...(full.costAtRest
+      ? [
+          '## A month at rest',
+          '',
+          'Fixed charges counted from the templates, the scheduled runs measured on the bundles',
+          '(`npm run bench -- --suite cost-at-rest`), priced from bench/prices.ts.',
+          '',
+          ...atRestMarkdown((full.costAtRest as { months: AtRestMonth[] }).months),
+          '',
+        ]
+      : []),
   ];
   await writeFile(path, lines.join('\n'));
   return path;

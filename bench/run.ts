@@ -4,6 +4,7 @@ import { requireServices } from '../devkit/preflight.js';
 import { REDIS_URL, redisProblem } from '../peers/redis.js';
 import { loadEnv } from '../shared/config/env.js';
 import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
+import { atRestMarkdown, benchCostAtRest } from './atRest.js';
 import { benchBundles } from './bundle.js';
 import { benchCost, type ConfigurationCost, costMarkdown } from './cost.js';
 import { benchE2e, type Transport } from './e2e.js';
@@ -26,7 +27,7 @@ import { benchSqs } from './sqs.js';
 
 /**
  * `npm run bench [-- <suite…>] [--suite a,b]`: benchmarks, each beside its raw baseline measured in
- * the same run. Suites: relay, reserve, e2e, memory, scale, bundle (default: these), relay-deployed (named only: an hour at rest). Results are
+ * the same run. Suites: relay, reserve, e2e, memory, scale, bundle (default: these), relay-deployed (named only: an hour at rest), peers, cost (per million orders, and the month at rest), cost-at-rest (the month at rest alone). Results are
  * merged into reports/bench.json; reports/bench.md and the printed table summarize them.
  */
 const program = new Command('bench')
@@ -113,10 +114,11 @@ const SUITES = [
   'relay-deployed',
   'peers',
   'cost',
+  'cost-at-rest',
 ] as const;
 /** Run only when named: relay-deployed measures an hour at rest; peers install other libraries' consumers. */
 const DEFAULT_SUITES = SUITES.filter(
-  (s) => s !== 'relay-deployed' && s !== 'peers' && s !== 'cost',
+  (s) => s !== 'relay-deployed' && s !== 'peers' && s !== 'cost' && s !== 'cost-at-rest',
 );
 const opts = program.opts<{
   messages: string;
@@ -333,6 +335,14 @@ if (chosen.includes('cost')) {
     throughput: Number(opts.costThroughput),
   });
 }
+let atRest: Awaited<ReturnType<typeof benchCostAtRest>> | undefined;
+if (chosen.includes('cost') || chosen.includes('cost-at-rest')) {
+  progress('a month at rest: the templates counted, the scheduled runs measured on the bundles');
+  atRest = await benchCostAtRest(
+    env,
+    transports.filter((t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq'),
+  );
+}
 if (chosen.includes('bundle')) {
   progress('Lambda bundle sizes (esbuild, the settings of infra/constructs/NodeFunction.ts)');
   Object.assign(figures, await benchBundles());
@@ -342,9 +352,11 @@ const report = await writeFigures(opts.out, figures, {
   ...(costs
     ? { cost: { measuredAt: new Date().toISOString(), prices: PRICES, configurations: costs } }
     : {}),
+  ...(atRest ? { costAtRest: { prices: PRICES, ...atRest } } : {}),
 });
 const summary = await writeSummary(opts.out, report);
 console.log(`\n${table(figures)}`);
 if (peerRows) console.log(`\n${peerTable(peerRows)}`);
 if (costs) console.log(`\n${costMarkdown(costs).join('\n')}`);
+if (atRest) console.log(`\n${atRestMarkdown(atRest.months).join('\n')}`);
 console.log(`\nwritten to ${opts.out} and ${summary}`);
