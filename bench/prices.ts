@@ -83,7 +83,7 @@ export const PRICES = {
     region: REGION,
     page: 'https://aws.amazon.com/rds/aurora/pricing/',
     read: READ,
-    via: "the README's cost-at-rest figures (session of 2026-12-01); not re-read here",
+    via: 'the rate the cost-at-rest figures used since 2026-12-01; not re-read here',
   },
   secretsManagerCall: {
     usd: 0.05,

@@ -384,10 +384,22 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
   const handle = async (path: string, body: Record<string, unknown>, res: ServerResponse) => {
     if (path === '/BeginTransaction') {
       const client = await (await callPool(body)).connect();
-      // a connection the database terminated (idle_in_transaction_session_timeout) ends its transaction
+      // A connection the database terminated (idle_in_transaction_session_timeout, a killed
+      // backend) ends its transaction at once, and its connection goes back: an abandoned
+      // transaction (its caller killed) must not hold one of the pool's connections until the
+      // 3-minute expiry, or enough of them stall every call of that user.
       if (!listening.has(client)) {
         listening.add(client);
-        client.on('error', () => {});
+        client.on('error', (err) => {
+          for (const [id, open] of transactions) {
+            if (open.client !== client || open.busy > 0) continue;
+            transactions.delete(id);
+            clearTimeout(open.timer);
+            client.release(err);
+            if (running === 0) idleSince = Date.now();
+            armPause();
+          }
+        });
       }
       try {
         await client.query('BEGIN');

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { expect, inject } from 'vitest';
 import { JournalRecorder } from '../../devkit/journalRecorder.js';
 import type { LocalDeployment } from '../../devkit/lambda/LocalDeployment.js';
@@ -14,6 +15,7 @@ import {
   type ScratchVhost,
 } from '../../devkit/scratch.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
+import { waitFor } from '../../devkit/waitFor.js';
 import { APP_GROUP_ROLE, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './services.js';
@@ -203,4 +205,50 @@ export async function relayTicks(f: BundleFixture): Promise<void> {
     lost.eventId,
   ]);
   expect(rows[0]?.published_at).not.toBeNull();
+}
+
+/**
+ * An order whose `order.created` is poison (written around the outbox: quantity 0 breaks the
+ * schema), for the caller to send to the consumer queue: the order row, and the envelope.
+ */
+export async function poisonOrder(f: BundleFixture): Promise<{
+  orderId: string;
+  eventId: string;
+  poison: Record<string, unknown>;
+}> {
+  const orderId = randomUUID();
+  const eventId = randomUUID();
+  await f.db.db.query(
+    `INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
+     VALUES ($1, 'SKU-P', 1, $2, 'c-poison')`,
+    [orderId, eventId],
+  );
+  const poison = {
+    id: eventId,
+    type: 'order.created',
+    schema_version: '1.0',
+    occurred_at: new Date().toISOString(),
+    producer: 'order-service',
+    correlation_id: 'c-poison',
+    causation_id: null,
+    aggregate: { type: 'order', id: orderId, version: 1 },
+    data: { orderId, sku: 'SKU-P', quantity: 0 },
+  };
+  return { orderId, eventId, poison };
+}
+
+/** Waits until `GET /orders/{id}` shows the order quarantined, with its reason and park time. */
+export async function quarantinedView(apiUrl: string, orderId: string) {
+  const view = await waitFor(
+    async () => {
+      const body = (await (await fetch(`${apiUrl}/orders/${orderId}`)).json()) as {
+        reservation: { status: string; reason: string; parkedAt?: string };
+      };
+      return body.reservation.status === 'quarantined' ? body : undefined;
+    },
+    { timeoutMs: 30_000, message: 'the order shows quarantined' },
+  );
+  expect(view.reservation.reason).toMatch(/^permanent \(permanent\): .*data\.quantity/);
+  expect(view.reservation.parkedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+  return view;
 }

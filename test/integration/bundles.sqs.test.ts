@@ -13,6 +13,8 @@ import {
   dataApiLoginOf,
   expectLoginsReady,
   FUNCTION_SIDES,
+  poisonOrder,
+  quarantinedView,
   relayTicks,
 } from '../helpers/bundles.js';
 
@@ -217,25 +219,7 @@ describe('the SQS deployment, run from its bundles', () => {
   });
 
   it('a poison order.created: reserve-inventory-sqs parks it and sends its notice to the results queue itself; the order shows quarantined', async () => {
-    // an order whose event is broken (sent around the outbox: quantity 0 breaks the schema)
-    const orderId = randomUUID();
-    const eventId = randomUUID();
-    await f.db.db.query(
-      `INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
-       VALUES ($1, 'SKU-P', 1, $2, 'c-poison')`,
-      [orderId, eventId],
-    );
-    const poison = {
-      id: eventId,
-      type: 'order.created',
-      schema_version: '1.0',
-      occurred_at: new Date().toISOString(),
-      producer: 'order-service',
-      correlation_id: 'c-poison',
-      causation_id: null,
-      aggregate: { type: 'order', id: orderId, version: 1 },
-      data: { orderId, sku: 'SKU-P', quantity: 0 },
-    };
+    const { orderId, eventId, poison } = await poisonOrder(f);
     await sqs.send(
       new SendMessageCommand({
         QueueUrl: f.deployment.queue('inventory-orders').url,
@@ -246,17 +230,7 @@ describe('the SQS deployment, run from its bundles', () => {
         },
       }),
     );
-    const view = await waitFor(
-      async () => {
-        const body = (await (await fetch(`${api.url}/orders/${orderId}`)).json()) as {
-          reservation: { status: string; reason: string; parkedAt?: string };
-        };
-        return body.reservation.status === 'quarantined' ? body : undefined;
-      },
-      { timeoutMs: 30_000, message: 'the order shows quarantined' },
-    );
-    expect(view.reservation.reason).toMatch(/^permanent \(permanent\): .*data\.quantity/);
-    expect(view.reservation.parkedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+    await quarantinedView(api.url, orderId);
     expect(await depth('inventory-orders-parking')).toBe(1);
   });
 

@@ -120,6 +120,54 @@ describe('the local Data API endpoint', () => {
     ).rejects.toMatchObject({ name: 'TransactionNotFoundException' });
   });
 
+  it('ends an abandoned transaction whose session the database terminated at once, giving its connection back (not at the 3-minute expiry)', async () => {
+    // the service's idle expiry: only the database's own bound can end it sooner
+    const own = await startDataApiServer({ databaseUrl: t.url });
+    const c = new RDSDataClient({
+      endpoint: own.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      maxAttempts: 1,
+    });
+    try {
+      const { transactionId } = await c.send(new BeginTransactionCommand(ARNS));
+      await c.send(
+        new ExecuteStatementCommand({
+          ...ARNS,
+          transactionId,
+          sql: "SELECT set_config('idle_in_transaction_session_timeout', '200ms', true)",
+        }),
+      );
+      // abandoned (its caller killed): PostgreSQL ends the session after 200 ms idle
+      expect(own.openTransactions()).toBe(1);
+      await waitFor(async () => own.openTransactions() === 0, {
+        timeoutMs: 10_000,
+        message: 'the terminated transaction to end',
+      });
+      // its connection is back: more calls than the pool holds connections go through
+      for (let i = 0; i < 12; i++) {
+        const { transactionId: id } = await c.send(new BeginTransactionCommand(ARNS));
+        await c.send(
+          new ExecuteStatementCommand({
+            ...ARNS,
+            transactionId: id,
+            sql: "SELECT set_config('idle_in_transaction_session_timeout', '100ms', true)",
+          }),
+        );
+      }
+      await waitFor(async () => own.openTransactions() === 0, {
+        timeoutMs: 10_000,
+        message: 'every terminated transaction to end',
+      });
+      await expect(
+        c.send(new ExecuteStatementCommand({ ...ARNS, sql: 'SELECT 1 AS one' })),
+      ).resolves.toMatchObject({ records: [[{ longValue: 1 }]] });
+    } finally {
+      c.destroy();
+      await own.close();
+    }
+  });
+
   it('answers DatabaseResumingException (HTTP 400) while switched to resuming', async () => {
     server.setResuming(true);
     try {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ScheduledEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
@@ -20,6 +20,7 @@ import { createRelays } from '../../shared/outbox/relays.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { createTestDatabase, proxiedDatabase, type TestDatabase } from '../helpers/db.js';
+import { captureEmf } from '../helpers/emf.js';
 import { DATABASE_URL, RABBITMQ_MANAGEMENT_URL, SERVICES } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 
@@ -34,33 +35,6 @@ const scheduledEvent: ScheduledEvent = {
   resources: ['arn:aws:events:eu-west-1:000000000000:rule/outbox-relay'],
   detail: {},
 };
-
-/**
- * Runs `fn` capturing what Powertools Metrics writes to stdout: the EMF documents, merged per
- * outbox (the relay flushes the heartbeat and counts before it queries the backlog).
- */
-async function captureEmf(fn: () => Promise<unknown>) {
-  const lines: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    lines.push(String(chunk));
-    return true;
-  });
-  try {
-    await fn();
-  } finally {
-    spy.mockRestore();
-  }
-  const docs = lines
-    .flatMap((l) => l.split('\n'))
-    .filter((l) => l.includes('"_aws"'))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-  const byOutbox = new Map<string, Record<string, unknown>>();
-  for (const d of docs) {
-    const outbox = String(d.Outbox);
-    byOutbox.set(outbox, { ...byOutbox.get(outbox), ...d });
-  }
-  return { docs, byOutbox };
-}
 
 describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
   let scratch: ScratchEnvironment;

@@ -1,9 +1,10 @@
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { CONSUMER_METRICS, publishParkRefused } from '../../shared/consumer/metrics.js';
 import { RETRY_NAMES } from '../../shared/transport/rabbitmq/index.js';
+import { emfCapture } from '../helpers/emf.js';
 import { InventoryBench } from '../helpers/inventory.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
@@ -14,19 +15,6 @@ import { SqsInventoryBench } from '../helpers/sqsInventory.js';
  * through Powertools metrics, as the deployed reserve functions do), which the `ParkRefused`
  * alarm of both stacks watches.
  */
-function captureEmf() {
-  const docs: Record<string, unknown>[] = [];
-  const write = process.stdout.write.bind(process.stdout);
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk, ...rest) => {
-    const text = String(chunk);
-    for (const line of text.split('\n')) {
-      if (line.includes('"_aws"')) docs.push(JSON.parse(line) as Record<string, unknown>);
-    }
-    if (text.includes('"_aws"')) return true;
-    return write(chunk as string, ...(rest as []));
-  });
-  return { docs, restore: () => spy.mockRestore() };
-}
 
 const refused = (docs: Record<string, unknown>[]) =>
   docs.filter((d) => d[CONSUMER_METRICS.parkRefused] === 1);
@@ -35,7 +23,7 @@ const POISON = (id: string) => ({ body: '{not-json', messageId: id, type: 'order
 
 describe('a refused park publishes ParkRefused', () => {
   let close: (() => Promise<void>) | undefined;
-  let emf: ReturnType<typeof captureEmf> | undefined;
+  let emf: ReturnType<typeof emfCapture> | undefined;
   afterEach(async () => {
     emf?.restore();
     emf = undefined;
@@ -57,7 +45,7 @@ describe('a refused park publishes ParkRefused', () => {
           RETRY_NAMES.parkingRoutingKey,
         ),
       );
-      emf = captureEmf();
+      emf = emfCapture();
       const docs = emf.docs;
       if (mode === 'worker') await b.worker();
       else await b.trigger();
@@ -95,7 +83,7 @@ describe('a refused park publishes ParkRefused', () => {
       });
       close = () => b.close();
       await b.client.send(new DeleteQueueCommand({ QueueUrl: b.queues.parkingUrl }));
-      emf = captureEmf();
+      emf = emfCapture();
       const docs = emf.docs;
       await b.trigger();
       const id = 'c5e3f4a6-3333-4c4d-8e5f-1a0b9c8d7e6f';

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
@@ -8,32 +8,9 @@ import {
   RABBITMQ_NAMES,
   reportQueueMetrics,
 } from '../../shared/transport/rabbitmq/index.js';
+import { captureEmf } from '../helpers/emf.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, SERVICES } from '../helpers/services.js';
-
-/**
- * `QueueMetricsAvailable`, the relay's word on whether it could read the broker (CloudWatch EMF):
- * 1 with the depths and routes, 0 when the broker or its management API does not answer, so that
- * one alarm says so and the depth alarms stay quiet (infra/constructs/PipelineAlarms.ts).
- */
-async function captureEmf(fn: () => Promise<unknown>) {
-  const lines: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    lines.push(String(chunk));
-    return true;
-  });
-  let result: unknown;
-  try {
-    result = await fn();
-  } finally {
-    spy.mockRestore();
-  }
-  const docs = lines
-    .flatMap((l) => l.split('\n'))
-    .filter((l) => l.includes('"_aws"'))
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { result, docs };
-}
 
 /** The EMF document of `QueueMetricsAvailable` (no `Queue` dimension), and those of the depths. */
 const availability = (docs: Record<string, unknown>[]) =>

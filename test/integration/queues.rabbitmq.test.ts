@@ -23,7 +23,7 @@ import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import { SERVICES } from '../helpers/services.js';
 
 /**
- * Issue #12, item 4: every declared queue has a consumer or a bound (by policy), and a missing
+ * Every declared queue has a consumer or a bound (by policy), and a missing
  * route to `inventory.orders` is never silent although `audit.orders` (bound to `order.#`) still
  * takes every order event.
  */

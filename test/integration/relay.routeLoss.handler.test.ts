@@ -1,5 +1,5 @@
 import type { ScheduledEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
 import { loadEnv } from '../../shared/config/env.js';
@@ -11,6 +11,7 @@ import { createRelays } from '../../shared/outbox/relays.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import type { RouteLoss } from '../../shared/transport/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
+import { captureEmf } from '../helpers/emf.js';
 
 const tick: ScheduledEvent = {
   version: '0',
@@ -23,26 +24,6 @@ const tick: ScheduledEvent = {
   resources: ['arn:aws:events:eu-west-1:000000000000:rule/outbox-relay'],
   detail: {},
 };
-
-/** The EMF documents Powertools writes while `fn` runs, merged per outbox. */
-async function emfByOutbox(fn: () => Promise<unknown>) {
-  const lines: string[] = [];
-  const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-    lines.push(String(chunk));
-    return true;
-  });
-  try {
-    await fn();
-  } finally {
-    spy.mockRestore();
-  }
-  const byOutbox = new Map<string, Record<string, unknown>>();
-  for (const l of lines.flatMap((x) => x.split('\n')).filter((x) => x.includes('"_aws"'))) {
-    const d = JSON.parse(l) as Record<string, unknown>;
-    byOutbox.set(String(d.Outbox), { ...byOutbox.get(String(d.Outbox)), ...d });
-  }
-  return byOutbox;
-}
 
 /**
  * The deployed relay and a lost route (docs/design.md §4, "Missing routes"): a loss the route
@@ -113,7 +94,7 @@ describe('outbox-relay handler: rows of a lost route', () => {
     );
 
     let summary: Awaited<ReturnType<typeof handler>> | undefined;
-    const metrics = await emfByOutbox(async () => {
+    const { byOutbox: metrics } = await captureEmf(async () => {
       summary = await handler(tick, localLambdaContext('outbox-relay', 60_000));
     });
     expect(summary).toMatchObject({ mode: 'tick', outbox: { republished: 3, rounds: 0 } });

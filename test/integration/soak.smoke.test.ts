@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { runSoak } from '../../soak/soak.js';
 import { summary } from '../../soak/summary.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates } from '../helpers/child.js';
@@ -39,6 +39,8 @@ describe('chaos soak, smoke size', () => {
     '%s (%s, %s, database through %s): 200 orders under faults → every order decided or parked, nothing twice, stock exact, outbox published',
     async (transport, consumer, outage, db) => {
       const lines: string[] = [];
+      // a run that times out says how far it got
+      onTestFailed(() => console.error(`soak progress:\n${lines.join('\n')}`));
       const report = await runSoak({
         transport,
         ...(consumer === 'amazonmq' ? { consumer } : {}),
