@@ -25,7 +25,8 @@ import { readBody } from './httpApi.js';
  * at 0 ACU does: after `secondsUntilAutoPause` with no call running and no transaction open; the
  * next call starts a resume, and it and every call until the resume ends (`resumeMs`) answer
  * `DatabaseResumingException`. It listens on 127.0.0.1 only. Not reproduced: the 64 KB row limit,
- * refusing a call while the same transaction still runs one.
+ * refusing a call while the same transaction still runs one, and keeping a transaction begun for
+ * a caller that left before the answer (it is rolled back at once: it held only a connection).
  */
 export interface DataApiServer {
   endpoint: string;
@@ -59,6 +60,12 @@ export interface DataApiServerOptions {
   maxRequestBytes?: number;
   /** A larger response (its JSON) fails the call (the service: 1 MiB). */
   maxResponseBytes?: number;
+  /**
+   * Connections to PostgreSQL per database user (default 20): a call waits for one. The service
+   * has no such limit of its own (the cluster's `max_connections`, hundreds by capacity, is the
+   * bound); a small one stalls every caller once a few transactions are abandoned.
+   */
+  maxConnectionsPerUser?: number;
   /**
    * The database user of a call, from the secret it names (`secretArn`), as the service reads
    * `username` and `password` from that Secrets Manager secret. Unset: every call runs as the user
@@ -267,7 +274,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       }
       pool = new pg.Pool({
         connectionString: url.toString(),
-        max: 8,
+        max: options.maxConnectionsPerUser ?? 20,
         types: raw,
         options: '-c TimeZone=UTC',
       });
@@ -406,6 +413,13 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       } catch (err) {
         client.release(err as Error);
         throw err;
+      }
+      if (res.destroyed || res.writableEnded || res.socket?.destroyed) {
+        // the caller is gone before it learnt the id (killed, timed out): the service would keep
+        // the transaction until its expiry; it holds no lock, only a connection, so it goes now
+        await client.query('ROLLBACK').catch(() => {});
+        client.release();
+        return undefined;
       }
       const id = randomUUID();
       const tx: OpenTransaction = { client, begunAt: Date.now(), busy: 0, timer: undefined };
