@@ -316,7 +316,7 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     });
   });
 
-  it("parked list and redrive --transport sqs --stack: the stack's pinned queues in its region", async () => {
+  it("parked list, notify and redrive --transport sqs --stack: the stack's pinned queues in its region", async () => {
     const orderId = randomUUID();
     const e = newEnvelope({
       type: 'order.created',
@@ -346,6 +346,11 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     expect(JSON.parse(list.stdout)).toMatchObject([
       { via: 'broker', messageId: e.id, type: 'order.created', errorClass: 'sqs:maxReceiveCount' },
     ]);
+    // the backstop for what the broker parked by itself: the order side is told, nothing consumed
+    const notify = await cli(['parked', 'notify', '--transport', 'sqs', '--stack', stackName]);
+    expect(notify.code, notify.stderr).toBe(0);
+    expect(notify.stdout).toContain(`notified order ${orderId} (v1)`);
+    expect(notify.stdout).toContain('1 order(s) to tell, 0 not published');
     const dir = await mkdtemp(join(tmpdir(), 'cli-redrive-'));
     const redrive = await cli([
       'parked',
