@@ -15,8 +15,8 @@ import {
   OutboxRelay,
 } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import type { Publisher } from '../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/index.js';
-import type { Publisher } from '../shared/transport/types.js';
 import { sleep } from '../shared/util/async.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';

@@ -4,7 +4,7 @@ import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
-import type { InboundMessage } from '../shared/transport/types.js';
+import type { InboundMessage } from '../shared/port/types.js';
 
 /**
  * The reserve side of the `pinned-xmin` phase (bench/pinnedHorizon.ts), in a thread of its own as

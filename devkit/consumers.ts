@@ -4,6 +4,12 @@ import { createReserveInventoryRabbitHandler } from '../functions/reserve-invent
 import { createReserveInventorySqsHandler } from '../functions/reserve-inventory-sqs/handler.js';
 import type { Journal } from '../shared/consumer/journal.js';
 import { createLogger, type Logger } from '../shared/logger.js';
+import type {
+  Backend,
+  MessageHandler,
+  ParkNotices,
+  RunningConsumer,
+} from '../shared/port/types.js';
 import { MemoryBackend } from '../shared/transport/memory/index.js';
 import {
   AMAZON_MQ_TRIGGER,
@@ -11,12 +17,6 @@ import {
   RabbitMqBackend,
 } from '../shared/transport/rabbitmq/index.js';
 import { createSqsClient, SqsBackend } from '../shared/transport/sqs/index.js';
-import type {
-  Backend,
-  MessageHandler,
-  ParkNotices,
-  RunningConsumer,
-} from '../shared/transport/types.js';
 import { AmazonMqTrigger } from './triggers/amazonMqTrigger.js';
 import { SqsTrigger } from './triggers/sqsTrigger.js';
 

@@ -7,9 +7,9 @@ import { INVENTORY_PARK_NOTICES } from '../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../shared/outbox/OutboxRelay.js';
+import type { Backend } from '../shared/port/types.js';
 import { type RabbitMqBackendConfig, rabbitmqBackend } from '../shared/transport/rabbitmq/index.js';
 import { type SqsBackendConfig, sqsBackend } from '../shared/transport/sqs/index.js';
-import type { Backend } from '../shared/transport/types.js';
 
 /**
  * A lab run's consumer or relay as a process of its own (`node --import tsx lab/child.ts`), so

@@ -1,5 +1,5 @@
 import type { JournalLine } from '../devkit/journalRecorder.js';
-import type { FaultPoint } from '../shared/faults.js';
+import type { FaultPoint } from '../shared/config/faults.js';
 import type { Rig } from './rigs/index.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
 

@@ -9,8 +9,8 @@ import { Supervised } from '../devkit/processes.js';
 import { amqpUrlVia, type ScratchEnvironment } from '../devkit/scratch.js';
 import { TcpProxy } from '../devkit/tcpProxy.js';
 import { DEFAULT_RETENTION, loadBudget } from '../shared/config/budget.js';
+import type { Diagnosis } from '../shared/port/types.js';
 import type { BackendBase } from '../shared/transport/index.js';
-import type { Diagnosis } from '../shared/transport/types.js';
 
 const run = promisify(execFile);
 

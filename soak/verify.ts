@@ -3,7 +3,7 @@ import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { INVENTORY_CONSUMER } from '../shared/inventory/ReserveInventory.js';
 import { ORDER_RESULTS_CONSUMER } from '../shared/orders/OrderResults.js';
 import { SET_ASIDE_PREFIX } from '../shared/outbox/OutboxStore.js';
-import type { Diagnosis } from '../shared/transport/types.js';
+import type { Diagnosis } from '../shared/port/types.js';
 import type { BadRow } from './chaos.js';
 import type { Plan } from './plan.js';
 

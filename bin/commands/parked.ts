@@ -6,14 +6,9 @@ import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import { reservationQuarantineNotice } from '../../shared/inventory/quarantine.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
+import type { Backend, Diagnosis, ParkingLot, RedriveSelection } from '../../shared/port/types.js';
 import { backendFromEnv } from '../../shared/transport/index.js';
 import { SqsBackend, sqsBackend, sqsQueueNames } from '../../shared/transport/sqs/index.js';
-import type {
-  Backend,
-  Diagnosis,
-  ParkingLot,
-  RedriveSelection,
-} from '../../shared/transport/types.js';
 import { env } from './common.js';
 import { describeStack, stackOption } from './stack.js';
 

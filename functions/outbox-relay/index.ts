@@ -9,8 +9,8 @@ import {
   SsmRelayStateStore,
 } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
+import type { Backend } from '../../shared/port/types.js';
 import { reportQueueMetrics } from '../../shared/transport/rabbitmq/index.js';
-import type { Backend } from '../../shared/transport/types.js';
 import { sharedDb, sharedRabbit, sharedSqs } from '../commons/clients.js';
 import { createOutboxRelayHandler } from './handler.js';
 

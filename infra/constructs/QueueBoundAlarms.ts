@@ -10,7 +10,7 @@ import {
 import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { METRICS_NAMESPACE } from '../../shared/outbox/metrics.js';
+import { METRICS_NAMESPACE } from '../../shared/config/constants.js';
 import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 import { alarmDescription, type RunbookValues } from './runbook.js';
 

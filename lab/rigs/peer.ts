@@ -10,9 +10,9 @@ import { CONSUMER_PEERS } from '../../peers/index.js';
 import type { PeerContext, PeerId, PeerInput, RunningPeer } from '../../peers/types.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope } from '../../shared/envelope/envelope.js';
+import type { Publisher, PublishOutcome } from '../../shared/port/types.js';
 import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/index.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/index.js';
-import type { Publisher, PublishOutcome } from '../../shared/transport/types.js';
 import type { ParkedSummary } from '../types.js';
 
 export { REDIS_URL, redisProblem } from '../../peers/redis.js';

@@ -1,13 +1,13 @@
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import { amqpUrlVia, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
+import type { Publisher } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
   type RabbitMqBackend,
   type RabbitMqBackendConfig,
   RETRY_NAMES,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { Publisher } from '../../shared/transport/types.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import { type ChildOverrides, Rig, type RigOptions } from './rig.js';

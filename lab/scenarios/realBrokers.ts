@@ -1,7 +1,7 @@
 import { holdStockLock } from '../../devkit/dbControls.js';
 import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { RoundResult } from '../../shared/outbox/OutboxRelay.js';
-import type { Publisher } from '../../shared/transport/types.js';
+import type { Publisher } from '../../shared/port/types.js';
 import type { Configuration } from '../configurations.js';
 import type { Rig } from '../rigs/index.js';
 import type { RabbitRig } from '../rigs/rabbitmq.js';

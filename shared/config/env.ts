@@ -1,10 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import type { DbSide } from '../db/appRole.js';
-import type { TransactionTimeouts } from '../db/transactionBounds.js';
-import { faultSpecSchema } from '../faults.js';
-import { RABBITMQ_DEFAULTS } from '../transport/rabbitmq/constants.js';
+import { CONSUMER_PREFETCH, type DbSide } from './constants.js';
 import { ConfigError } from './errors.js';
+import { faultSpecSchema } from './faults.js';
 import { inboxRetentionRule, transactionBoundsRule, visibilityTimeoutRule } from './rules.js';
 
 export { ConfigError } from './errors.js';
@@ -94,6 +92,26 @@ export const DEFAULT_RETENTION: Retention = {
 };
 
 /**
+ * How long one transaction may wait or sit still (ms; 0 = no bound), set with `SET LOCAL` at its
+ * start so they end with it. A Lambda function that times out mid-transaction rolls nothing back
+ * itself: through the Data API the transaction and its row locks would stay until the service's
+ * 3-minute inactivity expiry; with node-postgres until the server notices the dead connection.
+ * These bounds end it from the database side.
+ */
+export interface TransactionTimeouts {
+  /** `lock_timeout`: the longest wait for one lock (a row another transaction holds). */
+  lockTimeoutMs: number;
+  /** `statement_timeout`: the longest statement, lock waits included. */
+  statementTimeoutMs: number;
+  /**
+   * `idle_in_transaction_session_timeout`: the longest pause between two statements of the
+   * transaction; past it the server ends the session, and the transaction with it. The relay sits
+   * still while it waits for broker confirms (PUBLISH_TIMEOUT_MS), so it must be longer.
+   */
+  idleInTransactionTimeoutMs: number;
+}
+
+/**
  * The transaction bounds at the defaults (FUNCTION_TIMEOUT_MS 5 s, PUBLISH_TIMEOUT_MS 10 s): lock
  * waits 2 s, statements 4 s, pauses inside a transaction 15 s.
  */
@@ -168,7 +186,7 @@ const envObject = z.object({
     .regex(/^[A-Za-z0-9_-]{0,40}$/)
     .default(''),
   AWS_REGION: z.string().default('us-east-1'),
-  /** Fault points armed at start: `point:action,…` (see `shared/faults.ts`). */
+  /** Fault points armed at start: `point:action,…` (see `shared/config/faults.ts`). */
   FAULTS: faultSpecSchema.default(() => new Map()),
   /** Rows per relay round. */
   RELAY_BATCH_SIZE: intFrom(1, 5_000).default(500),
@@ -212,8 +230,8 @@ const envObject = z.object({
   RELAY_SWEEP_QUIET_MS: intFrom(0, 86_400_000).default(600_000),
   /** …and this long after the previous run on the database (ms); at once while rows are left. */
   RELAY_SWEEP_INTERVAL_MS: intFrom(0, 86_400_000).default(3_600_000),
-  /** Worker mode: unacknowledged deliveries per channel, and the largest batch (why 100: RABBITMQ_DEFAULTS). */
-  CONSUMER_PREFETCH: intFrom(1, 1_000).default(RABBITMQ_DEFAULTS.prefetch),
+  /** Worker mode: unacknowledged deliveries per channel, and the largest batch (why 100: CONSUMER_PREFETCH). */
+  CONSUMER_PREFETCH: intFrom(1, 1_000).default(CONSUMER_PREFETCH),
   /** Worker mode: consumers (channels, each with its own transaction) in one process. */
   CONSUMER_CONCURRENCY: intFrom(1, 64).default(1),
   /**

@@ -1,4 +1,4 @@
-import { DB_SIDES, type DbSide } from '../db/appRole.js';
+import { DB_SIDES, type DbSide } from './constants.js';
 import {
   BUDGET_ENV,
   DB_SECRET_ENV,

@@ -1,6 +1,6 @@
 import { DbError, TransientDbError } from '../db/errors.js';
 import { EnvelopeError } from '../envelope/envelope.js';
-import type { ErrorClass } from '../transport/types.js';
+import type { ErrorClass } from '../port/types.js';
 
 /** A message that can never be processed as it is (missing id, wrong type, bad data…). */
 export class PermanentMessageError extends Error {

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { decodeEnvelope, type Envelope, schemaMajor } from '../envelope/envelope.js';
 import { dataSchemaFor } from '../envelope/events.js';
-import type { InboundMessage } from '../transport/types.js';
+import type { InboundMessage } from '../port/types.js';
 import { PermanentMessageError } from './classify.js';
 
 export interface DecodeRules {

@@ -1,4 +1,4 @@
-import { type FaultPoint, fault } from '../faults.js';
+import { type FaultPoint, fault } from '../config/faults.js';
 import type { Logger } from '../logger.js';
 import type {
   Delivery,
@@ -12,7 +12,7 @@ import type {
   RetryOutcome,
   Settle,
   Settled,
-} from '../transport/types.js';
+} from '../port/types.js';
 import { shortError } from './classify.js';
 import type { Journal } from './journal.js';
 import { peekEnvelope } from './peek.js';

@@ -1,5 +1,5 @@
 import type { Logger } from '../logger.js';
-import type { InboundMessage } from '../transport/types.js';
+import type { InboundMessage } from '../port/types.js';
 
 /**
  * The journal of a delivery's transitions (docs/consumer.md, "Journal"): one structured line per step with the

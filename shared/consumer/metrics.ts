@@ -1,6 +1,6 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { METRICS_NAMESPACE } from '../outbox/metrics.js';
-import type { TransportName } from '../transport/types.js';
+import { METRICS_NAMESPACE } from '../config/constants.js';
+import type { TransportName } from '../port/types.js';
 import type { ParkRefused } from './driver.js';
 
 /** CloudWatch metrics of the inventory consumer (namespace ReliableMessaging). */

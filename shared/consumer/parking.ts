@@ -1,9 +1,4 @@
-import type {
-  ParkedEntry,
-  RedriveOptions,
-  RedriveSelection,
-  RedriveSkip,
-} from '../transport/types.js';
+import type { ParkedEntry, RedriveOptions, RedriveSelection, RedriveSkip } from '../port/types.js';
 
 /** Whether a parked message is in an operator's redrive selection. */
 export function matches(p: ParkedEntry, s: RedriveSelection): boolean {

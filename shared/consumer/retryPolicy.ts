@@ -1,5 +1,5 @@
 import { decideRetry, type RetryBudget } from '../config/budget.js';
-import type { InboundMessage, Outcome } from '../transport/types.js';
+import type { InboundMessage, Outcome } from '../port/types.js';
 import { classifyError, isInfrastructureError, shortError } from './classify.js';
 
 /**

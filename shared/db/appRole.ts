@@ -1,16 +1,12 @@
 import { z } from 'zod';
+import { DB_SIDES, type DbSide } from '../config/constants.js';
+
+export { DB_SIDES, type DbSide };
+
 import { ConfigError } from '../config/env.js';
 import { DbError } from './errors.js';
 import { scramSha256Verifier } from './scram.js';
 import type { SqlDatabase } from './types.js';
-
-/**
- * The sides of the pipeline that reach the database, each with a login of its own (migration
- * 0006): the order service (place-order, order-results), inventory (reserve-inventory), the
- * outbox relay and maintenance. migrate runs as the master user; broker-setup has no database.
- */
-export const DB_SIDES = ['orders', 'inventory', 'relay', 'maintenance'] as const;
-export type DbSide = (typeof DB_SIDES)[number];
 
 /**
  * Each side's NOLOGIN group role (its grants and row policies, migration 0006) and the login user

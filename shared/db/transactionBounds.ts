@@ -1,24 +1,8 @@
-import { TransientDbError } from './errors.js';
+import type { TransactionTimeouts } from '../config/env.js';
 
-/**
- * How long one transaction may wait or sit still (ms; 0 = no bound), set with `SET LOCAL` at its
- * start so they end with it. A Lambda function that times out mid-transaction rolls nothing back
- * itself: through the Data API the transaction and its row locks would stay until the service's
- * 3-minute inactivity expiry; with node-postgres until the server notices the dead connection.
- * These bounds end it from the database side.
- */
-export interface TransactionTimeouts {
-  /** `lock_timeout`: the longest wait for one lock (a row another transaction holds). */
-  lockTimeoutMs: number;
-  /** `statement_timeout`: the longest statement, lock waits included. */
-  statementTimeoutMs: number;
-  /**
-   * `idle_in_transaction_session_timeout`: the longest pause between two statements of the
-   * transaction; past it the server ends the session, and the transaction with it. The relay sits
-   * still while it waits for broker confirms (PUBLISH_TIMEOUT_MS), so it must be longer.
-   */
-  idleInTransactionTimeoutMs: number;
-}
+export type { TransactionTimeouts };
+
+import { TransientDbError } from './errors.js';
 
 export interface TransactionOptions {
   /** Replaces the database's bounds for this transaction (e.g. 0 = none for a migration). */

@@ -1,5 +1,6 @@
 import type { RetryBudget } from '../config/budget.js';
 import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
+import { fault } from '../config/faults.js';
 import { isInfrastructureError, PermanentMessageError, shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
 import { Inbox } from '../consumer/inbox.js';
@@ -14,9 +15,8 @@ import type {
   ReservationRejectedData,
   ReservedData,
 } from '../envelope/events.js';
-import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
-import type { InboundMessage, Outcome } from '../transport/types.js';
+import type { InboundMessage, Outcome } from '../port/types.js';
 import { uuidV5 } from '../util/uuid.js';
 import { type Decision, decideBatch, type OrderEvent, type ReservationResult } from './decide.js';
 import { InventoryStore } from './store.js';

@@ -2,7 +2,7 @@ import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { peekEnvelope } from '../consumer/peek.js';
 import { type Envelope, newEnvelope } from '../envelope/envelope.js';
 import type { ReservationQuarantinedData } from '../envelope/events.js';
-import type { Diagnosis, ParkedEntry, ParkNotices } from '../transport/types.js';
+import type { Diagnosis, ParkedEntry, ParkNotices } from '../port/types.js';
 import { uuidV5 } from '../util/uuid.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -11,7 +11,7 @@ import type {
   ReservedData,
 } from '../envelope/events.js';
 import type { Logger } from '../logger.js';
-import type { InboundMessage, Outcome } from '../transport/types.js';
+import type { InboundMessage, Outcome } from '../port/types.js';
 import type { ReservationStatus } from './OrderService.js';
 
 /** The inbox's consumer name of the order side's results consumer (`processed_messages`). */

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { AGGREGATE_TYPES, EVENT_TYPES, PRODUCERS } from '../config/constants.js';
+import { fault } from '../config/faults.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { newEnvelope } from '../envelope/envelope.js';
-import { fault } from '../faults.js';
 import { OutboxStore } from '../outbox/OutboxStore.js';
 
 export interface PlaceOrderCommand {

@@ -1,8 +1,8 @@
 import type { OutboxTable } from '../config/constants.js';
+import { fault } from '../config/faults.js';
 import type { SqlDatabase } from '../db/types.js';
-import { fault } from '../faults.js';
 import type { Logger } from '../logger.js';
-import type { Publisher, RouteLoss } from '../transport/types.js';
+import type { Publisher, RouteLoss } from '../port/types.js';
 import { backoffDelay, sleep } from '../util/async.js';
 import { OutboxStore, type PublishFailure } from './OutboxStore.js';
 

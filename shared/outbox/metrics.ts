@@ -1,4 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { METRICS_NAMESPACE } from '../config/constants.js';
 import type { SqlExecutor } from '../db/types.js';
 import type { Logger } from '../logger.js';
 import type { DrainResult, OutboxRelay } from './OutboxRelay.js';
@@ -22,8 +23,6 @@ export const OUTBOX_METRICS = {
    */
   republished: 'OutboxRepublished',
 } as const;
-
-export const METRICS_NAMESPACE = 'ReliableMessaging';
 
 /** What one invocation did for one outbox (a `DrainResult`; missing counts are 0). */
 export type InvocationCounts = Partial<

@@ -2,7 +2,7 @@ import { OUTBOX_TABLES, type OutboxTable } from '../config/constants.js';
 import type { Env } from '../config/env.js';
 import type { SqlDatabase } from '../db/types.js';
 import type { Logger } from '../logger.js';
-import type { Backend } from '../transport/types.js';
+import type { Backend } from '../port/types.js';
 import { OutboxRelay } from './OutboxRelay.js';
 
 /**

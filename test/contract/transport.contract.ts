@@ -9,7 +9,7 @@ import type {
   Outcome,
   Publisher,
   RunningConsumer,
-} from '../../shared/transport/types.js';
+} from '../../shared/port/types.js';
 
 /**
  * The transport contract (in the spirit of Watermill's universal pub/sub tests): what every

@@ -21,12 +21,12 @@ import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
+import type { MessageHandler, ParkedEntry, RunningConsumer } from '../../shared/port/types.js';
 import type {
   RabbitMqBackend,
   RabbitMqBackendConfig,
 } from '../../shared/transport/rabbitmq/index.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
-import type { MessageHandler, ParkedEntry, RunningConsumer } from '../../shared/transport/types.js';
 import { inboxRows, stockOf } from './db.js';
 import { SERVICES } from './services.js';
 

@@ -2,9 +2,9 @@ import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
+import type { ParkedEntry, RunningConsumer } from '../../shared/port/types.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
-import type { ParkedEntry, RunningConsumer } from '../../shared/transport/types.js';
 import type { ConsumerBench } from './inventory.js';
 
 /**

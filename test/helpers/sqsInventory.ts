@@ -8,13 +8,13 @@ import {
 } from '../../shared/config/budget.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
+import type { RunningConsumer } from '../../shared/port/types.js';
 import type {
   SqsBackend,
   SqsBackendConfig,
   SqsPipelineQueues,
   SqsRetryMode,
 } from '../../shared/transport/sqs/index.js';
-import type { RunningConsumer } from '../../shared/transport/types.js';
 import type { SqsServer } from '../globalSetup.js';
 import { BENCH_CONSUMER, ConsumerBench } from './inventory.js';
 import { SERVICES } from './services.js';

@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
-import { OUTBOX_TABLES } from '../../shared/config/constants.js';
+import { METRICS_NAMESPACE, OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consumer/metrics.js';
-import { METRICS_NAMESPACE, OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
+import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import {
   QUEUE_METRICS,
   RABBITMQ_NAMES,

@@ -7,7 +7,7 @@ import {
 } from '../../shared/inventory/quarantine.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import type { Diagnosis, InboundMessage } from '../../shared/transport/types.js';
+import type { Diagnosis, InboundMessage } from '../../shared/port/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 /**

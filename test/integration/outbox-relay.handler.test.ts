@@ -10,7 +10,7 @@ import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { loadEnv } from '../../shared/config/env.js';
-import { FaultScope } from '../../shared/faults.js';
+import { FaultScope } from '../../shared/config/faults.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { DRAIN_SOURCE, KICK_SOURCE } from '../../shared/outbox/kick.js';

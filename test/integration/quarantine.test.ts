@@ -8,7 +8,7 @@ import { createLogger } from '../../shared/logger.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService, type OrderView } from '../../shared/orders/OrderService.js';
 import { createRelays } from '../../shared/outbox/relays.js';
-import type { Backend, RunningConsumer } from '../../shared/transport/types.js';
+import type { Backend, RunningConsumer } from '../../shared/port/types.js';
 import { type ConsumerBench, InventoryBench } from '../helpers/inventory.js';
 import { runCli } from '../helpers/redriveLimit.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';

@@ -5,13 +5,13 @@ import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import type { Logger } from '../../shared/logger.js';
+import type { MessageHandler } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
   RabbitConnection,
   type RabbitMqBackend,
   rabbitmqBackend,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { MessageHandler } from '../../shared/transport/types.js';
 import { amqpUrlVia, createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';
 

@@ -4,7 +4,7 @@ import type { Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/ty
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/transport/types.js';
+import type { Publisher } from '../../shared/port/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 /**

@@ -5,7 +5,7 @@ import type { Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/ty
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore, SET_ASIDE_PREFIX } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/transport/types.js';
+import type { Publisher } from '../../shared/port/types.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 

@@ -7,7 +7,7 @@ import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/transport/types.js';
+import type { Publisher } from '../../shared/port/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 /**

@@ -11,12 +11,12 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import type { Publisher } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
   type RabbitMqBackend,
   SCHEMA_VERSION_HEADER,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { Publisher } from '../../shared/transport/types.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates } from '../helpers/child.js';
 import type { TestDatabase } from '../helpers/db.js';

@@ -8,8 +8,8 @@ import { OrderService } from '../../shared/orders/OrderService.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
+import type { RouteLoss } from '../../shared/port/types.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
-import type { RouteLoss } from '../../shared/transport/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { captureEmf } from '../helpers/emf.js';
 

@@ -6,8 +6,8 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import type { Publisher } from '../../shared/port/types.js';
 import { SQS_ATTRIBUTES, sqsBackend } from '../../shared/transport/sqs/index.js';
-import type { Publisher } from '../../shared/transport/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
   createSqsFixture,

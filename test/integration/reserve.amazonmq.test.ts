@@ -8,13 +8,13 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import type { BatchReport } from '../../shared/consumer/driver.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { createLogger } from '../../shared/logger.js';
+import type { RunningConsumer } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
   type RabbitMQEvent,
   type RabbitMqBackend,
   SCHEMA_VERSION_HEADER,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { RunningConsumer } from '../../shared/transport/types.js';
 import { BENCH_CONSUMER, InventoryBench } from '../helpers/inventory.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqsTriggerConfigError, validateVisibility } from '../../devkit/triggers/sqsTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
+import { setFaults } from '../../shared/config/faults.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
-import { setFaults } from '../../shared/faults.js';
 import { receiveAll, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryBench } from '../helpers/sqsInventory.js';
 

@@ -20,8 +20,8 @@ import { runMaintenance } from '../../shared/maintenance/retention.js';
 import { ORDER_RESULTS_CONSUMER, OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import type { InboundMessage } from '../../shared/port/types.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
-import type { InboundMessage } from '../../shared/transport/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { DATABASE_URL, uniqueName } from '../helpers/services.js';
 

@@ -9,13 +9,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { toSqsRecord } from '../../devkit/triggers/sqsTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { RetryBudget } from '../../shared/config/budget.js';
+import type { Outcome } from '../../shared/port/types.js';
 import {
   type SqsRetryMode,
   SqsSettle,
   sqsBackend,
   sqsDelivery,
 } from '../../shared/transport/sqs/index.js';
-import type { Outcome } from '../../shared/transport/types.js';
 import { createSqsFixture, SQS_SERVERS, type SqsFixture } from '../helpers/sqs.js';
 
 /**

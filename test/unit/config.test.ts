@@ -18,13 +18,13 @@ import {
   loadEnv,
   retentionOf,
 } from '../../shared/config/env.js';
+import { parseFaults } from '../../shared/config/faults.js';
 import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import { inboxRetentionRule, visibilityTimeoutRule } from '../../shared/config/rules.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
-import { parseFaults } from '../../shared/faults.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 
 const DAY = 24 * 3600 * 1000;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { FaultScope } from '../../shared/config/faults.js';
 import { ConsumerDriver } from '../../shared/consumer/driver.js';
 import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
-import { FaultScope } from '../../shared/faults.js';
 import type {
   Delivery,
   Diagnosis,
@@ -12,7 +12,7 @@ import type {
   RetryRequest,
   Settle,
   Settled,
-} from '../../shared/transport/types.js';
+} from '../../shared/port/types.js';
 
 const NOW = new Date('2026-03-01T12:00:00.000Z');
 

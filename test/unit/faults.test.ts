@@ -5,7 +5,7 @@ import {
   InjectedFaultError,
   parseFaults,
   setFaults,
-} from '../../shared/faults.js';
+} from '../../shared/config/faults.js';
 
 describe('Fault points', () => {
   afterEach(() => setFaults(''));

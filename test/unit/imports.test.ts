@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
  * The layering rules, checked on the imports themselves (every `.ts` file git tracks):
  * - `shared/` is what a Lambda bundle may import: it imports nothing outside `shared/`, no
  *   devDependency (type-only imports are erased and allowed), and never `node:child_process`;
+ * - inside `shared/`, imports run down the layers only (below): a layer imports nothing above it
+ *   nor beside it, so there is no circle between folders; the port imports only the envelope;
  * - outside a backend's folder (`shared/transport/<backend>/`), only that backend's `index.ts`
  *   (its composition module and public surface) and `constants.ts` (its pinned names, no I/O, so
  *   that the configuration and the stacks can read them without loading the backend's client)
@@ -17,6 +19,31 @@ import { describe, expect, it } from 'vitest';
  */
 const ROOT = join(import.meta.dirname, '..', '..');
 const BACKENDS = ['rabbitmq', 'sqs', 'memory'];
+
+/**
+ * The layers of `shared/`, lowest first. A file imports only from its own group (folder, or the
+ * backend's folder) or from a group of a lower layer.
+ */
+const LAYERS: readonly (readonly string[])[] = [
+  ['util', 'logger.ts'],
+  ['config'],
+  ['envelope'],
+  ['port'],
+  ['db'],
+  ['consumer'],
+  BACKENDS.map((b) => `transport/${b}`),
+  ['transport/index.ts', 'outbox', 'http'],
+  ['middleware'],
+  ['orders', 'inventory', 'maintenance'],
+];
+
+/** The group of a file of `shared/` (`config`, `transport/sqs`, `logger.ts`, …). */
+function groupOf(path: string): string {
+  const [, first, second] = path.split('/');
+  return first === 'transport' ? `transport/${second}` : (first as string);
+}
+
+const layerOf = (group: string) => LAYERS.findIndex((l) => l.includes(group));
 const TESTS_OF_LAB_AND_SOAK =
   /^test\/((integration|infra)\/lab\.[^/]+\.test\.ts|unit\/lab\.[^/]+\.test\.ts|integration\/soak\.smoke\.test\.ts|unit\/soakVerify\.test\.ts|helpers\/lab\.ts)$/;
 
@@ -88,6 +115,27 @@ describe('the import rules', () => {
       return !i.typeOnly && dev.has(packageName(i.target));
     });
     expect(show(bad)).toEqual([]);
+  });
+
+  it('inside shared/, imports run down the layers, and the port imports only the envelope', () => {
+    const inShared = all.filter(
+      (i) =>
+        i.file.startsWith('shared/') && i.target.startsWith('shared/') && i.target.endsWith('.ts'),
+    );
+    const unknown = [...new Set(inShared.flatMap((i) => [i.file, i.target]).map(groupOf))].filter(
+      (g) => layerOf(g) < 0,
+    );
+    expect(unknown).toEqual([]);
+    const upward = inShared.filter((i) => {
+      const from = groupOf(i.file);
+      const to = groupOf(i.target);
+      return from !== to && layerOf(to) >= layerOf(from);
+    });
+    expect(show(upward)).toEqual([]);
+    const port = inShared.filter(
+      (i) => groupOf(i.file) === 'port' && !['port', 'envelope'].includes(groupOf(i.target)),
+    );
+    expect(show(port)).toEqual([]);
   });
 
   it("outside a backend's folder only its index.ts and constants.ts are imported", () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { boundClaim, boundHasClaimable } from '../../bench/pinnedHorizon.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/transport/types.js';
+import type { Publisher } from '../../shared/port/types.js';
 import { sqlRecorder } from '../helpers/sqlRecorder.js';
 
 describe('the claim bound (OutboxStore, OutboxRelay)', () => {

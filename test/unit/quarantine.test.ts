@@ -5,7 +5,7 @@ import {
   quarantineNoticeId,
   reservationQuarantineNotice,
 } from '../../shared/inventory/quarantine.js';
-import type { Diagnosis } from '../../shared/transport/types.js';
+import type { Diagnosis } from '../../shared/port/types.js';
 
 describe('trace ids', () => {
   it('are the X-Ray trace id of the producing Lambda invocation (_X_AMZN_TRACE_ID Root)', () => {

@@ -1,13 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import type { Publisher } from '../../shared/port/types.js';
 import {
   declaredTopology,
   RABBITMQ_NAMES,
   type RabbitManagement,
   RouteCheck,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { Publisher } from '../../shared/transport/types.js';
 import { sqlRecorder } from '../helpers/sqlRecorder.js';
 
 const ORDERS = RABBITMQ_NAMES.ordersExchange;

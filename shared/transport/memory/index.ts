@@ -23,7 +23,7 @@ import type {
   Settle,
   Settled,
   Stream,
-} from '../types.js';
+} from '../../port/types.js';
 
 /** A message as the in-memory broker holds it. */
 interface Stored {

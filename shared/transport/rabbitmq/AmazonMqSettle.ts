@@ -1,5 +1,5 @@
-import { TransportError } from '../errors.js';
-import type { Delivery, Diagnosis, RetryRequest, Settle, Settled } from '../types.js';
+import { TransportError } from '../../port/errors.js';
+import type { Delivery, Diagnosis, RetryRequest, Settle, Settled } from '../../port/types.js';
 import { type RabbitMQEvent, rawFromRmqMessage } from './amazonMqEvent.js';
 import { inboundFromRaw, type RabbitCopies, type RawMessage } from './copies.js';
 

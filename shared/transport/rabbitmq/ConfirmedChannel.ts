@@ -1,6 +1,6 @@
 import type { ConfirmChannel, Message, Options } from 'amqplib';
-import { TransportUnavailableError } from '../errors.js';
-import type { PublishFailureReason } from '../types.js';
+import { TransportUnavailableError } from '../../port/errors.js';
+import type { PublishFailureReason } from '../../port/types.js';
 import type { RabbitConnection } from './RabbitConnection.js';
 
 /** The fate of one publish: confirmed and routed, or why not. */

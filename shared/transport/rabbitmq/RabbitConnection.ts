@@ -1,7 +1,7 @@
 import amqp, { type ConfirmChannel, type RecoveringChannelModel } from 'amqplib';
 import type { Logger } from '../../logger.js';
+import { TransportUnavailableError } from '../../port/errors.js';
 import { withTimeout } from '../../util/async.js';
-import { TransportUnavailableError } from '../errors.js';
 import { RABBITMQ_DEFAULTS } from './constants.js';
 
 export interface RabbitConnectionOptions {

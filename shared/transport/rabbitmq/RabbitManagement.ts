@@ -1,4 +1,4 @@
-import { TransportError } from '../errors.js';
+import { TransportError } from '../../port/errors.js';
 
 /**
  * A small client of the RabbitMQ management HTTP API (the way Amazon MQ is configured): virtual

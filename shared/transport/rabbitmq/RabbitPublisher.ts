@@ -1,6 +1,6 @@
 import type { ConfirmChannel } from 'amqplib';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
-import type { Publisher, PublishOutcome, RouteLoss } from '../types.js';
+import type { Publisher, PublishOutcome, RouteLoss } from '../../port/types.js';
 import type { ConfirmedChannel, ConfirmResult } from './ConfirmedChannel.js';
 import { HEADERS, RABBITMQ_DEFAULTS, SCHEMA_VERSION_HEADER } from './constants.js';
 import { type LostRoute, type RouteCheck, topicMatches } from './routes.js';

@@ -2,7 +2,6 @@ import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
-import { backoffDelay, sleep } from '../../util/async.js';
 import type {
   Delivery,
   Diagnosis,
@@ -11,7 +10,8 @@ import type {
   RunningConsumer,
   Settle,
   Settled,
-} from '../types.js';
+} from '../../port/types.js';
+import { backoffDelay, sleep } from '../../util/async.js';
 import { RABBITMQ_DEFAULTS } from './constants.js';
 import type { RabbitCopies, RawMessage } from './copies.js';
 import { inboundFromRaw, rawFromAmqp } from './copies.js';

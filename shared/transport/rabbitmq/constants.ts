@@ -1,4 +1,4 @@
-import { EVENT_TYPES, type OutboxTable } from '../../config/constants.js';
+import { CONSUMER_PREFETCH, EVENT_TYPES, type OutboxTable } from '../../config/constants.js';
 
 /**
  * The RabbitMQ backend's names and defaults in one place. The names are pinned (operators, the
@@ -84,14 +84,8 @@ export const AMAZON_MQ_TRIGGER = { batchSize: 100, batchWindowMs: 500 } as const
 
 /** Defaults of the RabbitMQ backend, each used in one place only. */
 export const RABBITMQ_DEFAULTS = {
-  /**
-   * Unacknowledged deliveries per worker channel (never 0, which would mean unlimited), and so the
-   * largest batch in one transaction: as large as the Amazon MQ trigger's batch. Measured: with
-   * 16, one worker at 500 orders/s on a loaded 2-core machine committed at most 16 messages per
-   * transaction, close to the offered rate, and the queue grew (end-to-end p99 700–830 ms;
-   * 140–180 ms with 100).
-   */
-  prefetch: AMAZON_MQ_TRIGGER.batchSize,
+  /** Unacknowledged deliveries per worker channel: {@link CONSUMER_PREFETCH}. */
+  prefetch: CONSUMER_PREFETCH,
   /** Quorum-queue deliveries of one message before the broker dead-letters it itself. */
   deliveryLimit: 10,
   /**

@@ -1,7 +1,7 @@
 import type { Message } from 'amqplib';
 import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
-import { TransportError } from '../errors.js';
-import type { Diagnosis, InboundMessage, Origin, Redrive, RetryRequest } from '../types.js';
+import { TransportError } from '../../port/errors.js';
+import type { Diagnosis, InboundMessage, Origin, Redrive, RetryRequest } from '../../port/types.js';
 import type { ConfirmedChannel } from './ConfirmedChannel.js';
 import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './constants.js';
 

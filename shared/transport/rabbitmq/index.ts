@@ -14,7 +14,7 @@ import type {
   Publisher,
   RunningConsumer,
   Stream,
-} from '../types.js';
+} from '../../port/types.js';
 import { type AmazonMqDelivery, AmazonMqSettle } from './AmazonMqSettle.js';
 import { type BrokerCredentials, withCredentials } from './brokerSecret.js';
 import { ConfirmedChannel } from './ConfirmedChannel.js';

@@ -1,7 +1,6 @@
 import type { GetMessage } from 'amqplib';
 import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
 import { peekEnvelope } from '../../consumer/peek.js';
-import { pollUntil } from '../../util/async.js';
 import type {
   ParkedEntry,
   ParkingLot,
@@ -9,7 +8,8 @@ import type {
   RedriveOptions,
   RedriveResult,
   RedriveSelection,
-} from '../types.js';
+} from '../../port/types.js';
+import { pollUntil } from '../../util/async.js';
 import { HEADERS, RETRY_NAMES } from './constants.js';
 import {
   headerString,

@@ -1,7 +1,7 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { METRICS_NAMESPACE } from '../../config/constants.js';
 import type { Logger } from '../../logger.js';
-import { METRICS_NAMESPACE } from '../../outbox/metrics.js';
-import type { Inspection } from '../types.js';
+import type { Inspection } from '../../port/types.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from './constants.js';
 import type { RouteStatus } from './routes.js';
 

@@ -5,8 +5,8 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
-import { TransportUnavailableError } from '../errors.js';
-import type { Publisher, PublishFailureReason, PublishOutcome } from '../types.js';
+import { TransportUnavailableError } from '../../port/errors.js';
+import type { Publisher, PublishFailureReason, PublishOutcome } from '../../port/types.js';
 import { SQS_ATTRIBUTES } from './constants.js';
 
 const str = (value: string): MessageAttributeValue => ({ DataType: 'String', StringValue: value });

@@ -5,7 +5,7 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import { TransportError } from '../errors.js';
+import { TransportError } from '../../port/errors.js';
 import type {
   Delivery,
   Diagnosis,
@@ -13,7 +13,7 @@ import type {
   RetryRequest,
   Settle,
   Settled,
-} from '../types.js';
+} from '../../port/types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS, SQS_LIMITS, type SqsRetryMode } from './constants.js';
 import { encodePackedDiagnosis, receivedRedrive, redriveAttributes } from './redrive.js';
 import { identityAttributes } from './SqsPublisher.js';

@@ -4,7 +4,7 @@ import { DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver, type ParkRefused } from '../../consumer/driver.js';
 import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
-import { TransportUnavailableError } from '../errors.js';
+import { TransportUnavailableError } from '../../port/errors.js';
 import type {
   Backend,
   Capabilities,
@@ -15,7 +15,7 @@ import type {
   PrepareReport,
   Publisher,
   Stream,
-} from '../types.js';
+} from '../../port/types.js';
 import { createSqsClient } from './client.js';
 import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
 import { sqsParkingLot } from './parking.js';

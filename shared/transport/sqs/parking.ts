@@ -12,7 +12,6 @@ import {
 } from '@aws-sdk/client-sqs';
 import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
 import { peekEnvelope } from '../../consumer/peek.js';
-import { sleep } from '../../util/async.js';
 import type {
   MoveTaskReport,
   ParkedEntry,
@@ -21,7 +20,8 @@ import type {
   RedriveOptions,
   RedriveResult,
   RedriveSelection,
-} from '../types.js';
+} from '../../port/types.js';
+import { sleep } from '../../util/async.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS } from './constants.js';
 import {
   decodePackedDiagnosis,

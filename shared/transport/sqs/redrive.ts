@@ -1,5 +1,5 @@
 import type { MessageAttributeValue } from '@aws-sdk/client-sqs';
-import type { Redrive } from '../types.js';
+import type { Redrive } from '../../port/types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS } from './constants.js';
 
 /**

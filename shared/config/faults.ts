@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { z } from 'zod';
-import { ConfigError } from './config/errors.js';
+import { ConfigError } from './errors.js';
 
 /**
  * Fault points. `FAULTS="point:action,…"` with action `throw` (an error at that point) or `exit`
