@@ -148,13 +148,6 @@ export class ConsumerDriver<D extends Delivery> {
       );
       return undefined;
     }
-    if (this.deps.settle.onInfrastructureFailure === 'give-back') {
-      const down = outcomes.find((o): o is RetryOutcome => o.kind === 'retry' && o.infrastructure);
-      if (down) {
-        await this.giveBack(batch, new Error(`database unreachable (${down.error})`));
-        return undefined;
-      }
-    }
     return outcomes;
   }
 

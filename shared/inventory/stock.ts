@@ -40,11 +40,3 @@ export async function setStock(
     throw err;
   }
 }
-
-export async function getStock(db: SqlExecutor, sku: string): Promise<StockLevel | undefined> {
-  const { rows } = await db.query<{ sku: string; available: number; reserved: number }>(
-    'SELECT sku, available, reserved FROM stock WHERE sku = $1',
-    [sku],
-  );
-  return rows[0];
-}

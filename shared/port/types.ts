@@ -250,11 +250,6 @@ export interface Settle<D extends Delivery> {
    * take effect only when the whole batch is settled (the Amazon MQ trigger: returning acks all).
    */
   readonly ackMode: 'message' | 'batch';
-  /**
-   * What an infrastructure failure of the use case (its database unreachable) does: `retry` per
-   * message within the budget, or `give-back` the whole batch.
-   */
-  readonly onInfrastructureFailure: 'retry' | 'give-back';
   ack(delivery: D): Promise<void>;
   retryLater(delivery: D, retry: RetryRequest): Promise<Settled>;
   park(delivery: D, diagnosis: Diagnosis): Promise<Settled>;

@@ -51,7 +51,6 @@ const park: ParkOutcome = {
 function stubSettle(
   options: {
     ackMode?: Settle<Delivery>['ackMode'];
-    onInfrastructureFailure?: Settle<Delivery>['onInfrastructureFailure'];
     failOn?: string[];
     /** The Lambda-trigger form: giving back is throwing. */
     giveBackThrows?: boolean;
@@ -68,7 +67,6 @@ function stubSettle(
   };
   const settle: Settle<Delivery> = {
     ackMode: options.ackMode ?? 'message',
-    onInfrastructureFailure: options.onInfrastructureFailure ?? 'retry',
     ack: (d) => call('ack', d),
     retryLater: async (d, request): Promise<Settled> => {
       await call('retry', d);
@@ -129,29 +127,20 @@ describe('ConsumerDriver', () => {
     expect(given[0]?.cause.message).toMatch(/returned 1 outcomes for 2 messages/);
   });
 
-  it('with onInfrastructureFailure give-back, an infrastructure retry gives the whole batch back before anything is settled', async () => {
-    const { driver, log, given } = setup(outcomes(ack, retry(true), park), {
-      onInfrastructureFailure: 'give-back',
-    });
-    const report = await driver.deliver(deliveries('a', 'b', 'c'));
-    expect(report).toEqual({ messages: 3, acked: 0, retried: 0, parked: 0, returned: 3 });
-    // not even the ack that came before the infrastructure failure
-    expect(log).toEqual(['journal abandoned null', 'giveBack a,b,c']);
-    expect(given[0]?.cause.message).toMatch(/database unreachable \(TransientDbError/);
-  });
-
   it('lets a give-back that throws (a Lambda trigger) propagate, with nothing settled', async () => {
-    const { driver, log } = setup(outcomes(ack, retry(true)), {
-      onInfrastructureFailure: 'give-back',
-      giveBackThrows: true,
-    });
+    const { driver, log } = setup(
+      async () => {
+        throw new Error('database unreachable');
+      },
+      { giveBackThrows: true },
+    );
     await expect(driver.deliver(deliveries('a', 'b'))).rejects.toThrow(
       /given back: database unreachable/,
     );
     expect(log).toEqual(['journal abandoned null', 'giveBack a,b']);
   });
 
-  it('with onInfrastructureFailure retry, the same outcomes are settled one by one', async () => {
+  it('an infrastructure retry is settled like any retry, message by message', async () => {
     const { driver, log, retried } = setup(outcomes(ack, retry(true), park));
     const report = await driver.deliver(deliveries('a', 'b', 'c'));
     expect(report).toEqual({ messages: 3, acked: 3, retried: 1, parked: 1, returned: 0 });

@@ -172,7 +172,6 @@ export class MemoryBackend implements Backend {
   /** The settle contract on the in-memory queue. */
   readonly settle: Settle<MemoryDelivery> = {
     ackMode: 'message',
-    onInfrastructureFailure: 'retry',
     ack: async (d) => {
       this.inFlight.delete(d.stored);
     },

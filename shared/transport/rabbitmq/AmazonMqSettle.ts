@@ -43,7 +43,6 @@ export function amazonMqDeliveries(event: RabbitMQEvent): AmazonMqDelivery[] {
  */
 export class AmazonMqSettle implements Settle<AmazonMqDelivery> {
   readonly ackMode = 'batch';
-  readonly onInfrastructureFailure = 'retry';
 
   constructor(private readonly copies: RabbitCopies) {}
 

@@ -101,7 +101,6 @@ export class RabbitWorker implements RunningConsumer {
   /** The settle contract on a worker channel. */
   private readonly settle: Settle<WorkerDelivery> = {
     ackMode: 'message',
-    onInfrastructureFailure: 'retry',
     ack: async (d) => {
       d.ch.ack(d.msg);
     },

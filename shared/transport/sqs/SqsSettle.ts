@@ -133,7 +133,6 @@ export function sqsRetryDelaySeconds(stepMs: number, jitter = 0, random = Math.r
  */
 export class SqsSettle implements Settle<SqsDelivery> {
   readonly ackMode = 'message';
-  readonly onInfrastructureFailure = 'retry';
 
   constructor(
     private readonly deps: { client: SQSClient },
