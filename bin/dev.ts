@@ -217,8 +217,8 @@ async function runSources(): Promise<void> {
       retention,
       consumer: `${INVENTORY_CONSUMER}@${CODE_VERSION}`,
       logger,
-      rabbitmq: { connectionName: `dev-${opts.role}` },
-      ...(local ? { sqs: { endpoint: local.endpoint } } : {}),
+      connectionName: `dev-${opts.role}`,
+      ...(local ? { endpoint: local.endpoint } : {}),
     });
     stops.push(async () => {
       await backend.close();

@@ -10,7 +10,6 @@ import type {
   ParkNotices,
   RunningConsumer,
 } from '../shared/port/types.js';
-import { MemoryBackend } from '../shared/transport/memory/index.js';
 import {
   AMAZON_MQ_TRIGGER,
   RABBITMQ_NAMES,
@@ -65,29 +64,23 @@ export async function startConsumer(
   handler: MessageHandler,
   settings: ConsumerSettings = {},
 ): Promise<RunningConsumer> {
-  const mode = settings.mode ?? (backend instanceof SqsBackend ? 'lambda' : 'worker');
-  if (backend instanceof MemoryBackend) {
-    if (mode !== 'worker') throw new Error('the in-memory backend has no Lambda trigger');
-    if (settings.queue === 'results') throw new Error('the in-memory backend has no results queue');
-    return backend.startWorker(handler, { journal: settings.journal });
+  const mode = settings.mode ?? backend.capabilities.consumeModes[0] ?? 'worker';
+  if (mode === 'worker') {
+    return backend.consume(handler, {
+      queue: settings.queue,
+      journal: settings.journal,
+      concurrency: settings.concurrency,
+      prefetch: settings.prefetch,
+      maxBatch: settings.maxBatch,
+      reconnectBaseMs: settings.reconnectBaseMs,
+      reconnectMaxMs: settings.reconnectMaxMs,
+      notices: settings.notices,
+    });
   }
   if (backend instanceof RabbitMqBackend) {
-    if (mode === 'worker') {
-      return backend.startWorker(handler, {
-        ...(settings.queue === 'results' ? { queue: RABBITMQ_NAMES.inventoryResultsQueue } : {}),
-        journal: settings.journal,
-        concurrency: settings.concurrency,
-        prefetch: settings.prefetch,
-        maxBatch: settings.maxBatch,
-        reconnectBaseMs: settings.reconnectBaseMs,
-        reconnectMaxMs: settings.reconnectMaxMs,
-        notices: settings.notices,
-      });
-    }
     return startAmazonMqTrigger(backend, handler, settings);
   }
   if (backend instanceof SqsBackend) {
-    if (mode === 'worker') throw new Error('SQS runs its consumer behind the Lambda trigger only');
     return startSqsTrigger(backend, handler, settings);
   }
   throw new Error(`no local consumer for the ${backend.transport} backend`);

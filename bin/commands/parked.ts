@@ -54,8 +54,9 @@ async function withParkingLot<T>(
       ? sqsBackend({ ...base, region, mode: env.SQS_RETRY_MODE, client })
       : backendFromEnv(transport as 'rabbitmq' | 'sqs', env, {
           ...base,
-          rabbitmq: { connectionName: 'cli-parked' },
-          sqs: { endpoint, maxAttempts: 1 },
+          connectionName: 'cli-parked',
+          endpoint,
+          maxAttempts: 1,
         });
   try {
     if (backend instanceof SqsBackend) {

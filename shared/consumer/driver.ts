@@ -2,6 +2,7 @@ import { type FaultPoint, fault } from '../config/faults.js';
 import type { Logger } from '../logger.js';
 import type {
   Delivery,
+  DeliveryJournal,
   Diagnosis,
   InboundMessage,
   MessageHandler,
@@ -9,12 +10,10 @@ import type {
   ParkNotices,
   ParkOutcome,
   Publisher,
-  RetryOutcome,
   Settle,
   Settled,
 } from '../port/types.js';
 import { shortError } from './classify.js';
-import type { Journal } from './journal.js';
 import { peekEnvelope } from './peek.js';
 
 /** What one batch came to. */
@@ -80,7 +79,7 @@ export class ConsumerDriver<D extends Delivery> {
     private readonly deps: {
       handler: MessageHandler;
       settle: Settle<D>;
-      journal?: Journal | undefined;
+      journal?: DeliveryJournal | undefined;
       logger?: Logger | undefined;
       /** Announces parked messages (none: nobody is told). */
       notices?: DriverNotices | undefined;

@@ -1,20 +1,12 @@
 import type { Logger } from '../logger.js';
-import type { InboundMessage } from '../port/types.js';
+import type { DeliveryJournal, InboundMessage, JournalStep } from '../port/types.js';
 
 /**
  * The journal of a delivery's transitions (docs/consumer.md, "Journal"): one structured line per step with the
  * same fields, never the payload. Reading a message's lines in order shows what happened to it,
  * and proves that no ack came before its commit.
  */
-export type JournalStep =
-  | 'received'
-  | 'duplicate'
-  | 'effect-committed'
-  | 'deferred'
-  | 'retry-scheduled'
-  | 'parked'
-  | 'acked'
-  | 'abandoned';
+export type { JournalStep };
 
 export interface JournalEntry {
   step: JournalStep;
@@ -30,7 +22,7 @@ export interface JournalEntry {
 
 export type JournalSink = (entry: JournalEntry) => void;
 
-export class Journal {
+export class Journal implements DeliveryJournal {
   private readonly sinks: JournalSink[] = [];
 
   constructor(private readonly logger?: Logger) {}

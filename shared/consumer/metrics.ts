@@ -1,6 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS_NAMESPACE } from '../config/constants.js';
-import type { TransportName } from '../port/types.js';
 import type { ParkRefused } from './driver.js';
 
 /** CloudWatch metrics of the inventory consumer (namespace ReliableMessaging). */
@@ -21,7 +20,7 @@ export const CONSUMER_METRICS_SERVICE = 'inventory-consumer';
  * unavailable. The message is not lost (RabbitMQ holds it for dead lettering or redelivers it; SQS
  * redelivers it), but it is not parked either.
  */
-export function publishParkRefused(transport: TransportName, refused: ParkRefused): void {
+export function publishParkRefused(transport: string, refused: ParkRefused): void {
   const m = new Metrics({
     namespace: METRICS_NAMESPACE,
     serviceName: CONSUMER_METRICS_SERVICE,

@@ -355,26 +355,92 @@ export interface Inspection {
   oldestAgeMs?: number | undefined;
 }
 
-/** What a backend can do, declared like Watermill's features; the contract suite reads them. */
+/** Where a backend's consumer runs: in this process (`worker`) or behind a Lambda event source. */
+export type ConsumeMode = 'worker' | 'lambda';
+
+/**
+ * What a backend can do, declared like Watermill's features: the contract suite, the lab's
+ * scenarios and its report read them, never the backend's name.
+ */
 export interface Capabilities {
   /** Messages with the same key (aggregate id) are delivered in publish order. */
   orderedPerKey: boolean;
-  /** A retry delay is per message (SQS, in-memory), not one of a set of delay queues (RabbitMQ). */
+  /** A retry delay is per message (SQS, in-memory, JetStream), not one of a set of delay queues (RabbitMQ). */
   perMessageDelay: boolean;
   /** A batch's records can be settled one by one (SQS partial batch response, worker acks). */
   partialBatchResponse: boolean;
-  /** The broker flags a redelivery on the message itself. */
+  /** The broker flags a redelivery on the message itself (else `redelivered` is always false). */
   redeliveryFlag: boolean;
+  /**
+   * The broker may deliver one message twice with no failure in between (SQS standard queues:
+   * at-least-once by design); elsewhere a copy follows a failure (a give-back, a lost ack).
+   */
+  spontaneousDuplicates: boolean;
+  /**
+   * The broker parks by itself a message delivered too often (RabbitMQ `delivery-limit`, SQS
+   * `maxReceiveCount`): a backstop behind the consumer's own parking.
+   */
+  brokerParking: boolean;
+  /**
+   * The broker drops a second publish of one message id within a window (JetStream
+   * `Nats-Msg-Id`, SQS FIFO deduplication): the inbox still guards what the window misses.
+   */
+  publishDeduplication: boolean;
+  /** Where the consumer runs: `worker` through `consume`, `lambda` behind an event source. */
+  consumeModes: readonly ConsumeMode[];
 }
 
-export type TransportName = 'rabbitmq' | 'sqs' | 'memory';
+/**
+ * The consumer's journal as the driver writes it (`Journal` in shared/consumer implements it):
+ * one line per step of a delivery.
+ */
+export interface DeliveryJournal {
+  recordMessage(
+    step: JournalStep,
+    message: InboundMessage | undefined,
+    outcome?: string,
+    reason?: string,
+  ): void;
+}
+
+/** The steps a delivery's journal records (docs/consumer.md, "Journal"). */
+export type JournalStep =
+  | 'received'
+  | 'duplicate'
+  | 'effect-committed'
+  | 'deferred'
+  | 'retry-scheduled'
+  | 'parked'
+  | 'acked'
+  | 'abandoned';
+
+/** How `consume` runs a consumer in this process. */
+export interface ConsumeOptions {
+  /**
+   * Which queue: `inventory` (default: the consumed stream's queue) or `results` (the answers the
+   * order side reads); a backend without a results queue rejects it.
+   */
+  queue?: 'inventory' | 'results' | undefined;
+  journal?: DeliveryJournal | undefined;
+  /** The use case's notices of parked messages (published through this backend). */
+  notices?: ParkNotices | undefined;
+  /** Consumers in this process (each with its own transaction). Default 1. */
+  concurrency?: number | undefined;
+  /** Unacknowledged deliveries per consumer, and the largest batch. */
+  prefetch?: number | undefined;
+  maxBatch?: number | undefined;
+  /** Reconnect backoff after a give-back (ms). */
+  reconnectBaseMs?: number | undefined;
+  reconnectMaxMs?: number | undefined;
+}
 
 /**
- * One backend, composed from configuration: everything a runtime needs. Built by
- * `rabbitmqBackend`, `sqsBackend` or `memoryBackend` (each in its folder's `index.ts`).
+ * One backend, composed from configuration by its module (`TransportModule`): everything a
+ * runtime needs, both sides.
  */
 export interface Backend {
-  readonly transport: TransportName;
+  /** The name of the module that built it (`rabbitmq`, `sqs`, …): for logs and reports. */
+  readonly transport: string;
   readonly capabilities: Capabilities;
   /**
    * Declares what the pipeline needs (exchanges, queues, bindings, policies), idempotently.
@@ -384,6 +450,12 @@ export interface Backend {
   /** Resolves when the broker answers, or rejects with `TransportUnavailableError`. */
   ready(timeoutMs?: number): Promise<void>;
   publisher(stream?: Stream): Publisher;
+  /**
+   * Runs a consumer in this process (the `worker` mode) around `handler`, through the consumer
+   * driver and this backend's settle. A backend without `worker` among its `consumeModes`
+   * rejects: its consumer runs behind a Lambda event source only.
+   */
+  consume(handler: MessageHandler, options?: ConsumeOptions): Promise<RunningConsumer>;
   parkingLot(): ParkingLot;
   inspect(): Promise<Inspection>;
   /** Releases every connection and client this backend opened. Idempotent. */

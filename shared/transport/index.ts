@@ -1,63 +1,63 @@
-import type { Retention, RetryBudget } from '../config/budget.js';
-import type { Env } from '../config/env.js';
-import type { Logger } from '../logger.js';
-import { type MemoryBackend, type MemoryBackendConfig, memoryBackend } from './memory/index.js';
-import {
-  type RabbitMqBackend,
-  type RabbitMqBackendConfig,
-  rabbitmqBackend,
-  rabbitmqConfigFromEnv,
-} from './rabbitmq/index.js';
-import {
-  type SqsBackend,
-  type SqsBackendConfig,
-  sqsBackend,
-  sqsConfigFromEnv,
-} from './sqs/index.js';
+import { ConfigError, type Env } from '../config/env.js';
+import type { Backend } from '../port/types.js';
+import { memoryModule } from './memory/index.js';
+import type { BackendBase, TransportModule } from './module.js';
+import { rabbitmqModule } from './rabbitmq/index.js';
+import { sqsModule } from './sqs/index.js';
 
 /**
- * Every backend behind one factory, for runtimes that choose the transport at run time (`dev`,
- * the CLI, the lab, the soak, the benchmarks). A Lambda bundle imports its own backend's module
- * instead, so that it does not carry the other one's client.
+ * The registry: every backend's module by name, for runtimes that choose the transport at run
+ * time (`dev`, the CLI, the lab, the soak, the benchmarks). A Lambda bundle imports its own
+ * backend's module instead, so that it does not carry the others' clients. A new backend is one
+ * line here (docs/adding-a-transport.md).
  */
-export type AnyBackend = RabbitMqBackend | SqsBackend | MemoryBackend;
+export const TRANSPORTS = {
+  rabbitmq: rabbitmqModule,
+  sqs: sqsModule,
+  memory: memoryModule,
+} as const;
 
-export type BackendConfig =
-  | ({ transport: 'rabbitmq' } & RabbitMqBackendConfig)
-  | ({ transport: 'sqs' } & SqsBackendConfig)
-  | ({ transport: 'memory' } & MemoryBackendConfig);
+export type TransportName = keyof typeof TRANSPORTS;
+type ModuleOf<N extends TransportName> = (typeof TRANSPORTS)[N];
+export type ConfigOf<N extends TransportName> = Parameters<ModuleOf<N>['create']>[0];
+export type BackendOf<N extends TransportName> = ReturnType<ModuleOf<N>['create']>;
 
-export function createBackend(config: BackendConfig): AnyBackend {
-  switch (config.transport) {
-    case 'rabbitmq':
-      return rabbitmqBackend(config);
-    case 'sqs':
-      return sqsBackend(config);
-    case 'memory':
-      return memoryBackend(config);
+export const TRANSPORT_NAMES = Object.keys(TRANSPORTS) as TransportName[];
+
+/** Whether `name` is a registered transport. */
+export const isTransportName = (name: string): name is TransportName => name in TRANSPORTS;
+
+/** The module registered under `name`; a `ConfigError` naming the registered ones otherwise. */
+export function transportModule<N extends TransportName>(name: N): ModuleOf<N>;
+export function transportModule(name: string): TransportModule;
+export function transportModule(name: string): TransportModule {
+  if (!isTransportName(name)) {
+    throw new ConfigError(`unknown transport "${name}" (one of: ${TRANSPORT_NAMES.join(', ')})`);
   }
+  return TRANSPORTS[name] as TransportModule;
 }
 
-/** What every backend needs beyond the environment. */
-export interface BackendBase {
-  budget: RetryBudget;
-  retention: Retention;
-  /** Who parks, for diagnoses (`inventory@<version>`). */
-  consumer: string;
-  logger?: Logger;
+/** A backend from its module's configuration, checked by the module's schema first. */
+export function createBackend<N extends TransportName>(name: N, config: ConfigOf<N>): BackendOf<N> {
+  const module = transportModule(name) as TransportModule<object, Backend>;
+  const parsed = module.configSchema.safeParse(config);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(
+      `${name} configuration: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+    );
+  }
+  return module.create(parsed.data) as BackendOf<N>;
 }
 
 /** A backend configured from the runtime environment (`AMQP_URL`, `SQS_ENDPOINT`, …). */
-export function backendFromEnv(
-  transport: 'rabbitmq' | 'sqs',
+export function backendFromEnv<N extends TransportName>(
+  name: N,
   env: Env,
-  base: BackendBase & {
-    rabbitmq?: Partial<RabbitMqBackendConfig>;
-    sqs?: Partial<SqsBackendConfig>;
-  },
-): RabbitMqBackend | SqsBackend {
-  const { rabbitmq, sqs, ...common } = base;
-  return transport === 'rabbitmq'
-    ? rabbitmqBackend(rabbitmqConfigFromEnv(env, { ...common, ...rabbitmq }))
-    : sqsBackend(sqsConfigFromEnv(env, { ...common, ...sqs }));
+  base: BackendBase & Partial<ConfigOf<N>>,
+): BackendOf<N> {
+  const module = transportModule(name) as TransportModule<object, Backend>;
+  return createBackend(name, module.fromEnv(env, base) as ConfigOf<N>);
 }
+
+export type { BackendBase, TransportModule } from './module.js';

@@ -15,8 +15,7 @@ export async function rabbitHarness(
   mode: 'worker' | 'lambda',
 ): Promise<TransportHarness> {
   const vhost = await createTestVhost(`contract_${label}`);
-  const backend = createBackend({
-    transport: 'rabbitmq',
+  const backend = createBackend('rabbitmq', {
     url: vhost.amqpUrl,
     managementUrl: vhost.managementUrl,
     vhost: vhost.vhost,
@@ -50,8 +49,7 @@ export async function sqsHarness(
   fifo = false,
 ): Promise<TransportHarness> {
   const prefix = `${uniqueName(`contract_${label}`).replace(/_/g, '-')}-`;
-  const backend = createBackend({
-    transport: 'sqs',
+  const backend = createBackend('sqs', {
     endpoint: server.endpoint,
     region: 'us-east-1',
     prefix,
@@ -63,8 +61,7 @@ export async function sqsHarness(
     ...base,
   });
   await backend.prepare();
-  const missing = createBackend({
-    transport: 'sqs',
+  const missing = createBackend('sqs', {
     endpoint: server.endpoint,
     region: 'us-east-1',
     prefix: `${prefix}missing-`,

@@ -11,7 +11,7 @@ runTransportContract({
     return {
       backend,
       missingDestination: backend.publisher('no-such-stream'),
-      startConsumer: (handler) => backend.startWorker(handler),
+      startConsumer: (handler) => backend.consume(handler),
       close: () => backend.close(),
     };
   },

@@ -135,7 +135,7 @@ describe('RabbitMQ reconnects (through a TCP proxy)', () => {
         seen.add(m.messageId ?? '');
         return { kind: 'ack', result: 'seen' };
       });
-    const worker = await b.startWorker(handler);
+    const worker = await b.consume(handler);
     const publisher = b.publisher('outbox');
     const before = order();
     expect(await publisher.publish([before])).toEqual([{ id: before.id, ok: true }]);

@@ -31,6 +31,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['port'],
   ['db'],
   ['consumer'],
+  ['transport/module.ts'],
   BACKENDS.map((b) => `transport/${b}`),
   ['transport/index.ts', 'outbox', 'http'],
   ['middleware'],

@@ -1,11 +1,12 @@
+import { z } from 'zod';
 import { DEFAULT_REDRIVE_LIMIT } from '../../config/env.js';
 import { ConsumerDriver } from '../../consumer/driver.js';
-import type { Journal } from '../../consumer/journal.js';
 import { matches, overRedriveLimit, pacer } from '../../consumer/parking.js';
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import type {
   Backend,
   Capabilities,
+  ConsumeOptions,
   Delivery,
   Diagnosis,
   InboundMessage,
@@ -24,6 +25,7 @@ import type {
   Settled,
   Stream,
 } from '../../port/types.js';
+import { backendBaseSchema, type TransportModule } from '../module.js';
 
 /** A message as the in-memory broker holds it. */
 interface Stored {
@@ -61,6 +63,10 @@ const CAPABILITIES: Capabilities = {
   perMessageDelay: true,
   partialBatchResponse: true,
   redeliveryFlag: true,
+  spontaneousDuplicates: false,
+  brokerParking: false,
+  publishDeduplication: false,
+  consumeModes: ['worker'],
 };
 
 const inbound = (m: Stored): InboundMessage => ({
@@ -202,17 +208,15 @@ export class MemoryBackend implements Backend {
     },
   };
 
-  /** A consumer of the first stream in this process. */
-  async startWorker(
-    handler: MessageHandler,
-    options: { journal?: Journal | undefined } = {},
-  ): Promise<RunningConsumer> {
+  /** A consumer of the first stream in this process (the in-memory backend has no results queue). */
+  async consume(handler: MessageHandler, options: ConsumeOptions = {}): Promise<RunningConsumer> {
+    if (options.queue === 'results') throw new Error('the in-memory backend has no results queue');
     const driver = new ConsumerDriver<MemoryDelivery>(
       { handler, settle: this.settle, journal: options.journal },
       { consumer: this.config.consumer ?? 'memory' },
     );
     const consumer = new MemoryConsumer(this, driver, {
-      batchSize: this.config.batchSize ?? 10,
+      batchSize: options.maxBatch ?? this.config.batchSize ?? 10,
       backoffMs: this.config.giveBackBackoffMs ?? 10,
     });
     this.consumers.push(consumer);
@@ -334,3 +338,26 @@ class MemoryConsumer implements RunningConsumer {
 export function memoryBackend(config: MemoryBackendConfig = {}): MemoryBackend {
   return new MemoryBackend(config);
 }
+
+/** What `MemoryBackendConfig` must hold (the base settings are accepted and unused but `consumer`). */
+const configSchema = backendBaseSchema.partial().extend({
+  streams: z.array(z.string().min(1)).min(1).optional(),
+  batchSize: z.number().int().positive().optional(),
+  giveBackBackoffMs: z.number().int().nonnegative().optional(),
+  redriveLimit: z.number().int().nonnegative().optional(),
+});
+
+/** The in-memory backend as a module: the reference implementation, no I/O, one process. */
+export const memoryModule: TransportModule<MemoryBackendConfig, MemoryBackend> = {
+  name: 'memory',
+  description: 'in-memory reference backend: no broker, one process (tests and the contract suite)',
+  capabilities: CAPABILITIES,
+  configSchema,
+  fromEnv: (_env, base) => ({
+    consumer: base.consumer,
+    ...(base.retention.redriveLimit !== undefined
+      ? { redriveLimit: base.retention.redriveLimit }
+      : {}),
+  }),
+  create: memoryBackend,
+};

@@ -1,9 +1,9 @@
 import type { ConfirmChannel, ConsumeMessage } from 'amqplib';
 import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
-import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import type {
   Delivery,
+  DeliveryJournal,
   Diagnosis,
   MessageHandler,
   RetryRequest,
@@ -73,7 +73,7 @@ export class RabbitWorker implements RunningConsumer {
       /** Resets the copies' channel after a give-back (its state is unknown). */
       resetCopies: () => Promise<void>;
       handler: MessageHandler;
-      journal?: Journal | undefined;
+      journal?: DeliveryJournal | undefined;
       logger?: Logger | undefined;
       notices?: DriverNotices | undefined;
     },

@@ -1,12 +1,14 @@
 import type { ConfirmChannel } from 'amqplib';
+import { z } from 'zod';
 import { type Retention, type RetryBudget, rabbitRetryDelays } from '../../config/budget.js';
 import { ConfigError, DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
-import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import type {
   Backend,
   Capabilities,
+  ConsumeOptions,
+  DeliveryJournal,
   MessageHandler,
   ParkingLot,
   ParkNotices,
@@ -15,6 +17,7 @@ import type {
   RunningConsumer,
   Stream,
 } from '../../port/types.js';
+import { backendBaseSchema, resolvable, type TransportModule } from '../module.js';
 import { type AmazonMqDelivery, AmazonMqSettle } from './AmazonMqSettle.js';
 import { type BrokerCredentials, withCredentials } from './brokerSecret.js';
 import { ConfirmedChannel } from './ConfirmedChannel.js';
@@ -142,26 +145,15 @@ export interface RabbitMqBackendConfig {
   logger?: Logger;
 }
 
-export interface WorkerOptions {
-  /** The queue to consume (default `inventory.orders`). */
-  queue?: string;
-  journal?: Journal | undefined;
-  /** Worker channels in this process (each with its own transaction). */
-  concurrency?: number;
-  prefetch?: number;
-  maxBatch?: number;
-  /** Channel reconnect backoff after a give-back (defaults: the backend's reconnect settings). */
-  reconnectBaseMs?: number;
-  reconnectMaxMs?: number;
-  /** The use case's notices of parked messages (published through this backend). */
-  notices?: ParkNotices | undefined;
-}
-
 const CAPABILITIES: Capabilities = {
   orderedPerKey: true,
   perMessageDelay: false,
   partialBatchResponse: true,
   redeliveryFlag: true,
+  spontaneousDuplicates: false,
+  brokerParking: true,
+  publishDeduplication: false,
+  consumeModes: ['worker', 'lambda'],
 };
 
 /**
@@ -307,11 +299,11 @@ export class RabbitMqBackend implements Backend {
     return p;
   }
 
-  /** Worker-mode consumers of `inventory.orders` (or `options.queue`) in this process, started. */
-  async startWorker(
-    handler: MessageHandler,
-    options: WorkerOptions = {},
-  ): Promise<RunningConsumer> {
+  /**
+   * Worker-mode consumers of `inventory.orders` (or of `orders.inventory-results`) in this
+   * process, started: `concurrency` channels, each with its own transaction.
+   */
+  async consume(handler: MessageHandler, options: ConsumeOptions = {}): Promise<RunningConsumer> {
     this.redeclareOnConnect('consume');
     const workers = Array.from(
       { length: options.concurrency ?? 1 },
@@ -327,7 +319,10 @@ export class RabbitMqBackend implements Backend {
             notices: this.notices(options.notices),
           },
           {
-            queue: options.queue ?? RABBITMQ_NAMES.inventoryQueue,
+            queue:
+              options.queue === 'results'
+                ? RABBITMQ_NAMES.inventoryResultsQueue
+                : RABBITMQ_NAMES.inventoryQueue,
             consumer: this.config.consumer,
             onParkRefused: this.config.onParkRefused,
             prefetch: options.prefetch,
@@ -376,7 +371,7 @@ export class RabbitMqBackend implements Backend {
   /** The consumer driver behind the Amazon MQ trigger (the reserve function's handler). */
   amazonMqDriver(
     handler: MessageHandler,
-    options: { journal?: Journal | undefined; notices?: ParkNotices | undefined } = {},
+    options: { journal?: DeliveryJournal | undefined; notices?: ParkNotices | undefined } = {},
   ): ConsumerDriver<AmazonMqDelivery> {
     return new ConsumerDriver(
       {
@@ -548,3 +543,55 @@ export function rabbitmqConfigFromEnv(
     publish,
   };
 }
+
+const fn = <F>() => z.custom<F>((v) => typeof v === 'function');
+const positive = z.number().int().positive();
+
+/** What `RabbitMqBackendConfig` must hold, checked before the backend is built. */
+const configSchema = backendBaseSchema.extend({
+  url: resolvable(z.string().regex(/^amqps?:\/\//, 'an amqp:// or amqps:// URL')),
+  managementUrl: resolvable(z.string().url()).optional(),
+  vhost: z.string().min(1),
+  deliveryLimit: positive.optional(),
+  resultsDeliveryLimit: positive.optional(),
+  connectionName: z.string().optional(),
+  publish: z
+    .object({
+      window: positive.optional(),
+      confirmTimeoutMs: positive.optional(),
+      connectTimeoutMs: positive.optional(),
+    })
+    .optional(),
+  reconnect: z
+    .object({
+      baseMs: positive.optional(),
+      maxMs: positive.optional(),
+      healthyAfterMs: z.number().int().nonnegative().optional(),
+    })
+    .optional(),
+  heartbeatSeconds: z.number().int().nonnegative().optional(),
+  routeCheck: z
+    .union([
+      z.literal(false),
+      z.object({
+        intervalMs: z.number().int().nonnegative().optional(),
+        timeoutMs: positive.optional(),
+        marginMs: z.number().int().nonnegative().optional(),
+        lookbackMs: z.number().int().nonnegative().optional(),
+      }),
+    ])
+    .optional(),
+  onRouteStatus: fn<(status: RouteStatus) => void>().optional(),
+  onParkRefused: fn<(refused: ParkRefused) => void>().optional(),
+});
+
+/** The RabbitMQ backend as a module: Amazon MQ for RabbitMQ in AWS, any RabbitMQ 3.10+ locally. */
+export const rabbitmqModule: TransportModule<RabbitMqBackendConfig, RabbitMqBackend> = {
+  name: 'rabbitmq',
+  description:
+    'RabbitMQ (Amazon MQ for RabbitMQ when deployed): quorum queues, retry buckets, a parking queue',
+  capabilities: CAPABILITIES,
+  configSchema,
+  fromEnv: rabbitmqConfigFromEnv,
+  create: rabbitmqBackend,
+};

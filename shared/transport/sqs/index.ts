@@ -1,21 +1,24 @@
 import { GetQueueAttributesCommand, GetQueueUrlCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { z } from 'zod';
 import type { Retention, RetryBudget } from '../../config/budget.js';
 import { DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver, type ParkRefused } from '../../consumer/driver.js';
-import type { Journal } from '../../consumer/journal.js';
 import type { Logger } from '../../logger.js';
 import { TransportUnavailableError } from '../../port/errors.js';
 import type {
   Backend,
   Capabilities,
+  DeliveryJournal,
   Inspection,
   MessageHandler,
   ParkingLot,
   ParkNotices,
   PrepareReport,
   Publisher,
+  RunningConsumer,
   Stream,
 } from '../../port/types.js';
+import { backendBaseSchema, type TransportModule } from '../module.js';
 import { createSqsClient } from './client.js';
 import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
 import { sqsParkingLot } from './parking.js';
@@ -87,6 +90,11 @@ const capabilities = (fifo: boolean): Capabilities => ({
   perMessageDelay: true,
   partialBatchResponse: true,
   redeliveryFlag: false,
+  // a standard queue delivers at least once by design; FIFO's exactly-once processing does not
+  spontaneousDuplicates: !fifo,
+  brokerParking: true,
+  publishDeduplication: fifo,
+  consumeModes: ['lambda'],
 });
 
 /**
@@ -205,7 +213,7 @@ export class SqsBackend implements Backend {
   async lambdaDriver(
     handler: MessageHandler,
     options: {
-      journal?: Journal | undefined;
+      journal?: DeliveryJournal | undefined;
       /**
        * `inventory` (default): the inventory queue, with its retries and parking queue;
        * `results`: the order side's results queue (its handler only acknowledges or gives back).
@@ -252,6 +260,13 @@ export class SqsBackend implements Backend {
       mode: this.config.mode,
       fifo,
     };
+  }
+
+  /** SQS's consumer runs behind the Lambda SQS event source only (`lambdaDriver`). */
+  async consume(): Promise<RunningConsumer> {
+    throw new Error(
+      'the SQS backend has no in-process consumer: it runs behind the Lambda SQS event source (lambdaDriver)',
+    );
   }
 
   parkingLot(): ParkingLot {
@@ -398,3 +413,39 @@ export function sqsConfigFromEnv(
     ...base,
   };
 }
+
+const positive = z.number().int().positive();
+
+/** What `SqsBackendConfig` must hold, checked before the backend is built. */
+const configSchema = backendBaseSchema.extend({
+  endpoint: z.string().url().optional(),
+  region: z.string().min(1),
+  prefix: z.string().optional(),
+  fifo: z.boolean().optional(),
+  mode: z.enum(['visibility', 'resend']),
+  visibilityTimeoutSeconds: z.number().int().min(0).max(43_200).optional(),
+  queueUrls: z
+    .object({
+      source: z.string().url(),
+      parking: z.string().url().optional(),
+      results: z.string().url().optional(),
+    })
+    .optional(),
+  client: z.custom<SQSClient>((v) => typeof v === 'object' && v !== null).optional(),
+  requestTimeoutMs: positive.optional(),
+  maxAttempts: positive.optional(),
+  onParkRefused: z
+    .custom<(refused: ParkRefused) => void>((v) => typeof v === 'function')
+    .optional(),
+});
+
+/** The SQS backend as a module: a source queue with its redrive policy, behind the Lambda SQS event source. */
+export const sqsModule: TransportModule<SqsBackendConfig, SqsBackend> = {
+  name: 'sqs',
+  description:
+    'Amazon SQS (any SQS-compatible server locally): visibility timeout, redrive policy, a parking queue',
+  capabilities: capabilities(false),
+  configSchema,
+  fromEnv: sqsConfigFromEnv,
+  create: sqsBackend,
+};
