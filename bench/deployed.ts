@@ -2,12 +2,9 @@ import { startMotoServer } from '../devkit/emulators/motoServer.js';
 import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
 import type { DeployedAssembly } from '../devkit/lambda/assembly.js';
 import { LocalPipeline } from '../devkit/lambda/localPipeline.js';
-import {
-  createScratchDatabase,
-  createScratchVhost,
-  type ScratchDatabase,
-  type ScratchVhost,
-} from '../devkit/scratch.js';
+import { createScratchDatabase, type ScratchDatabase } from '../devkit/scratch.js';
+import { createScratchVhost } from '../devkit/transports/rabbitmq.js';
+import type { ScratchVhost } from '../devkit/transports/types.js';
 import type { Env } from '../shared/config/env.js';
 
 export interface DeployedForBench {

@@ -2,7 +2,7 @@ import { createScratch, type ScratchEnvironment } from '../devkit/scratch.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
 import type { Journal } from '../shared/consumer/journal.js';
-import type { BackendBase } from '../shared/transport/index.js';
+import type { BackendBase, TransportName } from '../shared/transport/index.js';
 
 /** What every benchmark's backends are built with: the tests' short retry ladder. */
 export const BENCH_BACKEND: BackendBase = {
@@ -13,13 +13,14 @@ export const BENCH_BACKEND: BackendBase = {
 
 /**
  * Runs one benchmark in a scratch environment of its own (a migrated database, a virtual host
- * unless `vhost: false`, an SQS prefix on `sqsEndpoint`), removed afterwards.
+ * and a namespace on each of `transports` (default: all), an SQS prefix on `sqsEndpoint`), removed
+ * afterwards.
  */
 export async function withBenchEnvironment<T>(
   env: Env,
   label: string,
   fn: (scratch: ScratchEnvironment) => Promise<T>,
-  options: { poolSize?: number; vhost?: boolean; sqsEndpoint?: string } = {},
+  options: { poolSize?: number; transports?: readonly TransportName[]; sqsEndpoint?: string } = {},
 ): Promise<T> {
   const scratch = await createScratch(
     {
@@ -31,7 +32,7 @@ export async function withBenchEnvironment<T>(
     `bench_${label}`,
     {
       ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
-      ...(options.vhost !== undefined ? { vhost: options.vhost } : {}),
+      ...(options.transports ? { transports: options.transports } : {}),
     },
   );
   try {

@@ -325,7 +325,7 @@ export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRo
             });
           }
         },
-        { vhost: transport === 'rabbitmq', ...(local ? { sqsEndpoint: local.endpoint } : {}) },
+        { transports: [transport], ...(local ? { sqsEndpoint: local.endpoint } : {}) },
       );
     } finally {
       client?.destroy();

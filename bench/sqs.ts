@@ -254,7 +254,7 @@ export async function benchSqs(
         }
         return figures;
       },
-      { vhost: false, sqsEndpoint: local.endpoint },
+      { transports: ['sqs'], sqsEndpoint: local.endpoint },
     );
   } finally {
     client.destroy();

@@ -1,26 +1,19 @@
 import pg from 'pg';
 import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import type { BackendBase } from '../shared/transport/index.js';
 import {
-  type MemoryBackend,
-  type MemoryBackendConfig,
-  memoryBackend,
-} from '../shared/transport/memory/index.js';
-import {
-  amqpUrlForVhost,
-  RabbitManagement,
-  type RabbitMqBackend,
-  type RabbitMqBackendConfig,
-  rabbitmqBackend,
-} from '../shared/transport/rabbitmq/index.js';
-import {
-  type SqsBackend,
-  type SqsBackendConfig,
-  sqsBackend,
-} from '../shared/transport/sqs/index.js';
+  type BackendBase,
+  type BackendOf,
+  type ConfigOf,
+  createBackend,
+  TRANSPORT_NAMES,
+  type TransportName,
+} from '../shared/transport/index.js';
 import { TcpProxy } from './tcpProxy.js';
+import { localTransport, type Namespace, type Services } from './transports/index.js';
+import type { ScratchVhost } from './transports/types.js';
 
+export type { Services } from './transports/index.js';
 /**
  * Throw-away resources of their own for one test file or one lab run (a database, a RabbitMQ
  * virtual host), so that runs in parallel never share state and can be repeated.
@@ -30,15 +23,6 @@ export interface ScratchDatabase {
   url: string;
   db: PgDatabase;
   drop(): Promise<void>;
-}
-
-export interface ScratchVhost {
-  vhost: string;
-  amqpUrl: string;
-  /** The management API URL (with credentials) the vhost was created through. */
-  managementUrl: string;
-  management: RabbitManagement;
-  delete(): Promise<void>;
 }
 
 /** A short, unique, lowercase name (a valid database, vhost and SQS queue-prefix name). */
@@ -122,65 +106,28 @@ export async function proxiedDatabase(
   };
 }
 
-/** Creates virtual host `name` (the management user gets full permissions on it). */
-export async function createScratchVhost(
-  managementUrl: string,
-  amqpUrl: string,
-  name: string,
-): Promise<ScratchVhost> {
-  const management = new RabbitManagement(managementUrl);
-  await management.createVhost(name);
-  return {
-    vhost: name,
-    amqpUrl: amqpUrlForVhost(amqpUrl, name),
-    managementUrl,
-    management,
-    delete: () => management.deleteVhost(name),
-  };
-}
-
-/** An AMQP URL pointing at `127.0.0.1:port` (e.g. a proxy) for the given vhost. */
-export function amqpUrlVia(amqpUrl: string, port: number, vhost: string): string {
-  const u = new URL(amqpUrlForVhost(amqpUrl, vhost));
-  u.hostname = '127.0.0.1';
-  u.port = String(port);
-  return u.toString();
-}
-
-/** Where the services are (tests: the global setup's; the lab, the soak, the benchmarks: env). */
-export interface Services {
-  databaseUrl: string;
-  amqpUrl: string;
-  managementUrl: string;
-  /** An SQS-compatible endpoint (fauxqs, moto); needed for SQS backends only. */
-  sqsEndpoint?: string | undefined;
-}
-
 /**
- * Everything of its own one test file, lab run, soak or benchmark needs: a migrated database, a
- * RabbitMQ virtual host (when asked), and an SQS queue prefix; plus backends configured on exactly
- * that namespace. `close` removes all of it (unless `keep`).
+ * Everything of its own one test file, lab run, soak or benchmark needs: a migrated database, and
+ * a namespace on each transport asked for (a RabbitMQ virtual host, an SQS queue prefix, …); plus
+ * backends configured on exactly that namespace. `close` removes all of it (unless `keep`).
  */
 export interface ScratchEnvironment {
   name: string;
   database: ScratchDatabase;
+  /** The RabbitMQ virtual host, when RabbitMQ is among the environment's transports. */
   vhost: ScratchVhost | undefined;
   /** Queue-name prefix for SQS backends of this environment (`rm-…-`). */
   sqsPrefix: string;
   services: Services;
   /**
-   * A backend on this environment's namespace: RabbitMQ on its vhost, SQS with its prefix on
-   * `services.sqsEndpoint`, or in memory. `overrides` go into the backend's configuration.
+   * A backend of a registered transport on this environment's namespace, built through the
+   * registry; `overrides` go into its configuration.
    */
-  backend<T extends 'rabbitmq' | 'sqs' | 'memory'>(
-    transport: T,
+  backend<N extends TransportName>(
+    transport: N,
     base: BackendBase,
-    overrides?: T extends 'rabbitmq'
-      ? Partial<RabbitMqBackendConfig>
-      : T extends 'sqs'
-        ? Partial<SqsBackendConfig>
-        : Partial<MemoryBackendConfig>,
-  ): T extends 'rabbitmq' ? RabbitMqBackend : T extends 'sqs' ? SqsBackend : MemoryBackend;
+    overrides?: Partial<ConfigOf<N>>,
+  ): BackendOf<N>;
   close(): Promise<void>;
 }
 
@@ -188,11 +135,11 @@ export async function createScratch(
   services: Services,
   label: string,
   options: {
-    /** Create a virtual host too (any RabbitMQ backend needs one). Default true. */
-    vhost?: boolean;
+    /** The transports to make a namespace on (default: every registered one). */
+    transports?: readonly TransportName[];
     migrated?: boolean;
     poolSize?: number;
-    /** Leave the database and vhost in place at close (inspection after a failed soak). */
+    /** Leave the database and the namespaces in place at close (inspection after a failed soak). */
     keep?: boolean;
     /** Use exactly this name instead of a fresh unique one. */
     name?: string;
@@ -203,53 +150,33 @@ export async function createScratch(
     ...(options.migrated !== undefined ? { migrated: options.migrated } : {}),
     ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
   });
-  let vhost: ScratchVhost | undefined;
+  const namespaces = new Map<string, Namespace>();
   try {
-    if (options.vhost !== false) {
-      vhost = await createScratchVhost(services.managementUrl, services.amqpUrl, name);
+    for (const t of options.transports ?? TRANSPORT_NAMES) {
+      namespaces.set(t, await localTransport(t).namespace(services, name));
     }
   } catch (err) {
+    for (const n of namespaces.values()) await n.delete().catch(() => {});
     await database.drop().catch(() => {});
     throw err;
   }
-  const sqsPrefix = `${name.replace(/_/g, '-')}-`;
   const backends: { close(): Promise<void> }[] = [];
   const env: ScratchEnvironment = {
     name,
     database,
-    vhost,
-    sqsPrefix,
+    vhost: [...namespaces.values()].find((n) => n.vhost)?.vhost,
+    sqsPrefix: `${name.replace(/_/g, '-')}-`,
     services,
     backend(transport, base, overrides) {
-      let b: RabbitMqBackend | SqsBackend | MemoryBackend;
-      if (transport === 'rabbitmq') {
-        if (!vhost) throw new Error('this scratch environment has no virtual host');
-        b = rabbitmqBackend({
-          url: vhost.amqpUrl,
-          managementUrl: vhost.managementUrl,
-          vhost: vhost.vhost,
-          connectionName: name,
-          ...base,
-          ...(overrides as Partial<RabbitMqBackendConfig>),
-        });
-      } else if (transport === 'sqs') {
-        if (!services.sqsEndpoint) throw new Error('no SQS endpoint for this scratch environment');
-        b = sqsBackend({
-          endpoint: services.sqsEndpoint,
-          region: 'us-east-1',
-          prefix: sqsPrefix,
-          mode: 'visibility',
-          ...base,
-          ...(overrides as Partial<SqsBackendConfig>),
-        });
-      } else {
-        b = memoryBackend({
-          consumer: base.consumer,
-          ...(overrides as Partial<MemoryBackendConfig>),
-        });
-      }
+      const namespace = namespaces.get(transport);
+      if (!namespace) throw new Error(`this scratch environment has no ${transport} namespace`);
+      const b = createBackend(transport, {
+        ...namespace.config,
+        ...base,
+        ...overrides,
+      } as ConfigOf<typeof transport>);
       backends.push(b);
-      return b as never;
+      return b;
     },
     async close() {
       for (const b of backends.reverse()) await b.close().catch(() => {});
@@ -257,7 +184,11 @@ export async function createScratch(
         await database.db.close().catch(() => {});
         return;
       }
-      await Promise.all([database.drop(), vhost?.delete()].map((p) => p?.catch(() => {})));
+      await Promise.all(
+        [database.drop(), ...[...namespaces.values()].map((n) => n.delete())].map((p) =>
+          p.catch(() => {}),
+        ),
+      );
     },
   };
   return env;

@@ -32,7 +32,7 @@ export async function createRig(
   // A small pool: several runs at once share one PostgreSQL (max_connections is often 100).
   const scratch = await createScratch(services, `lab_${label}`, {
     poolSize: 5,
-    vhost: configuration.transport === 'rabbitmq',
+    transports: [configuration.transport],
   });
   let rig: Rig;
   let sqsFaults: SqsFaultLayer | undefined;

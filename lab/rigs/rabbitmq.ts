@@ -1,6 +1,7 @@
 import type { ConsumerSettings } from '../../devkit/consumers.js';
-import { amqpUrlVia, type ScratchEnvironment } from '../../devkit/scratch.js';
+import type { ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { amqpUrlVia } from '../../devkit/transports/rabbitmq.js';
 import type { Publisher } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,

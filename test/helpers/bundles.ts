@@ -8,12 +8,9 @@ import {
   synthesizedAssembly,
 } from '../../devkit/lambda/localPipeline.js';
 import type { SynthResult } from '../../devkit/lambda/synth.js';
-import {
-  createScratchDatabase,
-  createScratchVhost,
-  type ScratchDatabase,
-  type ScratchVhost,
-} from '../../devkit/scratch.js';
+import { createScratchDatabase, type ScratchDatabase } from '../../devkit/scratch.js';
+import { createScratchVhost } from '../../devkit/transports/rabbitmq.js';
+import type { ScratchVhost } from '../../devkit/transports/types.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { APP_GROUP_ROLE, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';

@@ -7,9 +7,9 @@ import {
   proxiedDatabase,
   type ScratchDatabase,
   type ScratchEnvironment,
-  type ScratchVhost,
 } from '../../devkit/scratch.js';
 import type { TcpProxy } from '../../devkit/tcpProxy.js';
+import type { ScratchVhost } from '../../devkit/transports/types.js';
 import {
   DEFAULT_RETENTION,
   type RetryBudget,

@@ -1,8 +1,5 @@
-import {
-  createScratchVhost,
-  type ScratchVhost,
-  amqpUrlVia as viaPort,
-} from '../../devkit/scratch.js';
+import { createScratchVhost, amqpUrlVia as viaPort } from '../../devkit/transports/rabbitmq.js';
+import type { ScratchVhost } from '../../devkit/transports/types.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './services.js';
 
 /**

@@ -50,7 +50,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
   ): Promise<SqsInventoryBench> {
     const budget = options.budget ?? TEST_RETRY_BUDGET;
     const scratch = await createScratch({ ...SERVICES, sqsEndpoint: server.endpoint }, label, {
-      vhost: false,
+      transports: ['sqs'],
     });
     try {
       const backend = scratch.backend(

@@ -56,7 +56,7 @@ interface Bench {
 async function sqsBench(): Promise<Bench> {
   const server = SQS_SERVERS.find((s) => s.name === 'fauxqs') ?? SQS_SERVERS[0];
   if (!server) throw new Error('no SQS server');
-  const scratch = await createScratch(SERVICES, 'peers_mqt_sqs', { vhost: false });
+  const scratch = await createScratch(SERVICES, 'peers_mqt_sqs', { transports: ['sqs'] });
   // longer than sqs-consumer's 20-s long poll
   const client: SQSClient = createSqsClient({
     endpoint: server.endpoint,
@@ -94,7 +94,7 @@ async function sqsBench(): Promise<Bench> {
 }
 
 async function amqpBench(): Promise<Bench> {
-  const scratch = await createScratch(SERVICES, 'peers_mqt_amqp', { vhost: true });
+  const scratch = await createScratch(SERVICES, 'peers_mqt_amqp', { transports: ['rabbitmq'] });
   const amqpUrl = scratch.vhost?.amqpUrl as string;
   const conn: ChannelModel = await testConnection(amqpUrl);
   return {

@@ -40,7 +40,7 @@ describe('pg-transactional-outbox peer (polling listener, RabbitMQ)', () => {
   let scratch: ScratchEnvironment;
   let conn: ChannelModel;
   beforeAll(async () => {
-    scratch = await createScratch(SERVICES, 'peers_pgto', { vhost: true });
+    scratch = await createScratch(SERVICES, 'peers_pgto', { transports: ['rabbitmq'] });
     await ensurePeerSchema(scratch.database.db);
     await setStock(scratch.database.db, SKU, 1_000);
     conn = await testConnection(scratch.vhost?.amqpUrl as string);

@@ -58,7 +58,7 @@ class PeerRig {
     before?: (event: OrderCreated, delivery: PeerDelivery) => void,
   ): Promise<PeerRig> {
     const scratch = await createScratch({ ...SERVICES, sqsEndpoint: server.endpoint }, label, {
-      vhost: false,
+      transports: ['sqs'],
     });
     const db = scratch.database.db;
     await ensurePeerSchema(db);

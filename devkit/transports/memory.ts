@@ -1,0 +1,8 @@
+import type { LocalTransport } from './types.js';
+
+/** The in-memory backend: nothing to run, nothing to isolate (each backend is its own broker). */
+export const memoryLocal: LocalTransport = {
+  name: 'memory',
+  required: () => ({}),
+  namespace: async () => ({ config: {}, delete: async () => {} }),
+};

@@ -1,0 +1,127 @@
+import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
+import { createLogger } from '../../shared/logger.js';
+import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
+import { createSqsClient, SqsBackend } from '../../shared/transport/sqs/index.js';
+import { ensureLocalSqs } from '../emulators/sqsServer.js';
+import { sqsEventSourceOf } from '../lambda/deployedSettings.js';
+import { SQS_UNSCALED_CONCURRENCY } from '../lambda/eventSources.js';
+import { SqsTrigger } from '../triggers/sqsTrigger.js';
+import { watched } from '../triggers/watched.js';
+import type { ConsumerSettings, LocalTransport } from './types.js';
+
+const FUNCTIONS = { inventory: 'reserve-inventory-sqs', results: 'order-results-sqs' };
+
+/** The reserve function for SQS behind the SQS trigger emulation (long polls on a client of its own). */
+async function startSqsTrigger(
+  backend: Backend,
+  handler: MessageHandler,
+  settings: ConsumerSettings,
+): Promise<RunningConsumer> {
+  if (!(backend instanceof SqsBackend)) throw new Error('not an SQS backend');
+  const results = settings.queue === 'results';
+  const logger = settings.logger ?? createLogger(results ? FUNCTIONS.results : FUNCTIONS.inventory);
+  const { driver, mode, fifo } = await backend.lambdaDriver(handler, {
+    journal: settings.journal,
+    queue: results ? 'results' : 'inventory',
+    notices: settings.notices,
+  });
+  // The order-results function composes the same handler (functions/order-results-sqs).
+  const fn = createReserveInventorySqsHandler({ driver, mode, fifo, logger });
+  const queues = await backend.queues();
+  const queueUrl = results ? queues.resultsUrl : queues.sourceUrl;
+  const queueArn = results
+    ? ((
+        await backend.client.send(
+          new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['QueueArn'] }),
+        )
+      ).Attributes?.QueueArn ?? '')
+    : queues.sourceArn;
+  // Long polls wait up to 20 s: a client whose request timeout is longer.
+  const pollClient = createSqsClient({
+    endpoint: backend.config.endpoint,
+    region: backend.config.region,
+    requestTimeoutMs: 25_000,
+    maxAttempts: 1,
+  });
+  const trigger = new SqsTrigger(
+    { client: pollClient, handler: watched(fn, settings.onInvocationError), logger },
+    {
+      queueUrl,
+      queueArn,
+      region: backend.config.region,
+      ...(settings.batchSize ? { batchSize: settings.batchSize } : {}),
+      ...(settings.batchWindowMs !== undefined ? { batchWindowMs: settings.batchWindowMs } : {}),
+      ...(settings.concurrency ? { maxConcurrency: settings.concurrency } : {}),
+      ...(settings.functionTimeoutMs ? { functionTimeoutMs: settings.functionTimeoutMs } : {}),
+      ...(settings.reportBatchItemFailures !== undefined
+        ? { reportBatchItemFailures: settings.reportBatchItemFailures }
+        : {}),
+      functionName: results ? FUNCTIONS.results : FUNCTIONS.inventory,
+    },
+  );
+  try {
+    await trigger.start();
+  } catch (err) {
+    pollClient.destroy();
+    throw err;
+  }
+  return {
+    get stats() {
+      return trigger.stats;
+    },
+    async stop() {
+      await trigger.stop();
+      pollClient.destroy();
+    },
+  };
+}
+
+/**
+ * SQS locally: `SQS_ENDPOINT`, or an embedded fauxqs server every local role shares; a queue-name
+ * prefix per scratch environment.
+ */
+export const sqsLocal: LocalTransport = {
+  name: 'sqs',
+  required: () => ({}),
+  async startLocal(env) {
+    const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });
+    return {
+      config: { endpoint: local.endpoint },
+      line: `sqs: ${local.embedded ? 'embedded fauxqs server' : 'server'} at ${local.endpoint}`,
+      stop: () => local.stop(),
+    };
+  },
+  async namespace(services, name) {
+    if (!services.sqsEndpoint) {
+      return {
+        config: {},
+        delete: async () => {},
+      };
+    }
+    return {
+      config: {
+        endpoint: services.sqsEndpoint,
+        region: 'us-east-1',
+        prefix: `${name.replace(/_/g, '-')}-`,
+        mode: 'visibility',
+      },
+      delete: async () => {},
+    };
+  },
+  deployed: {
+    functions: FUNCTIONS,
+    emulate: startSqsTrigger,
+    triggerSettings(deployed, functionId, env, functionEnv) {
+      const m = sqsEventSourceOf(deployed, functionId);
+      return {
+        batchSize: env.SQS_BATCH_SIZE ?? m.batchSize,
+        batchWindowMs: env.SQS_BATCH_WINDOW_MS ?? m.batchWindowMs,
+        concurrency: env.SQS_MAX_CONCURRENCY ?? m.maxConcurrency ?? SQS_UNSCALED_CONCURRENCY,
+        functionTimeoutMs: functionEnv.FUNCTION_TIMEOUT_MS,
+        reportBatchItemFailures: m.reportBatchItemFailures,
+      };
+    },
+    describe: (env) => `SQS trigger emulation (${env.SQS_RETRY_MODE} mode)`,
+  },
+};
