@@ -1,5 +1,9 @@
 import { ConfigError } from '../../shared/config/env.js';
-import { isTransportName, type TransportName } from '../../shared/transport/index.js';
+import {
+  isTransportName,
+  TRANSPORT_NAMES,
+  type TransportName,
+} from '../../shared/transport/index.js';
 import { memoryLocal } from './memory.js';
 import { rabbitmqLocal } from './rabbitmq.js';
 import { sqsLocal } from './sqs.js';
@@ -15,6 +19,9 @@ const LOCAL_TRANSPORTS: { readonly [N in TransportName]: LocalTransport } = {
   sqs: sqsLocal,
   memory: memoryLocal,
 };
+
+/** The transports whose broker separate processes share (dev's roles, the lab's children). */
+export const SHARED_TRANSPORTS = TRANSPORT_NAMES.filter((t) => LOCAL_TRANSPORTS[t].shared);
 
 /** The local side of transport `name`. */
 export function localTransport(name: string): LocalTransport {

@@ -79,6 +79,7 @@ async function startAmazonMqTrigger(
 /** RabbitMQ locally: the broker and its management API; a virtual host per scratch environment. */
 export const rabbitmqLocal: LocalTransport = {
   name: 'rabbitmq',
+  shared: true,
   required: (env, scope) => ({
     rabbitmq: env.AMQP_URL,
     ...(scope === 'consume' ? { rabbitManagement: env.RABBITMQ_MANAGEMENT_URL } : {}),
@@ -97,6 +98,7 @@ export const rabbitmqLocal: LocalTransport = {
     };
   },
   deployed: {
+    stack: 'rabbitmq',
     functions: FUNCTIONS,
     emulate: startAmazonMqTrigger,
     triggerSettings(deployed, functionId, env, functionEnv) {

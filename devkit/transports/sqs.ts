@@ -83,6 +83,7 @@ async function startSqsTrigger(
  */
 export const sqsLocal: LocalTransport = {
   name: 'sqs',
+  shared: true,
   required: () => ({}),
   async startLocal(env) {
     const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });
@@ -110,6 +111,7 @@ export const sqsLocal: LocalTransport = {
     };
   },
   deployed: {
+    stack: 'sqs',
     functions: FUNCTIONS,
     emulate: startSqsTrigger,
     triggerSettings(deployed, functionId, env, functionEnv) {

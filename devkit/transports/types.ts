@@ -10,6 +10,7 @@ import type {
 import type { TransportName } from '../../shared/transport/index.js';
 import type { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import type { DeployedSettings } from '../lambda/deployedSettings.js';
+import type { SynthOptions } from '../lambda/synth.js';
 import type { RequiredServices } from '../preflight.js';
 
 /** Where the services are (tests: the global setup's; the lab, the soak, the benchmarks: env). */
@@ -39,6 +40,11 @@ export interface ScratchVhost {
  */
 export interface LocalTransport {
   readonly name: TransportName;
+  /**
+   * Whether separate processes share its broker (the local pipeline's roles, the lab's child
+   * processes); false for the in-memory backend.
+   */
+  readonly shared: boolean;
   /** The services the preflight checks before a process publishes or consumes on it. */
   required(env: Env, scope: 'publish' | 'consume'): RequiredServices;
   /**
@@ -72,6 +78,8 @@ export interface Namespace {
 
 /** The deployed consumer functions of a transport and how they run locally. */
 export interface DeployedConsumers {
+  /** The CDK app's transport (`-c transport=…`) whose stacks deploy it. */
+  stack: SynthOptions['transport'];
   /** Logical ids of the consumer functions in the synthesized template. */
   functions: { inventory: string; results: string };
   /** Runs a consumer function's handler around `handler` behind its event source's emulation. */
