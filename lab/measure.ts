@@ -1,6 +1,6 @@
 import type { JournalLine } from '../devkit/journalRecorder.js';
 import type { FaultPoint } from '../shared/config/faults.js';
-import type { Rig } from './rigs/index.js';
+import type { Rig } from './rigs/rig.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
 
 /**
