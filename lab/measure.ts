@@ -117,7 +117,7 @@ export async function measure(rig: Rig): Promise<Measurements> {
     redeliveries: received.filter((l) => l.redelivered).length,
     effects: Object.values(effectsByStatus).reduce((a, n) => a + n, 0),
     effectsByStatus,
-    maxEffectsPerMessage: Math.max(0, ...perMessage.values()),
+    maxEffectsPerMessage: [...perMessage.values()].reduce((a, n) => Math.max(a, n), 0),
     inboxRows: row?.inbox ?? 0,
     duplicatesAbsorbed: by('duplicate').length,
     retries: retries.length,
