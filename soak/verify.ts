@@ -139,42 +139,47 @@ class Findings {
 
 // --- the end state, read from the database
 
-type OrderRow = { id: string; sku: string; quantity: number; created_event_id: string };
-type ReservationRow = {
-  order_id: string;
-  sku: string;
-  quantity: number;
-  status: string;
-  message_id: string;
-  reason: string | null;
-};
-type StockRow = { sku: string; available: number; reserved: number };
-type OutboxRow = {
-  id: string;
-  aggregate_id: string;
-  event_type: string;
-  unpublished: boolean;
-  needs_attention: boolean;
-  last_error: string | null;
-};
-type InventoryOutboxRow = Omit<OutboxRow, 'aggregate_id' | 'last_error'> & { order_id: string };
-
 /** The rows the checks read, all read once the run has drained. */
 type EndState = Awaited<ReturnType<typeof readEndState>>;
+type OrderRow = EndState['orders'][number];
+type ReservationRow = EndState['reservations'][number];
 
 async function readEndState(db: PgDatabase) {
-  const { rows: orders } = await db.query<OrderRow>(
-    'SELECT id, sku, quantity, created_event_id FROM orders',
+  const { rows: orders } = await db.query<{
+    id: string;
+    sku: string;
+    quantity: number;
+    created_event_id: string;
+  }>('SELECT id, sku, quantity, created_event_id FROM orders');
+  const { rows: reservations } = await db.query<{
+    order_id: string;
+    sku: string;
+    quantity: number;
+    status: string;
+    message_id: string;
+    reason: string | null;
+  }>('SELECT order_id, sku, quantity, status, message_id, reason FROM reservations');
+  const { rows: stock } = await db.query<{ sku: string; available: number; reserved: number }>(
+    'SELECT sku, available, reserved FROM stock',
   );
-  const { rows: reservations } = await db.query<ReservationRow>(
-    'SELECT order_id, sku, quantity, status, message_id, reason FROM reservations',
-  );
-  const { rows: stock } = await db.query<StockRow>('SELECT sku, available, reserved FROM stock');
-  const { rows: outbox } = await db.query<OutboxRow>(
+  const { rows: outbox } = await db.query<{
+    id: string;
+    aggregate_id: string;
+    event_type: string;
+    unpublished: boolean;
+    needs_attention: boolean;
+    last_error: string | null;
+  }>(
     `SELECT id, aggregate_id, event_type, published_at IS NULL AS unpublished,
             needs_attention_at IS NOT NULL AS needs_attention, last_error FROM outbox`,
   );
-  const { rows: inventoryOutbox } = await db.query<InventoryOutboxRow>(
+  const { rows: inventoryOutbox } = await db.query<{
+    id: string;
+    order_id: string;
+    event_type: string;
+    unpublished: boolean;
+    needs_attention: boolean;
+  }>(
     `SELECT id, payload ->> 'orderId' AS order_id, event_type, published_at IS NULL AS unpublished,
             needs_attention_at IS NOT NULL AS needs_attention FROM inventory_outbox`,
   );
@@ -193,20 +198,10 @@ async function readEndState(db: PgDatabase) {
 }
 
 /** What the checks read: the input, the end state, and the lookups several checks share. */
-interface RunFacts extends EndState {
-  plan: Plan;
-  parked: Diagnosis[];
-  journals: Journals;
-  badRows: readonly BadRow[];
-  ordersById: Map<string, OrderRow>;
-  reservationsByOrder: Map<string, ReservationRow[]>;
-  /** The parked messages by id (a message parked twice once). */
-  parkedById: Map<string, Diagnosis>;
-  /** Message ids inventory's inbox claimed. */
-  claimed: Set<string>;
-}
+type RunFacts = ReturnType<typeof runFacts>;
 
-function runFacts(input: VerifyInput, state: EndState): RunFacts {
+function runFacts(input: VerifyInput, state: EndState) {
+  // the parked messages by id: one entry for a message parked twice
   const parkedById = new Map<string, Diagnosis>();
   for (const d of input.parked) if (d.messageId) parkedById.set(d.messageId, d);
   return {
@@ -218,6 +213,7 @@ function runFacts(input: VerifyInput, state: EndState): RunFacts {
     ordersById: new Map(state.orders.map((o) => [o.id, o])),
     reservationsByOrder: groupBy(state.reservations, (r) => r.order_id),
     parkedById,
+    // the message ids inventory's inbox claimed
     claimed: new Set(state.claims.map((c) => c.message_id)),
   };
 }

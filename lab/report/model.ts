@@ -38,7 +38,7 @@ export interface ReportModel {
   /** The peers that ran (`--peers`). */
   peers?: PeerView[];
   /** The summary table's columns: the configurations of the first scenario. */
-  columns: { configuration: ConfigurationId; label: string; heading: string }[];
+  columns: { label: string; heading: string }[];
   legend: string;
   cost?: LabReport['cost'];
   scenarios: ScenarioView[];
@@ -121,11 +121,7 @@ export function reportModel(report: LabReport): ReportModel {
       allHeld: report.allHeld,
     },
     ...(report.peers ? { peers: report.peers.map(peerView) } : {}),
-    columns: configs.map((c) => ({
-      configuration: c,
-      label: label(c),
-      heading: columnLabel(c, report.versions),
-    })),
+    columns: configs.map((c) => ({ label: label(c), heading: columnLabel(c, report.versions) })),
     legend: CELL_LEGEND,
     ...(report.cost ? { cost: report.cost } : {}),
     scenarios: report.scenarios.map((s) => ({
