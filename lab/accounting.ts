@@ -3,34 +3,7 @@ import { INVENTORY_CONSUMER } from '../shared/inventory/ReserveInventory.js';
 import type { Measurements } from './measure.js';
 import type { Rig } from './rigs/index.js';
 import type { AcceptedEvent } from './rigs/rig.js';
-
-/**
- * Jepsen's accounting of one run: what the producer side accepted, set against what the consumer
- * side decided in the end. Every figure is read from the run (the rig's record of accepted events,
- * the journal, the database, the parking lot), never from what the scenario meant to do.
- */
-export interface Accounting {
-  /** Events the producer side accepted (`rig.accepted`: the API answered, or the scenario published). */
-  accepted: number;
-  /** Of those, decided in the end: an inbox row / a peer's effect row, or parked. */
-  decided: number;
-  /** Accepted, never decided. */
-  lost: number;
-  /** Extra applications of an effect (an event applied n times counts n − 1). */
-  duplicated: number;
-  /** Uncertain publishes (`rig.uncertain`) that arrived anyway (decided). */
-  recovered: number;
-  /** Effects (inbox rows / a peer's effect rows) of no accepted event. */
-  unexpected: number;
-  /** Per ordering key (aggregate id): events applied after an event of a higher version. */
-  orderViolations: number;
-  /**
-   * From the end of the fault (`rig.faultEnded`) to the last decision of an accepted event (0 when
-   * everything was decided before the fault ended); null when no fault end was marked or nothing
-   * accepted was decided.
-   */
-  recoverMs: number | null;
-}
+import type { Accounting } from './types.js';
 
 /** The accounting of a run that did not run (not applicable) or could not be measured. */
 export const NO_ACCOUNTING: Accounting = {

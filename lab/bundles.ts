@@ -3,8 +3,8 @@ import { synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
 import type { PipelineOverrides } from '../infra/config.js';
 import type { RetryBudget } from '../shared/config/budget.js';
 import type { Configuration } from './configurations.js';
+import type { NotApplicable, Scenario } from './scenario.js';
 import type { LabSettings } from './settings.js';
-import type { NotApplicable, Scenario } from './types.js';
 
 /**
  * `npm start -- --bundles`: the lab's consumers and relay run from the deployed bundles (what

@@ -1,6 +1,6 @@
 import type { JournalLine } from '../devkit/journalRecorder.js';
 import type { FaultPoint } from '../shared/config/faults.js';
-import type { Rig } from './rigs/index.js';
+import type { Rig } from './rigs/rig.js';
 import type { ParkedSummary, TimelineEvent, TimelineKind } from './types.js';
 
 /**
@@ -117,7 +117,7 @@ export async function measure(rig: Rig): Promise<Measurements> {
     redeliveries: received.filter((l) => l.redelivered).length,
     effects: Object.values(effectsByStatus).reduce((a, n) => a + n, 0),
     effectsByStatus,
-    maxEffectsPerMessage: Math.max(0, ...perMessage.values()),
+    maxEffectsPerMessage: [...perMessage.values()].reduce((a, n) => Math.max(a, n), 0),
     inboxRows: row?.inbox ?? 0,
     duplicatesAbsorbed: by('duplicate').length,
     retries: retries.length,

@@ -6,8 +6,9 @@ import { notApplicableWithBundles } from './bundles.js';
 import type { Configuration } from './configurations.js';
 import { measure, timeline } from './measure.js';
 import { createRig, type Rig } from './rigs/index.js';
+import type { Scenario } from './scenario.js';
 import type { LabServices, LabSettings } from './settings.js';
-import type { LabReport, PeerSummary, RunResult, Scenario, ScenarioReport } from './types.js';
+import type { LabReport, PeerSummary, RunResult, ScenarioReport } from './types.js';
 
 const EMPTY = {
   deliveries: 0,

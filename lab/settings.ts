@@ -1,7 +1,7 @@
-import { type PipelineConfig, pipelineConfig } from '../infra/config.js';
+import type { DeployedAssembly } from '../devkit/lambda/assembly.js';
+import { type PipelineConfig, type PipelineOverrides, pipelineConfig } from '../infra/config.js';
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/index.js';
-import type { LabAssemblies } from './bundles.js';
 
 /** Where the lab finds its services. */
 export interface LabServices {
@@ -11,8 +11,18 @@ export interface LabServices {
   sqsEndpoint: string;
   /** Secrets Manager (moto_server), for runs from the deployed bundles. */
   secretsEndpoint?: string;
-  /** The synthesized assemblies of a run from the deployed bundles (lab/bundles.ts). */
-  assemblies?: LabAssemblies;
+  /** The synthesized assemblies of a run from the deployed bundles (`LabAssemblies`). */
+  assemblies?: Assemblies;
+}
+
+/**
+ * The stacks synthesized for a transport and overrides (lab/bundles.ts `LabAssemblies`; described
+ * here, so the settings need nothing of the bundles).
+ */
+export interface Assemblies {
+  get(transport: 'sqs' | 'rabbitmq', overrides: PipelineOverrides): Promise<DeployedAssembly>;
+  /** Synths that were not cached, with their durations. */
+  readonly synthesized: readonly { key: string; ms: number }[];
 }
 
 /**

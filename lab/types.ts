@@ -1,18 +1,8 @@
 import type { ConfigurationCost } from '../bench/cost.js';
-import type { Accounting } from './accounting.js';
-import type { Configuration, ConfigurationId } from './configurations.js';
-import type { Measurements } from './measure.js';
-import type { Rig, RigOptions } from './rigs/index.js';
+import type { ConfigurationId } from './configurations.js';
 
-/** A scenario does not apply to a configuration: why, and what happens there instead. */
-export interface NotApplicable {
-  /**
-   * Why. A reason that starts with `emulator:` says the local emulation cannot reproduce the
-   * behaviour (the reports then show `not reproducible here`, not `n/a`).
-   */
-  reason: string;
-  instead: string;
-}
+// What the lab reports, as plain data (compare.json): each run's checks, timeline and accounting,
+// and the report of the whole lab run.
 
 export interface Check {
   ok: boolean;
@@ -20,40 +10,6 @@ export interface Check {
 }
 
 export const check = (ok: boolean, text: string): Check => ({ ok, text });
-
-/**
- * One fault scenario: a small script over the real pipeline, and the invariant it
- * asserts. The same definition runs in `npm start` (the lab) and in the test suite.
- */
-export interface Scenario {
-  id: string;
-  title: string;
-  /** What the scenario does to the pipeline, in one or two sentences. */
-  stimulus: string;
-  /** The invariant, in words (the checks below are its executable form). */
-  invariant: string;
-  /** Where it does not apply (default: applies everywhere except SQS FIFO). */
-  notApplicable?(configuration: Configuration): NotApplicable | undefined;
-  /**
-   * Why it does not apply to the peer configurations, when it does not (it exercises a part of
-   * ours the peers do not replace, or a mechanism they do not have).
-   */
-  forPeers?: NotApplicable;
-  /** Why it does not apply to one peer configuration, when only some peers are concerned. */
-  forPeer?(configuration: Configuration): NotApplicable | undefined;
-  rig?: RigOptions | ((configuration: Configuration) => RigOptions);
-  /**
-   * Runs after the parallel runs, with nothing else running (its own configurations at once):
-   * it loads the machine, or it measures timings others would disturb.
-   */
-  alone?: boolean;
-  /** Drives the pipeline until its final state (waits on conditions, with timeouts). */
-  run(rig: Rig): Promise<void>;
-  /** The invariant, checked on what the journal, the database and the broker say. */
-  check(rig: Rig, m: Measurements): Promise<Check[]> | Check[];
-  /** One line on the mechanism that produced the result, from the measurements. */
-  note(rig: Rig, m: Measurements): string;
-}
 
 export type TimelineKind =
   | 'received'
@@ -86,6 +42,34 @@ export interface ParkedSummary {
   error: string;
   via: string;
   attempts: number;
+}
+
+/**
+ * Jepsen's accounting of one run: what the producer side accepted, set against what the consumer
+ * side decided in the end. Every figure is read from the run (the rig's record of accepted events,
+ * the journal, the database, the parking lot), never from what the scenario meant to do.
+ */
+export interface Accounting {
+  /** Events the producer side accepted (`rig.accepted`: the API answered, or the scenario published). */
+  accepted: number;
+  /** Of those, decided in the end: an inbox row / a peer's effect row, or parked. */
+  decided: number;
+  /** Accepted, never decided. */
+  lost: number;
+  /** Extra applications of an effect (an event applied n times counts n − 1). */
+  duplicated: number;
+  /** Uncertain publishes (`rig.uncertain`) that arrived anyway (decided). */
+  recovered: number;
+  /** Effects (inbox rows / a peer's effect rows) of no accepted event. */
+  unexpected: number;
+  /** Per ordering key (aggregate id): events applied after an event of a higher version. */
+  orderViolations: number;
+  /**
+   * From the end of the fault (`rig.faultEnded`) to the last decision of an accepted event (0 when
+   * everything was decided before the fault ended); null when no fault end was marked or nothing
+   * accepted was decided.
+   */
+  recoverMs: number | null;
 }
 
 /** One scenario × configuration, as reported (the first fields are the pinned result format). */

@@ -5,7 +5,7 @@ import { ORDER_RESULTS_CONSUMER } from '../shared/orders/OrderResults.js';
 import { SET_ASIDE_PREFIX } from '../shared/outbox/OutboxStore.js';
 import type { Diagnosis } from '../shared/port/types.js';
 import type { BadRow } from './chaos.js';
-import type { Plan } from './plan.js';
+import type { Plan, PlannedOrder } from './plan.js';
 
 /** What the consumer processes' journal lines say, over every incarnation. */
 export interface Journals {
@@ -77,6 +77,15 @@ export interface SoakVerdict {
   };
 }
 
+interface VerifyInput {
+  db: PgDatabase;
+  plan: Plan;
+  parked: Diagnosis[];
+  journals: Journals;
+  /** Bad outbox rows written during the run (soak/chaos.ts). */
+  badRows?: readonly BadRow[];
+}
+
 /**
  * The end state the soak must reach, checked against the plan and the database:
  * - every planned order is in `orders` (none lost, none extra) with one `order.created` event;
@@ -89,25 +98,53 @@ export interface SoakVerdict {
  * - both outboxes fully published, nothing needing attention, but for the bad rows the chaos
  *   wrote: each set aside by the relay with its reason, never published, never consumed.
  */
-export async function verify(input: {
-  db: PgDatabase;
-  plan: Plan;
-  parked: Diagnosis[];
-  journals: Journals;
-  /** Bad outbox rows written during the run (soak/chaos.ts). */
-  badRows?: readonly BadRow[];
-}): Promise<SoakVerdict> {
-  const { db, plan, parked, journals } = input;
-  const badRows = input.badRows ?? [];
-  const badIds = new Set(badRows.map((b) => b.id));
-  const violations: string[] = [];
-  const warnings: string[] = [];
-  const fail = (what: string, items: unknown[], limit = 5) => {
-    if (items.length > 0) {
-      violations.push(`${what}: ${items.length} (e.g. ${JSON.stringify(items.slice(0, limit))})`);
-    }
+export async function verify(input: VerifyInput): Promise<SoakVerdict> {
+  const run = runFacts(input, await readEndState(input.db));
+  const found = new Findings();
+  checkOrdersStored(run, found);
+  const outcomes = checkOutcomes(run, found);
+  const duplicates = checkNothingTwice(run, found);
+  checkInboxClaims(run, found);
+  checkRejectionEvents(run, found);
+  const stock = checkStock(run, found);
+  const outbox = checkOutboxes(run, found);
+  const parking = summarizeParking(run, found);
+  return {
+    ok: found.violations.length === 0,
+    violations: found.violations,
+    warnings: found.warnings,
+    orders: orderCounts(run),
+    outcomes,
+    parking,
+    duplicates,
+    stock,
+    outbox,
   };
+}
 
+/** Violations and warnings, in the order the checks find them. */
+class Findings {
+  readonly violations: string[] = [];
+  readonly warnings: string[] = [];
+
+  /** A violation when `items` is not empty: how many, and the first `limit` of them. */
+  fail(what: string, items: unknown[], limit = 5): void {
+    if (items.length > 0) {
+      this.violations.push(
+        `${what}: ${items.length} (e.g. ${JSON.stringify(items.slice(0, limit))})`,
+      );
+    }
+  }
+}
+
+// --- the end state, read from the database
+
+/** The rows the checks read, all read once the run has drained. */
+type EndState = Awaited<ReturnType<typeof readEndState>>;
+type OrderRow = EndState['orders'][number];
+type ReservationRow = EndState['reservations'][number];
+
+async function readEndState(db: PgDatabase) {
   const { rows: orders } = await db.query<{
     id: string;
     sku: string;
@@ -125,7 +162,7 @@ export async function verify(input: {
   const { rows: stock } = await db.query<{ sku: string; available: number; reserved: number }>(
     'SELECT sku, available, reserved FROM stock',
   );
-  const { rows: outboxRows } = await db.query<{
+  const { rows: outbox } = await db.query<{
     id: string;
     aggregate_id: string;
     event_type: string;
@@ -136,7 +173,7 @@ export async function verify(input: {
     `SELECT id, aggregate_id, event_type, published_at IS NULL AS unpublished,
             needs_attention_at IS NOT NULL AS needs_attention, last_error FROM outbox`,
   );
-  const { rows: inventoryRows } = await db.query<{
+  const { rows: inventoryOutbox } = await db.query<{
     id: string;
     order_id: string;
     event_type: string;
@@ -157,156 +194,251 @@ export async function verify(input: {
     'SELECT message_id FROM processed_messages WHERE consumer_name = $1',
     [ORDER_RESULTS_CONSUMER],
   );
+  return { orders, reservations, stock, outbox, inventoryOutbox, claims, resultClaims };
+}
 
-  // --- orders: none lost, none extra, one created event each
-  const byId = new Map(orders.map((o) => [o.id, o]));
-  const planned = plan.orders;
-  fail(
+/** What the checks read: the input, the end state, and the lookups several checks share. */
+type RunFacts = ReturnType<typeof runFacts>;
+
+function runFacts(input: VerifyInput, state: EndState) {
+  // the parked messages by id: one entry for a message parked twice
+  const parkedById = new Map<string, Diagnosis>();
+  for (const d of input.parked) if (d.messageId) parkedById.set(d.messageId, d);
+  return {
+    ...state,
+    plan: input.plan,
+    parked: input.parked,
+    journals: input.journals,
+    badRows: input.badRows ?? [],
+    ordersById: new Map(state.orders.map((o) => [o.id, o])),
+    reservationsByOrder: groupBy(state.reservations, (r) => r.order_id),
+    parkedById,
+    // the message ids inventory's inbox claimed
+    claimed: new Set(state.claims.map((c) => c.message_id)),
+  };
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const list = groups.get(key(item)) ?? [];
+    list.push(item);
+    groups.set(key(item), list);
+  }
+  return groups;
+}
+
+function countBy<T>(items: readonly T[], key: (item: T) => string): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1);
+  return counts;
+}
+
+// --- the checks, each adding what it finds wrong
+
+/** Orders: none lost, none extra, as planned, one `order.created` event each. */
+function checkOrdersStored(run: RunFacts, found: Findings): void {
+  const planned = run.plan.orders;
+  found.fail(
     'orders lost (planned, not in the database)',
-    planned.filter((p) => !byId.has(p.orderId)).map((p) => p.orderId),
+    planned.filter((p) => !run.ordersById.has(p.orderId)).map((p) => p.orderId),
   );
   const plannedIds = new Set(planned.map((p) => p.orderId));
-  fail(
+  found.fail(
     'orders nobody placed',
-    orders.filter((o) => !plannedIds.has(o.id)).map((o) => o.id),
+    run.orders.filter((o) => !plannedIds.has(o.id)).map((o) => o.id),
   );
-  fail(
+  found.fail(
     'orders stored with another sku or quantity',
     planned.filter((p) => {
-      const o = byId.get(p.orderId);
+      const o = run.ordersById.get(p.orderId);
       return o && (o.sku !== p.sku || o.quantity !== p.quantity);
     }),
   );
-  const createdEvents = new Map<string, number>();
-  for (const e of outboxRows) {
-    if (e.event_type === 'order.created') {
-      createdEvents.set(e.aggregate_id, (createdEvents.get(e.aggregate_id) ?? 0) + 1);
-    }
-  }
-  fail(
+  const createdEvents = countBy(
+    run.outbox.filter((e) => e.event_type === 'order.created'),
+    (e) => e.aggregate_id,
+  );
+  found.fail(
     'orders without exactly one order.created event',
-    orders.filter((o) => createdEvents.get(o.id) !== 1).map((o) => o.id),
+    run.orders.filter((o) => createdEvents.get(o.id) !== 1).map((o) => o.id),
   );
+}
 
-  // --- outcomes
-  const parkedById = new Map<string, Diagnosis>();
-  for (const d of parked) if (d.messageId) parkedById.set(d.messageId, d);
-  const reservationsByOrder = new Map<string, typeof reservations>();
-  for (const r of reservations) {
-    const list = reservationsByOrder.get(r.order_id) ?? [];
-    list.push(r);
-    reservationsByOrder.set(r.order_id, list);
+/** A planned order that is in the database, with what became of its `order.created` event. */
+interface StoredOrder {
+  planned: PlannedOrder;
+  order: OrderRow;
+  /** Its first reservation (a second one is a violation of its own). */
+  reservation: ReservationRow | undefined;
+  reservations: number;
+  parking: Diagnosis | undefined;
+}
+
+function storedOrders(run: RunFacts): StoredOrder[] {
+  return run.plan.orders.flatMap((planned) => {
+    const order = run.ordersById.get(planned.orderId);
+    if (!order) return [];
+    const rs = run.reservationsByOrder.get(planned.orderId) ?? [];
+    const parking = run.parkedById.get(order.created_event_id);
+    return [{ planned, order, reservation: rs[0], reservations: rs.length, parking }];
+  });
+}
+
+/**
+ * Outcomes: every valid order reserved or rejected as its reservation says (parked: a warning),
+ * every poison event parked without a reservation, every parked message one of this run's order
+ * events with a diagnosis.
+ */
+function checkOutcomes(run: RunFacts, found: Findings): SoakVerdict['outcomes'] {
+  const stored = storedOrders(run);
+  const poison = stored.filter((s) => s.planned.poison);
+  const valid = stored.filter((s) => !s.planned.poison);
+  const unreserved = valid.filter((s) => !s.reservation);
+  const parkedValid = unreserved.flatMap((s) =>
+    s.parking ? [[s.planned, s.parking] as const] : [],
+  );
+  for (const [planned, d] of parkedValid) {
+    found.warnings.push(
+      `valid order ${planned.orderId} parked: ${d.reason} / ${d.errorClass}: ${d.error.slice(0, 120)}`,
+    );
   }
+  const undecided = unreserved.filter((s) => !s.parking).map((s) => s.planned.orderId);
+  const reservations = valid.flatMap((s) => (s.reservation ? [s.reservation] : []));
+  const decided = (status: string, reason: string | null) =>
+    reservations.filter((r) => r.status === status && r.reason === reason).length;
   const outcomes: SoakVerdict['outcomes'] = {
-    reserved: 0,
-    rejected: { out_of_stock: 0, unknown_sku: 0 },
-    parked: { poison: 0, valid: 0 },
-    undecided: 0,
+    reserved: reservations.filter((r) => r.status === 'reserved').length,
+    rejected: {
+      out_of_stock: decided('rejected', 'out_of_stock'),
+      unknown_sku: decided('rejected', 'unknown_sku'),
+    },
+    parked: { poison: poison.filter((s) => s.parking).length, valid: parkedValid.length },
+    undecided: undecided.length,
   };
-  const undecided: string[] = [];
-  const poisonNotParked: string[] = [];
-  const poisonReserved: string[] = [];
-  const wrongEffect: unknown[] = [];
-  const diagnosisMissing: string[] = [];
-  const eventIds = new Set<string>();
-  for (const p of planned) {
-    const o = byId.get(p.orderId);
-    if (!o) continue;
-    eventIds.add(o.created_event_id);
-    const rs = reservationsByOrder.get(p.orderId) ?? [];
-    const park = parkedById.get(o.created_event_id);
-    if (park && !park.error) diagnosisMissing.push(o.created_event_id);
-    if (p.poison) {
-      if (rs.length > 0) poisonReserved.push(p.orderId);
-      if (park) outcomes.parked.poison++;
-      else poisonNotParked.push(`${p.orderId} (${p.poison})`);
-      continue;
-    }
-    const r = rs[0];
-    if (!r) {
-      if (park) {
-        outcomes.parked.valid++;
-        warnings.push(
-          `valid order ${p.orderId} parked: ${park.reason} / ${park.errorClass}: ${park.error.slice(0, 120)}`,
-        );
-      } else {
-        outcomes.undecided++;
-        undecided.push(p.orderId);
-      }
-      continue;
-    }
-    if (r.message_id !== o.created_event_id || r.sku !== p.sku || r.quantity !== p.quantity) {
-      wrongEffect.push({ order: p.orderId, reservation: r });
-    }
-    if (r.status === 'reserved') outcomes.reserved++;
-    else if (r.status === 'rejected' && r.reason === 'out_of_stock')
-      outcomes.rejected.out_of_stock++;
-    else if (r.status === 'rejected' && r.reason === 'unknown_sku') outcomes.rejected.unknown_sku++;
-    else wrongEffect.push({ order: p.orderId, unexpectedStatus: r.status, reason: r.reason });
-  }
-  fail('valid orders neither reserved, rejected nor parked', undecided);
-  fail('poison events not parked', poisonNotParked);
-  fail('poison events with a reservation', poisonReserved);
-  fail('reservations that do not match their order or event', wrongEffect, 3);
-  fail('parked messages without a diagnosis', diagnosisMissing);
-  fail(
-    'parked messages that are no order event of this run',
-    parked.filter((d) => !d.messageId || !eventIds.has(d.messageId)).map((d) => d.messageId),
+  found.fail('valid orders neither reserved, rejected nor parked', undecided);
+  found.fail(
+    'poison events not parked',
+    poison.filter((s) => !s.parking).map((s) => `${s.planned.orderId} (${s.planned.poison})`),
   );
+  found.fail(
+    'poison events with a reservation',
+    poison.filter((s) => s.reservations > 0).map((s) => s.planned.orderId),
+  );
+  found.fail('reservations that do not match their order or event', valid.flatMap(wrongEffect), 3);
+  found.fail(
+    'parked messages without a diagnosis',
+    stored.filter((s) => s.parking && !s.parking.error).map((s) => s.order.created_event_id),
+  );
+  const eventIds = new Set(stored.map((s) => s.order.created_event_id));
+  found.fail(
+    'parked messages that are no order event of this run',
+    run.parked.filter((d) => !d.messageId || !eventIds.has(d.messageId)).map((d) => d.messageId),
+  );
+  return outcomes;
+}
 
-  // --- nothing twice
-  const doubleEffects = [...journals.effects].filter(([, n]) => n > 1);
-  fail('message ids with more than one committed effect (journal)', doubleEffects);
-  const doubleReservations = [...reservationsByOrder].filter(([, rs]) => rs.length > 1);
-  fail(
+/** What is wrong with a valid order's reservation: its order, event, SKU, quantity or status. */
+function wrongEffect({ planned, order, reservation: r }: StoredOrder): unknown[] {
+  if (!r) return [];
+  const wrong: unknown[] = [];
+  if (
+    r.message_id !== order.created_event_id ||
+    r.sku !== planned.sku ||
+    r.quantity !== planned.quantity
+  ) {
+    wrong.push({ order: planned.orderId, reservation: r });
+  }
+  const known =
+    r.status === 'reserved' ||
+    (r.status === 'rejected' && (r.reason === 'out_of_stock' || r.reason === 'unknown_sku'));
+  if (!known) wrong.push({ order: planned.orderId, unexpectedStatus: r.status, reason: r.reason });
+  return wrong;
+}
+
+/** Nothing twice: no effect committed twice (journal), no second reservation, no second claim. */
+function checkNothingTwice(run: RunFacts, found: Findings): SoakVerdict['duplicates'] {
+  const doubleEffects = [...run.journals.effects].filter(([, n]) => n > 1);
+  found.fail('message ids with more than one committed effect (journal)', doubleEffects);
+  const doubleReservations = [...run.reservationsByOrder].filter(([, rs]) => rs.length > 1);
+  found.fail(
     'orders with more than one reservation',
     doubleReservations.map(([id]) => id),
   );
-  const doubleClaims = claims.filter((c) => c.n > 1);
-  fail('message ids claimed twice in the inbox', doubleClaims);
-  const claimed = new Set(claims.map((c) => c.message_id));
-  fail(
+  found.fail(
+    'message ids claimed twice in the inbox',
+    run.claims.filter((c) => c.n > 1),
+  );
+  return {
+    absorbedByInbox: run.journals.duplicates,
+    doubleEffects: doubleEffects.length,
+    doubleReservations: doubleReservations.length,
+  };
+}
+
+/** An inbox claim per reservation, no other; the order side claims inventory's results only. */
+function checkInboxClaims(run: RunFacts, found: Findings): void {
+  found.fail(
     'reservations without their inbox claim',
-    reservations.filter((r) => !claimed.has(r.message_id)).map((r) => r.order_id),
+    run.reservations.filter((r) => !run.claimed.has(r.message_id)).map((r) => r.order_id),
   );
-  const effectIds = new Set(reservations.map((r) => r.message_id));
-  fail(
+  const effectIds = new Set(run.reservations.map((r) => r.message_id));
+  found.fail(
     'inbox claims without a reservation',
-    claims.filter((c) => !effectIds.has(c.message_id)).map((c) => c.message_id),
+    run.claims.filter((c) => !effectIds.has(c.message_id)).map((c) => c.message_id),
   );
-  const resultIds = new Set(inventoryRows.map((e) => e.id));
-  fail(
+  const resultIds = new Set(run.inventoryOutbox.map((e) => e.id));
+  found.fail(
     'order-side claims of no inventory result',
-    resultClaims.filter((c) => !resultIds.has(c.message_id)).map((c) => c.message_id),
+    run.resultClaims.filter((c) => !resultIds.has(c.message_id)).map((c) => c.message_id),
   );
+}
+
+/** One `inventory.reservation_rejected` event per rejected order, and none for another. */
+function checkRejectionEvents(run: RunFacts, found: Findings): void {
   const rejectedOrders = new Set(
-    reservations.filter((r) => r.status === 'rejected').map((r) => r.order_id),
+    run.reservations.filter((r) => r.status === 'rejected').map((r) => r.order_id),
   );
-  const rejectionEvents = new Map<string, number>();
-  for (const e of inventoryRows) {
-    if (e.event_type === 'inventory.reservation_rejected') {
-      rejectionEvents.set(e.order_id, (rejectionEvents.get(e.order_id) ?? 0) + 1);
-    }
-  }
-  fail(
+  const rejectionEvents = countBy(
+    run.inventoryOutbox.filter((e) => e.event_type === 'inventory.reservation_rejected'),
+    (e) => e.order_id,
+  );
+  found.fail(
     'rejected orders without exactly one rejection event',
     [...rejectedOrders].filter((id) => rejectionEvents.get(id) !== 1),
   );
-  fail(
+  found.fail(
     'rejection events for orders that were not rejected',
     [...rejectionEvents.keys()].filter((id) => !rejectedOrders.has(id)),
   );
+}
 
-  // --- stock arithmetic, per SKU
+/** Stock arithmetic, per SKU, and every refusal right. */
+function checkStock(run: RunFacts, found: Findings): SoakVerdict['stock'] {
+  const mismatches = [...skuMismatches(run), ...wrongRefusals(run)];
+  found.fail('stock arithmetic', mismatches, 10);
+  const initialUnits = [...run.plan.stock.values()].reduce((a, b) => a + b, 0);
+  const reservedUnits = run.stock.reduce((a, s) => a + s.reserved, 0);
+  return {
+    skus: run.plan.stock.size,
+    initialUnits,
+    reservedUnits,
+    freeUnits: initialUnits - reservedUnits,
+    mismatches,
+  };
+}
+
+/** Per planned SKU: units on hand unchanged, reserved = Σ reserved quantities, never negative. */
+function skuMismatches(run: RunFacts): string[] {
   const mismatches: string[] = [];
   const reservedBySku = new Map<string, number>();
-  for (const r of reservations) {
+  for (const r of run.reservations) {
     if (r.status === 'reserved') {
       reservedBySku.set(r.sku, (reservedBySku.get(r.sku) ?? 0) + r.quantity);
     }
   }
-  const stockBySku = new Map(stock.map((s) => [s.sku, s]));
-  for (const [sku, initial] of plan.stock) {
+  const stockBySku = new Map(run.stock.map((s) => [s.sku, s]));
+  for (const [sku, initial] of run.plan.stock) {
     const s = stockBySku.get(sku);
     const reserved = reservedBySku.get(sku) ?? 0;
     if (!s) {
@@ -321,11 +453,19 @@ export async function verify(input: {
     if (initial - s.reserved < 0) mismatches.push(`${sku}: free units negative`);
   }
   for (const sku of reservedBySku.keys()) {
-    if (!plan.stock.has(sku)) mismatches.push(`${sku}: reserved, but the SKU has no stock row`);
+    if (!run.plan.stock.has(sku)) mismatches.push(`${sku}: reserved, but the SKU has no stock row`);
   }
-  // A refusal is right only if the order did not fit: free units never grow in this run (no
-  // cancellations), so if it fits at the end it fitted when it was refused.
-  for (const r of reservations) {
+  return mismatches;
+}
+
+/**
+ * A refusal is right only if the order did not fit: free units never grow in this run (no
+ * cancellations), so if it fits at the end it fitted when it was refused.
+ */
+function wrongRefusals(run: RunFacts): string[] {
+  const mismatches: string[] = [];
+  const stockBySku = new Map(run.stock.map((s) => [s.sku, s]));
+  for (const r of run.reservations) {
     if (r.status !== 'rejected') continue;
     const s = stockBySku.get(r.sku);
     if (r.reason === 'unknown_sku' && s) mismatches.push(`${r.order_id}: unknown_sku for ${r.sku}`);
@@ -335,16 +475,42 @@ export async function verify(input: {
       );
     }
   }
-  fail('stock arithmetic', mismatches, 10);
-  const initialUnits = [...plan.stock.values()].reduce((a, b) => a + b, 0);
-  const reservedUnits = stock.reduce((a, s) => a + s.reserved, 0);
+  return mismatches;
+}
 
-  // --- outboxes: the bad rows set aside with their reason, never published nor consumed
-  const outboxById = new Map(outboxRows.map((e) => [e.id, e]));
-  const setAsideWrong: unknown[] = [];
+/** Both outboxes published, but for the bad rows: set aside with their reason, never consumed. */
+function checkOutboxes(run: RunFacts, found: Findings): SoakVerdict['outbox'] {
+  const { setAside, setAsideReasons } = checkBadRows(run, found);
+  const badIds = new Set(run.badRows.map((b) => b.id));
+  const good = run.outbox.filter((e) => !badIds.has(e.id));
+  const outbox = {
+    rows: run.outbox.length,
+    unpublished: good.filter((e) => e.unpublished).length,
+    needsAttention: good.filter((e) => e.needs_attention).length,
+    inventoryRows: run.inventoryOutbox.length,
+    inventoryUnpublished: run.inventoryOutbox.filter((e) => e.unpublished).length,
+    inventoryNeedsAttention: run.inventoryOutbox.filter((e) => e.needs_attention).length,
+    badRows: run.badRows.length,
+    setAside,
+    setAsideReasons: setAsideReasons.slice(0, 5),
+  };
+  if (outbox.unpublished + outbox.inventoryUnpublished > 0) {
+    found.violations.push(
+      `outbox not fully published: ${outbox.unpublished} in outbox, ${outbox.inventoryUnpublished} in inventory_outbox (${outbox.needsAttention + outbox.inventoryNeedsAttention} need attention; the ${run.badRows.length} bad rows not counted)`,
+    );
+  }
+  return outbox;
+}
+
+/** Each bad row the chaos wrote: set aside by the relay with its reason, never consumed. */
+function checkBadRows(
+  run: RunFacts,
+  found: Findings,
+): { setAside: number; setAsideReasons: string[] } {
+  const outboxById = new Map(run.outbox.map((e) => [e.id, e]));
+  const notSetAside: unknown[] = [];
   const setAsideReasons: string[] = [];
-  let setAside = 0;
-  for (const b of badRows) {
+  for (const b of run.badRows) {
     const row = outboxById.get(b.id);
     const error = row?.last_error ?? '';
     if (
@@ -353,79 +519,46 @@ export async function verify(input: {
       error.startsWith(SET_ASIDE_PREFIX) &&
       error.includes(b.reason)
     ) {
-      setAside++;
       setAsideReasons.push(`${b.kind}: ${error.slice(SET_ASIDE_PREFIX.length, 160)}`);
     } else {
-      setAsideWrong.push({ ...b, row: row ?? 'missing' });
+      notSetAside.push({ ...b, row: row ?? 'missing' });
     }
   }
-  fail('bad outbox rows not set aside with their reason', setAsideWrong, 3);
-  fail(
+  found.fail('bad outbox rows not set aside with their reason', notSetAside, 3);
+  found.fail(
     'bad outbox rows that reached the consumer',
-    badRows.filter((b) => claimed.has(b.id) || parkedById.has(b.id)).map((b) => b.id),
+    run.badRows.filter((b) => run.claimed.has(b.id) || run.parkedById.has(b.id)).map((b) => b.id),
   );
-  const goodOutboxRows = outboxRows.filter((e) => !badIds.has(e.id));
-  const outbox = {
-    rows: outboxRows.length,
-    unpublished: goodOutboxRows.filter((e) => e.unpublished).length,
-    needsAttention: goodOutboxRows.filter((e) => e.needs_attention).length,
-    inventoryRows: inventoryRows.length,
-    inventoryUnpublished: inventoryRows.filter((e) => e.unpublished).length,
-    inventoryNeedsAttention: inventoryRows.filter((e) => e.needs_attention).length,
-    badRows: badRows.length,
-    setAside,
-    setAsideReasons: setAsideReasons.slice(0, 5),
-  };
-  if (outbox.unpublished + outbox.inventoryUnpublished > 0) {
-    violations.push(
-      `outbox not fully published: ${outbox.unpublished} in outbox, ${outbox.inventoryUnpublished} in inventory_outbox (${outbox.needsAttention + outbox.inventoryNeedsAttention} need attention; the ${badRows.length} bad rows not counted)`,
-    );
-  }
+  return { setAside: setAsideReasons.length, setAsideReasons };
+}
 
-  const byReason: Record<string, number> = {};
-  for (const d of parked) {
-    const k = `${d.reason}/${d.errorClass}`;
-    byReason[k] = (byReason[k] ?? 0) + 1;
-  }
+/** The parking lot: messages by reason and a few samples; a message parked twice is a warning. */
+function summarizeParking(run: RunFacts, found: Findings): SoakVerdict['parking'] {
+  const { parked, parkedById } = run;
   if (parked.length > parkedById.size) {
-    warnings.push(
+    found.warnings.push(
       `${parked.length - parkedById.size} parked copies of an already parked message (a consumer died between parking and acking)`,
     );
   }
   return {
-    ok: violations.length === 0,
-    violations,
-    warnings,
-    orders: {
-      planned: planned.length,
-      valid: planned.filter((p) => !p.poison).length,
-      poison: planned.filter((p) => p.poison).length,
-      inDatabase: orders.length,
-    },
-    outcomes,
-    parking: {
-      messages: parked.length,
-      distinctIds: parkedById.size,
-      byReason,
-      samples: [...parkedById.values()].slice(0, 5).map((d) => ({
-        messageId: d.messageId,
-        reason: d.reason,
-        errorClass: d.errorClass,
-        error: d.error.slice(0, 160),
-      })),
-    },
-    duplicates: {
-      absorbedByInbox: journals.duplicates,
-      doubleEffects: doubleEffects.length,
-      doubleReservations: doubleReservations.length,
-    },
-    stock: {
-      skus: plan.stock.size,
-      initialUnits,
-      reservedUnits,
-      freeUnits: initialUnits - reservedUnits,
-      mismatches,
-    },
-    outbox,
+    messages: parked.length,
+    distinctIds: parkedById.size,
+    byReason: Object.fromEntries(countBy(parked, (d) => `${d.reason}/${d.errorClass}`)),
+    samples: [...parkedById.values()].slice(0, 5).map((d) => ({
+      messageId: d.messageId,
+      reason: d.reason,
+      errorClass: d.errorClass,
+      error: d.error.slice(0, 160),
+    })),
+  };
+}
+
+function orderCounts(run: RunFacts): SoakVerdict['orders'] {
+  const planned = run.plan.orders;
+  return {
+    planned: planned.length,
+    valid: planned.filter((p) => !p.poison).length,
+    poison: planned.filter((p) => p.poison).length,
+    inDatabase: run.orders.length,
   };
 }

@@ -11,15 +11,14 @@ export const CELL_LEGEND =
   'n/a: the scenario does not apply (its section says why); not reproducible here: the emulator cannot reproduce the behaviour.';
 
 /** A not-applicable reason with this prefix: the emulator cannot reproduce the behaviour. */
-export const EMULATOR_PREFIX = 'emulator:';
+const EMULATOR_PREFIX = 'emulator:';
 
 /** Not applicable because the emulator cannot reproduce the behaviour. */
 export const notReproducible = (r: RunResult) =>
   !r.applicable && (r.reason ?? '').startsWith(EMULATOR_PREFIX);
 
 /** What a run that did not apply shows instead of a verdict. */
-export const notApplicableText = (r: RunResult) =>
-  notReproducible(r) ? 'not reproducible here' : 'n/a';
+const notApplicableText = (r: RunResult) => (notReproducible(r) ? 'not reproducible here' : 'n/a');
 
 /** Why a run did not apply (without the `emulator:` prefix). */
 export const reasonOf = (r: RunResult) => (r.reason ?? '').replace(/^emulator:\s*/, '');
@@ -69,7 +68,7 @@ export const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n ==
  * What a run came to, in words: effects and lost always; duplicates absorbed, retries, parked and
  * every anomaly of the accounting only when not zero.
  */
-export function cellParts(r: RunResult): string[] {
+function cellParts(r: RunResult): string[] {
   const a = r.accounting;
   const parts = [plural(r.effects, 'effect')];
   if (r.duplicatesAbsorbed) parts.push(`${r.duplicatesAbsorbed} dup absorbed`);
@@ -90,24 +89,21 @@ export function cell(r: RunResult): string {
   return `${verdict(r)} ${[...cellParts(r), seconds(r.timeToFinalMs)].join(' · ')}`;
 }
 
-export function retriesText(r: RunResult): string {
+function retriesText(r: RunResult): string {
   if (r.retries === 0) return '0';
   const delays = r.retryDelaysMs.map((d) => seconds(d)).join(', ');
   return delays ? `${r.retries} (after ${delays})` : String(r.retries);
 }
 
-export function parkedText(r: RunResult): string {
+function parkedText(r: RunResult): string {
   if (r.parkedMessages.length === 0) return '0';
   return r.parkedMessages
     .map((p) => `${p.reason}/${p.errorClass} via ${p.via}: ${p.error.slice(0, 80)}`)
     .join('; ');
 }
 
-/**
- * The numbers of a run's row in the per-scenario tables (md and html), from deliveries to the time
- * to recover; `esc` escapes free text for the format.
- */
-export function detailCells(r: RunResult, esc: (s: string) => string): string[] {
+/** The numbers of a run's row in the per-scenario tables, from deliveries to the time to recover. */
+export function detailCells(r: RunResult): string[] {
   const a = r.accounting;
   const counted = !unmeasured(r);
   const n = (v: number) => (counted ? String(v) : '—');
@@ -115,8 +111,8 @@ export function detailCells(r: RunResult, esc: (s: string) => string): string[] 
     String(r.deliveries),
     String(r.effects),
     String(r.duplicatesAbsorbed),
-    esc(retriesText(r)),
-    esc(parkedText(r)),
+    retriesText(r),
+    parkedText(r),
     counted ? `${a.lost} of ${a.accepted}` : '—',
     n(a.duplicated),
     n(a.recovered),
@@ -125,6 +121,21 @@ export function detailCells(r: RunResult, esc: (s: string) => string): string[] 
     seconds(r.timeToFinalMs),
     seconds(a.recoverMs),
   ];
+}
+
+/** What a run came to, short enough for the end of its timeline lane: `✓ 1 effect · 1 dup`. */
+export function laneSummary(r: RunResult): string {
+  const a = r.accounting;
+  const parts = [`${r.effects} effect${r.effects === 1 ? '' : 's'}`];
+  if (r.duplicatesAbsorbed) parts.push(`${r.duplicatesAbsorbed} dup`);
+  if (r.retries) parts.push(`${r.retries} retr${r.retries === 1 ? 'y' : 'ies'}`);
+  if (r.parked) parts.push(`${r.parked} parked`);
+  // the accounting's anomalies, only when there are any (the lane's width is small)
+  if (a.lost) parts.push(`${a.lost} lost`);
+  if (a.duplicated) parts.push(`${a.duplicated} twice`);
+  if (a.unexpected) parts.push(`${a.unexpected} unexpected`);
+  if (a.orderViolations) parts.push(`${a.orderViolations} out of order`);
+  return `${verdict(r)} ${parts.join(' · ')}`;
 }
 
 export function failedChecks(r: RunResult): string[] {

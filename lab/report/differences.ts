@@ -16,21 +16,21 @@ export interface Differences {
 }
 
 /** Time to final state differs when the slowest is at least this many times the fastest… */
-export const TIME_RATIO = 2;
+const TIME_RATIO = 2;
 /**
  * …and at least this much slower: on a loaded 2-core machine the same run varies by a few hundred
  * ms, a visibility timeout or a retry step does not.
  */
-export const TIME_GAP_MS = 1_000;
+const TIME_GAP_MS = 1_000;
 
 /** A configuration's short name (a peer's with `peer` before it). */
-export function shortName(id: ConfigurationId): string {
+function shortName(id: ConfigurationId): string {
   const c = CONFIGURATIONS[id];
   return c.peer ? `peer ${c.short}` : c.short;
 }
 
 /** `A`, `A and B`, `A, B and C` */
-export function joinAnd(items: string[]): string {
+function joinAnd(items: string[]): string {
   if (items.length <= 1) return items[0] ?? '';
   return `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`;
 }
@@ -236,15 +236,4 @@ export function agreedText(d: Differences): string {
     parts.push(`${plural(d.notApplicable, 'scenario')} applied to none of the configurations run`);
   }
   return parts.length ? `${parts.join('; ')}.` : '';
-}
-
-/** The summary as plain lines (the terminal). */
-export function differencesText(report: LabReport): string[] {
-  const d = differences(report);
-  const closing = agreedText(d);
-  return [
-    ...(d.lines.length ? ['Where the configurations differ:'] : []),
-    ...d.lines.map((l) => `  ${l.scenario}: ${l.text}`),
-    ...(closing ? [closing] : []),
-  ];
 }

@@ -1,26 +1,11 @@
-import { CONFIGURATIONS } from '../configurations.js';
-import type {
-  LabReport,
-  RunResult,
-  ScenarioReport,
-  TimelineEvent,
-  TimelineKind,
-} from '../types.js';
+import type { LabReport, TimelineEvent, TimelineKind } from '../types.js';
 import {
-  CELL_LEGEND,
-  cell,
-  columnLabel,
-  detailCells,
-  failedChecks,
-  label,
-  notApplicableText,
-  notReproducible,
-  reasonOf,
-  reasonText,
-  seconds,
-  verdict,
-} from './cells.js';
-import { agreedText, differences } from './differences.js';
+  type AppliedRunView,
+  type ReportModel,
+  type RunView,
+  reportModel,
+  type ScenarioView,
+} from './model.js';
 
 /**
  * reports/compare.html: one self-contained page (inline CSS and SVG, no external assets). Per
@@ -104,91 +89,123 @@ const LEFT = 250;
 const RIGHT = 215;
 const PLOT = WIDTH - LEFT - RIGHT;
 
-function finalSummary(r: RunResult): string {
-  const a = r.accounting;
-  const parts = [`${r.effects} effect${r.effects === 1 ? '' : 's'}`];
-  if (r.duplicatesAbsorbed) parts.push(`${r.duplicatesAbsorbed} dup`);
-  if (r.retries) parts.push(`${r.retries} retr${r.retries === 1 ? 'y' : 'ies'}`);
-  if (r.parked) parts.push(`${r.parked} parked`);
-  // the accounting's anomalies, only when there are any (the lane's width is small)
-  if (a.lost) parts.push(`${a.lost} lost`);
-  if (a.duplicated) parts.push(`${a.duplicated} twice`);
-  if (a.unexpected) parts.push(`${a.unexpected} unexpected`);
-  if (a.orderViolations) parts.push(`${a.orderViolations} out of order`);
-  return `${verdict(r)} ${parts.join(' · ')}`;
+function lane(r: RunView, y0: number, x: (t: number) => number): { svg: string; height: number } {
+  if (!r.applicable) {
+    const svg =
+      `<text x="10" y="${y0 + 19}" class="lane">${esc(r.short)}</text>` +
+      `<text x="${LEFT}" y="${y0 + 19}" class="na">${esc(r.lane)}</text>`;
+    return { svg, height: 30 };
+  }
+  return appliedLane(r, y0, x);
 }
 
-function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string; height: number } {
-  const parts: string[] = [];
-  const name = CONFIGURATIONS[r.configuration].short;
-  if (!r.applicable) {
-    const h = 30;
-    parts.push(
-      `<text x="10" y="${y0 + 19}" class="lane">${esc(name)}</text>`,
-      `<text x="${LEFT}" y="${y0 + 19}" class="na">${notReproducible(r) ? 'not reproducible here' : 'not applicable'}: ${esc(reasonOf(r))}</text>`,
-    );
-    return { svg: parts.join(''), height: h };
-  }
+/** Where a lane is drawn: its top and height, time to x, and an event to its row's y. */
+interface LaneFrame {
+  y0: number;
+  h: number;
+  x: (t: number) => number;
+  rowY: (e: TimelineEvent) => number;
+}
+
+function appliedLane(
+  r: AppliedRunView,
+  y0: number,
+  x: (t: number) => number,
+): { svg: string; height: number } {
   const ids = [...new Set(r.timeline.map((e) => e.messageId).filter((id): id is string => !!id))];
   const perMessage = ids.length > 0 && ids.length <= 6;
-  const rows = perMessage ? ids.length : 1;
-  const h = Math.max(44, 22 + rows * 16);
+  const h = Math.max(44, 22 + (perMessage ? ids.length : 1) * 16);
   const rowY = (e: TimelineEvent) => {
     if (!perMessage || !e.messageId) return y0 + h / 2 + 2;
-    const i = ids.indexOf(e.messageId);
-    return y0 + 18 + Math.max(0, i) * 16;
+    return y0 + 18 + Math.max(0, ids.indexOf(e.messageId)) * 16;
   };
+  const lane: LaneFrame = { y0, h, x, rowY };
+  const svg = [
+    laneHeading(r, lane),
+    perMessage ? messageRows(ids, y0) : '',
+    controlLines(r.timeline, lane),
+    retryArcs(r.timeline, lane),
+    markers(r.timeline, lane),
+    finalLine(r.timeline, lane),
+    laneEnd(r, y0),
+  ];
+  return { svg: svg.join(''), height: h };
+}
+
+/** The lane's background, and the configuration's name with its deliveries. */
+function laneHeading(r: AppliedRunView, { y0, h }: LaneFrame): string {
   const bg = r.invariantHeld ? '#f8fafc' : '#fef2f2';
-  parts.push(
-    `<rect x="0" y="${y0}" width="${WIDTH}" height="${h}" fill="${bg}"/>`,
-    `<line x1="0" x2="${WIDTH}" y1="${y0 + h}" y2="${y0 + h}" stroke="#e5e7eb"/>`,
-    `<text x="10" y="${y0 + 18}" class="lane">${esc(name)}</text>`,
-    `<text x="10" y="${y0 + 33}" class="sub">${r.deliveries} deliveries</text>`,
+  return (
+    `<rect x="0" y="${y0}" width="${WIDTH}" height="${h}" fill="${bg}"/>` +
+    `<line x1="0" x2="${WIDTH}" y1="${y0 + h}" y2="${y0 + h}" stroke="#e5e7eb"/>` +
+    `<text x="10" y="${y0 + 18}" class="lane">${esc(r.short)}</text>` +
+    `<text x="10" y="${y0 + 33}" class="sub">${r.deliveries} deliveries</text>`
   );
-  if (perMessage) {
-    ids.forEach((id, i) => {
+}
+
+/** With up to six messages, a row per message, its id on the left. */
+function messageRows(ids: string[], y0: number): string {
+  return ids
+    .map((id, i) => {
       const yy = y0 + 18 + i * 16;
-      parts.push(
-        `<line x1="${LEFT}" x2="${LEFT + PLOT}" y1="${yy}" y2="${yy}" stroke="#e5e7eb" stroke-dasharray="2 3"/>`,
-        `<text x="${LEFT - 6}" y="${yy + 3}" class="msg" text-anchor="end">${esc(id.slice(0, 8))}</text>`,
+      return (
+        `<line x1="${LEFT}" x2="${LEFT + PLOT}" y1="${yy}" y2="${yy}" stroke="#e5e7eb" stroke-dasharray="2 3"/>` +
+        `<text x="${LEFT - 6}" y="${yy + 3}" class="msg" text-anchor="end">${esc(id.slice(0, 8))}</text>`
       );
-    });
-  }
-  // controls and faults: vertical lines across the lane
-  // control labels: two rows (bottom, top); a label that would overlap the previous one in both
-  // rows is pushed right of the one that ends first
+    })
+    .join('');
+}
+
+const hoverText = (e: TimelineEvent) => esc(`${fmtTick(Math.round(e.t))}: ${e.label}`);
+
+/**
+ * Controls and faults: vertical lines across the lane. Control labels take two rows (bottom,
+ * top); a label that would overlap the previous one in both rows is pushed right of the one that
+ * ends first.
+ */
+function controlLines(timeline: TimelineEvent[], { y0, h, x }: LaneFrame): string {
+  const parts: string[] = [];
   const rowEnds = [Number.NEGATIVE_INFINITY, Number.NEGATIVE_INFINITY];
-  for (const e of r.timeline) {
+  for (const e of timeline) {
     if (e.kind !== 'control' && e.kind !== 'fault' && e.kind !== 'failed-invocation') continue;
     const xx = x(e.t);
     const dash = e.kind === 'control' ? ' stroke-dasharray="4 3"' : '';
     parts.push(
-      `<line x1="${xx}" x2="${xx}" y1="${y0 + 2}" y2="${y0 + h - 2}" stroke="${COLORS[e.kind]}" stroke-width="1"${dash} opacity="0.6"><title>${esc(`${fmtTick(Math.round(e.t))}: ${e.label}`)}</title></line>`,
+      `<line x1="${xx}" x2="${xx}" y1="${y0 + 2}" y2="${y0 + h - 2}" stroke="${COLORS[e.kind]}" stroke-width="1"${dash} opacity="0.6"><title>${hoverText(e)}</title></line>`,
     );
-    if (e.kind === 'control') {
-      const text = e.label.slice(0, 28);
-      const width = text.length * 5;
-      let row = rowEnds.findIndex((end) => xx + 3 >= end + 4);
-      let tx = xx + 3;
-      if (row < 0) {
-        row = (rowEnds[0] as number) <= (rowEnds[1] as number) ? 0 : 1;
-        tx = (rowEnds[row] as number) + 4;
-      }
-      rowEnds[row] = tx + width;
-      const ty = row === 0 ? y0 + h - 4 : y0 + 9;
-      parts.push(`<text x="${tx}" y="${ty}" class="ctl">${esc(text)}</text>`);
+    if (e.kind !== 'control') continue;
+    const text = e.label.slice(0, 28);
+    let row = rowEnds.findIndex((end) => xx + 3 >= end + 4);
+    let tx = xx + 3;
+    if (row < 0) {
+      row = (rowEnds[0] as number) <= (rowEnds[1] as number) ? 0 : 1;
+      tx = (rowEnds[row] as number) + 4;
     }
+    rowEnds[row] = tx + text.length * 5;
+    const ty = row === 0 ? y0 + h - 4 : y0 + 9;
+    parts.push(`<text x="${tx}" y="${ty}" class="ctl">${esc(text)}</text>`);
   }
-  // retries: an arc from the retry to the delivery it produced, labelled with the actual delay
-  const received = r.timeline.filter((e) => e.kind === 'received');
-  for (const e of r.timeline.filter((q) => q.kind === 'retry' || q.kind === 'deferred')) {
-    // the delivery this retry (or deferral) produced: same message, one attempt further
-    const next = received.find(
-      (q) =>
-        q.messageId === e.messageId &&
-        q.t > e.t &&
-        (e.attempt === undefined || q.attempt === e.attempt + 1),
-    );
+  return parts.join('');
+}
+
+/**
+ * Retries: an arc from the retry (or deferral) to the delivery it produced (same message, one
+ * attempt further), labelled with the actual delay.
+ */
+function retryArcs(timeline: TimelineEvent[], { x, rowY }: LaneFrame): string {
+  const receivedByMessage = new Map<string | null | undefined, TimelineEvent[]>();
+  for (const e of timeline) {
+    if (e.kind !== 'received') continue;
+    const list = receivedByMessage.get(e.messageId) ?? [];
+    list.push(e);
+    receivedByMessage.set(e.messageId, list);
+  }
+  const parts: string[] = [];
+  for (const e of timeline) {
+    if (e.kind !== 'retry' && e.kind !== 'deferred') continue;
+    const next = receivedByMessage
+      .get(e.messageId)
+      ?.find((q) => q.t > e.t && (e.attempt === undefined || q.attempt === e.attempt + 1));
     if (!next) continue;
     const x1 = x(e.t);
     const x2 = x(next.t);
@@ -200,35 +217,52 @@ function lane(r: RunResult, y0: number, x: (t: number) => number): { svg: string
       `<text x="${(x1 + x2) / 2}" y="${yy + (bend > 0 ? 12 : -9)}" class="delay" text-anchor="middle">${fmtTick(Math.round(next.t - e.t))}</text>`,
     );
   }
-  for (const e of r.timeline) {
-    if (e.kind === 'control' || e.kind === 'final') continue;
-    const m = marker(e.kind, x(e.t), e.kind === 'fault' ? y0 + 10 : rowY(e));
-    if (m)
-      parts.push(`<g><title>${esc(`${fmtTick(Math.round(e.t))}: ${e.label}`)}</title>${m}</g>`);
-  }
-  const final = r.timeline.find((e) => e.kind === 'final');
-  if (final) {
-    const xx = x(final.t);
-    parts.push(
-      `<line x1="${xx}" x2="${xx}" y1="${y0 + 3}" y2="${y0 + h - 3}" stroke="#111827" stroke-width="2.5"/>`,
-    );
-  }
-  const color = r.invariantHeld ? '#15803d' : '#b91c1c';
-  parts.push(
-    `<text x="${LEFT + PLOT + 12}" y="${y0 + 18}" class="final" fill="${color}">${esc(finalSummary(r))}</text>`,
-    `<text x="${LEFT + PLOT + 12}" y="${y0 + 33}" class="sub">final state at ${seconds(r.timeToFinalMs)}</text>`,
-  );
-  return { svg: parts.join(''), height: h };
+  return parts.join('');
 }
 
-function timelineSvg(s: ScenarioReport): string {
-  const maxT = Math.max(1_000, ...s.results.flatMap((r) => r.timeline.map((e) => e.t)));
+/** A mark per event (faults at the top of the lane), its journal line on hover. */
+function markers(timeline: TimelineEvent[], { y0, x, rowY }: LaneFrame): string {
+  const parts: string[] = [];
+  for (const e of timeline) {
+    if (e.kind === 'control' || e.kind === 'final') continue;
+    const m = marker(e.kind, x(e.t), e.kind === 'fault' ? y0 + 10 : rowY(e));
+    if (m) parts.push(`<g><title>${hoverText(e)}</title>${m}</g>`);
+  }
+  return parts.join('');
+}
+
+/** The final state: a bold line across the lane. */
+function finalLine(timeline: TimelineEvent[], { y0, h, x }: LaneFrame): string {
+  const final = timeline.find((e) => e.kind === 'final');
+  if (!final) return '';
+  const xx = x(final.t);
+  return `<line x1="${xx}" x2="${xx}" y1="${y0 + 3}" y2="${y0 + h - 3}" stroke="#111827" stroke-width="2.5"/>`;
+}
+
+/** Right of the lane: what the run came to, and when. */
+function laneEnd(r: AppliedRunView, y0: number): string {
+  const color = r.invariantHeld ? '#15803d' : '#b91c1c';
+  return (
+    `<text x="${LEFT + PLOT + 12}" y="${y0 + 18}" class="final" fill="${color}">${esc(r.summary)}</text>` +
+    `<text x="${LEFT + PLOT + 12}" y="${y0 + 33}" class="sub">final state at ${r.timeToFinal}</text>`
+  );
+}
+
+/** The latest event of a scenario's runs, at least 1 s (a loop: a timeline can be long). */
+function latestT(s: ScenarioView): number {
+  let latest = 1_000;
+  for (const r of s.runs) for (const e of r.timeline) latest = Math.max(latest, e.t);
+  return latest;
+}
+
+function timelineSvg(s: ScenarioView): string {
+  const maxT = latestT(s);
   const span = maxT * 1.03;
   const x = (t: number) => LEFT + (Math.max(0, t) / span) * PLOT;
   const step = niceStep(span);
   const lanes: string[] = [];
   let y = 22;
-  for (const r of s.results) {
+  for (const r of s.runs) {
     const l = lane(r, y, x);
     lanes.push(l.svg);
     y += l.height;
@@ -279,32 +313,23 @@ const DETAIL_COLUMNS = [
 ];
 
 /** What the page opens with: where the configurations differ, from the measurements. */
-function differencesHtml(report: LabReport): string {
-  const d = differences(report);
-  const closing = agreedText(d);
+function differencesHtml({ differences: d }: ReportModel): string {
   const list = d.lines.length
     ? `<p><b>Where the configurations differ</b> (measured in this run; the full table and each scenario below):</p><ul class="diff">${d.lines
         .map((l) => `<li><a href="#${esc(l.scenario)}">${esc(l.scenario)}</a>: ${esc(l.text)}</li>`)
         .join('')}</ul>`
     : '';
-  return `${list}${closing ? `<p>${esc(closing)}</p>` : ''}`;
+  return `${list}${d.closing ? `<p>${esc(d.closing)}</p>` : ''}`;
 }
 
-function detailRows(s: ScenarioReport): string {
-  return s.results
-    .map((r) => {
-      if (!r.applicable) {
-        return `<tr class="na"><td>${esc(label(r.configuration))}</td><td>${notApplicableText(r)}</td><td colspan="${DETAIL_COLUMNS.length - 2}">${esc(reasonText(r))}</td></tr>`;
-      }
-      const failures = failedChecks(r);
-      const cells = detailCells(r, esc);
-      return `<tr class="${r.invariantHeld ? 'ok' : 'bad'}"><td>${esc(label(r.configuration))}</td><td class="v">${verdict(r)}</td>${cells
-        .map((c) => `<td>${c}</td>`)
-        .join('')}<td>${esc(r.note)}${
-        failures.length ? `<div class="fail">${esc(failures.join('; '))}</div>` : ''
-      }</td></tr>`;
-    })
-    .join('');
+function detailRow(r: RunView): string {
+  if (!r.applicable) {
+    return `<tr class="na"><td>${esc(r.label)}</td><td>${r.verdict}</td><td colspan="${DETAIL_COLUMNS.length - 2}">${esc(r.reason)}</td></tr>`;
+  }
+  const failed = r.failures.length ? `<div class="fail">${esc(r.failures.join('; '))}</div>` : '';
+  return `<tr class="${r.invariantHeld ? 'ok' : 'bad'}"><td>${esc(r.label)}</td><td class="v">${r.verdict}</td>${r.numbers
+    .map((c) => `<td>${esc(c)}</td>`)
+    .join('')}<td>${esc(r.note)}${failed}</td></tr>`;
 }
 
 /** The cost table beside the behaviour table (from reports/bench.json). */
@@ -324,32 +349,7 @@ function costHtml(cost: NonNullable<LabReport['cost']>): string {
 <table class="summary"><tr><th>item</th>${cs.map((c) => `<th>${esc(c.label)}</th>`).join('')}</tr>${rows}<tr><td><b>total (priced items)</b></td>${cs.map((c) => `<td><b>$${c.usdPerMillionOrders.toFixed(2)}</b>${c.unpriced.length ? ' + unpriced' : ''}</td>`).join('')}</tr></table>`;
 }
 
-export function renderHtml(report: LabReport): string {
-  const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
-  const summary = report.scenarios
-    .map(
-      (s) =>
-        `<tr><td><a href="#${s.id}">${esc(s.title)}</a></td>${s.results
-          .map(
-            (r) =>
-              `<td class="${!r.applicable ? 'na' : r.invariantHeld ? 'ok' : 'bad'}">${esc(cell(r))}</td>`,
-          )
-          .join('')}</tr>`,
-    )
-    .join('');
-  const sections = report.scenarios
-    .map(
-      (s) => `<section id="${s.id}">
-<h2>${esc(s.title)}</h2>
-<p><b>Does:</b> ${esc(s.stimulus)}<br><b>Invariant:</b> ${esc(s.invariant)}</p>
-${timelineSvg(s)}
-<table class="detail"><tr>${DETAIL_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join('')}</tr>${detailRows(s)}</table>
-</section>`,
-    )
-    .join('\n');
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Comparison lab: RabbitMQ vs SQS</title>
-<style>
+const STYLE = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#111827;max-width:${WIDTH + 20}px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 4px;border-top:1px solid #d1d5db;padding-top:16px}
 p{margin:4px 0 10px}.meta{color:#4b5563}
@@ -366,21 +366,49 @@ svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
 .lane{font-size:12px;font-weight:600;fill:#111827}.sub{font-size:11px;fill:#4b5563}.msg{font-size:9px;fill:#6b7280;font-family:ui-monospace,monospace}
 .tick{font-size:10px;fill:#6b7280}.ctl{font-size:9px;fill:#4b5563}.delay{font-size:9px;fill:#6d28d9}
 .final{font-size:12px;font-weight:600}.na{font-size:12px;fill:#6b7280;font-style:italic}.legend{font-size:12px;fill:#374151}
-</style></head><body>
-<h1>Comparison lab: the same faults on RabbitMQ and SQS</h1>
-${differencesHtml(report)}
-<p class="meta">Run ${esc(report.startedAt)} in ${seconds(report.durationMs)} on ${esc(report.machine)}.<br>${esc(report.settings)}.<br>Versions: ${esc(
-    Object.entries(report.versions)
-      .map(([k, v]) => `${k} ${v}`)
-      .join(', '),
-  )}.<br><b>${report.allHeld ? 'Every invariant held.' : 'Some invariants FAILED.'}</b></p>
-<table class="summary"><tr><th>scenario</th>${configs.map((c) => `<th>${esc(columnLabel(c, report.versions))}</th>`).join('')}</tr>${summary}</table>
-<p class="meta">${esc(CELL_LEGEND)}</p>
-${report.cost ? costHtml(report.cost) : ''}
+`;
+
+const outcomeClass = (r: RunView) => (!r.applicable ? 'na' : r.invariantHeld ? 'ok' : 'bad');
+
+/** The summary table: scenarios × configurations, one cell per run. */
+function summaryTable(model: ReportModel): string {
+  const rows = model.scenarios
+    .map(
+      (s) =>
+        `<tr><td><a href="#${s.id}">${esc(s.title)}</a></td>${s.runs
+          .map((r) => `<td class="${outcomeClass(r)}">${esc(r.cell)}</td>`)
+          .join('')}</tr>`,
+    )
+    .join('');
+  return `<table class="summary"><tr><th>scenario</th>${model.columns.map((c) => `<th>${esc(c.heading)}</th>`).join('')}</tr>${rows}</table>`;
+}
+
+/** A scenario's section: what it does, its timeline, and a row per run. */
+function section(s: ScenarioView): string {
+  return `<section id="${s.id}">
+<h2>${esc(s.title)}</h2>
+<p><b>Does:</b> ${esc(s.stimulus)}<br><b>Invariant:</b> ${esc(s.invariant)}</p>
+${timelineSvg(s)}
+<table class="detail"><tr>${DETAIL_COLUMNS.map((c) => `<th>${esc(c)}</th>`).join('')}</tr>${s.runs.map(detailRow).join('')}</table>
+</section>`;
+}
+
+export function renderHtml(report: LabReport): string {
+  const model = reportModel(report);
+  const { run } = model;
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Comparison lab: RabbitMQ vs SQS</title>
+<style>${STYLE}</style></head><body>
+<h1>${esc(model.title)}</h1>
+${differencesHtml(model)}
+<p class="meta">Run ${esc(run.startedAt)} in ${run.duration} on ${esc(run.machine)}.<br>${esc(run.settings)}.<br>Versions: ${esc(run.versions)}.<br><b>${run.allHeld ? 'Every invariant held.' : 'Some invariants FAILED.'}</b></p>
+${summaryTable(model)}
+<p class="meta">${esc(model.legend)}</p>
+${model.cost ? costHtml(model.cost) : ''}
 <h2>How to read the timelines</h2>
 <p>One lane per configuration, time from the scenario's start. With up to six messages each message has its own row (its id on the left); dashed arcs join a retry to the delivery it produced, labelled with the delay it actually took. Hover a mark for its journal line.</p>
 ${legendSvg()}
-${sections}
+${model.scenarios.map(section).join('\n')}
 </body></html>
 `;
 }

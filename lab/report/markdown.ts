@@ -1,36 +1,20 @@
 import { costMarkdown } from '../../bench/cost.js';
 import type { LabReport } from '../types.js';
-import {
-  CELL_LEGEND,
-  cell,
-  columnLabel,
-  detailCells,
-  failedChecks,
-  label,
-  notApplicableText,
-  reasonText,
-  seconds,
-  verdict,
-} from './cells.js';
-import { agreedText, differences } from './differences.js';
+import { type PeerView, type ReportModel, type RunView, reportModel } from './model.js';
 
 const esc = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 /** The peers: versions, set-up, and how many invariants held (a failure is a finding). */
-function peerLines(report: LabReport): string[] {
+function peerLines(peers: PeerView[]): string[] {
   return [
     '',
     "Peers (a peer's failed invariant is a finding about the peer, shown as it happened):",
     '',
     '| peer | versions | invariants held | set up as | its guarantee |',
     '|---|---|---|---|---|',
-    ...(report.peers ?? []).map(
+    ...peers.map(
       (p) =>
-        `| ${p.id} | ${esc(
-          Object.entries(p.versions)
-            .map(([k, v]) => `${k} ${v}`)
-            .join(', '),
-        )} | ${p.held} of ${p.ran} | ${esc(p.setup)} | ${esc(p.guarantee)} |`,
+        `| ${p.id} | ${esc(p.versions)} | ${p.held} of ${p.ran} | ${esc(p.setup)} | ${esc(p.guarantee)} |`,
     ),
   ];
 }
@@ -54,9 +38,7 @@ const SECTION_COLUMNS = [
 ];
 
 /** What the report opens with: where the configurations differ, from the measurements. */
-function differencesMarkdown(report: LabReport): string[] {
-  const d = differences(report);
-  const closing = agreedText(d);
+function differencesMarkdown({ differences: d }: ReportModel): string[] {
   return [
     ...(d.lines.length
       ? [
@@ -66,42 +48,65 @@ function differencesMarkdown(report: LabReport): string[] {
           '',
         ]
       : []),
-    ...(closing ? [closing, ''] : []),
+    ...(d.closing ? [d.closing, ''] : []),
   ];
 }
 
-/** reports/compare.md: where the configurations differ, the summary table, then one section per scenario. */
-export function renderMarkdown(report: LabReport): string {
-  const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
-  const out: string[] = [
-    '# Comparison lab: the same faults on RabbitMQ and SQS',
-    '',
-    ...differencesMarkdown(report),
-    `Run ${report.startedAt} in ${seconds(report.durationMs)} on ${report.machine}; ${report.settings}.`,
-    `Versions: ${Object.entries(report.versions)
-      .map(([k, v]) => `${k} ${v}`)
-      .join(', ')}.`,
-    `Verdict: ${report.allHeld ? 'every invariant held' : '**some invariants failed**'}${report.peers ? ' on our configurations' : ''}.`,
-    ...(report.peers ? peerLines(report) : []),
-    '',
-    `| scenario | ${configs.map((c) => columnLabel(c, report.versions)).join(' | ')} |`,
-    `|---|${configs.map(() => '---').join('|')}|`,
-    ...report.scenarios.map(
-      (s) => `| [${s.id}](#${s.id}) | ${s.results.map((r) => esc(cell(r))).join(' | ')} |`,
+/** The run, its versions and its verdict; the peers when they ran. */
+function runLines({ run, peers }: ReportModel): string[] {
+  return [
+    `Run ${run.startedAt} in ${run.duration} on ${run.machine}; ${run.settings}.`,
+    `Versions: ${run.versions}.`,
+    `Verdict: ${run.allHeld ? 'every invariant held' : '**some invariants failed**'}${peers ? ' on our configurations' : ''}.`,
+    ...(peers ? peerLines(peers) : []),
+  ];
+}
+
+/** The summary table (scenarios × configurations), its legend, and the cost table. */
+function summaryLines(model: ReportModel): string[] {
+  const { columns, cost } = model;
+  return [
+    `| scenario | ${columns.map((c) => c.heading).join(' | ')} |`,
+    `|---|${columns.map(() => '---').join('|')}|`,
+    ...model.scenarios.map(
+      (s) => `| [${s.id}](#${s.id}) | ${s.runs.map((r) => esc(r.cell)).join(' | ')} |`,
     ),
     '',
-    CELL_LEGEND,
+    model.legend,
     '',
-    ...(report.cost
+    ...(cost
       ? [
-          `What each deployed configuration costs (from \`npm run bench -- --suite cost\`, ${report.cost.measuredAt}; docs/performance.md, "Cost per million orders"):`,
+          `What each deployed configuration costs (from \`npm run bench -- --suite cost\`, ${cost.measuredAt}; docs/performance.md, "Cost per million orders"):`,
           '',
-          ...costMarkdown(report.cost.configurations),
+          ...costMarkdown(cost.configurations),
           '',
         ]
       : []),
   ];
-  for (const s of report.scenarios) {
+}
+
+/** A run's row in its scenario's table. */
+function runRow(r: RunView): string {
+  if (!r.applicable) {
+    const blanks = SECTION_COLUMNS.slice(2, -1).map(() => ' ');
+    return `| ${r.label} | ${r.verdict} |${blanks.join('|')}| ${esc(r.reason)} |`;
+  }
+  const failed = r.failures.length ? ` **FAILED: ${esc(r.failures.join('; '))}**` : '';
+  return `| ${[r.label, r.verdict, ...r.numbers.map(esc), `${esc(r.note)}${failed}`].join(' | ')} |`;
+}
+
+/** reports/compare.md: where the configurations differ, the summary table, then one section per scenario. */
+export function renderMarkdown(report: LabReport): string {
+  const model = reportModel(report);
+  const out: string[] = [
+    `# ${model.title}`,
+    '',
+    ...differencesMarkdown(model),
+    ...runLines(model),
+    '',
+    ...summaryLines(model),
+  ];
+  for (const s of model.scenarios) {
     out.push(
       `<a id="${s.id}"></a>`,
       `## ${s.title}`,
@@ -112,26 +117,9 @@ export function renderMarkdown(report: LabReport): string {
       '',
       `| ${SECTION_COLUMNS.join(' | ')} |`,
       `|${SECTION_COLUMNS.map(() => '---').join('|')}|`,
+      ...s.runs.map(runRow),
+      '',
     );
-    for (const r of s.results) {
-      if (!r.applicable) {
-        const blanks = SECTION_COLUMNS.slice(2, -1).map(() => ' ');
-        out.push(
-          `| ${label(r.configuration)} | ${notApplicableText(r)} |${blanks.join('|')}| ${esc(reasonText(r))} |`,
-        );
-        continue;
-      }
-      const failures = failedChecks(r);
-      out.push(
-        `| ${[
-          label(r.configuration),
-          verdict(r),
-          ...detailCells(r, esc),
-          `${esc(r.note)}${failures.length ? ` **FAILED: ${esc(failures.join('; '))}**` : ''}`,
-        ].join(' | ')} |`,
-      );
-    }
-    out.push('');
   }
   return `${out.join('\n')}\n`;
 }

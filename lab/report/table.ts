@@ -1,7 +1,5 @@
-import type { ConfigurationId } from '../configurations.js';
 import type { LabReport } from '../types.js';
-import { CELL_LEGEND, cell, failedChecks, isPeerId, label } from './cells.js';
-import { differencesText } from './differences.js';
+import { type ReportModel, reportModel } from './model.js';
 
 const pad = (s: string, n: number) => s + ' '.repeat(Math.max(0, n - [...s].length));
 
@@ -21,26 +19,38 @@ function wrap(text: string, width: number): string[] {
 
 /** The comparison table for a terminal: scenarios × configurations. */
 export function renderTable(report: LabReport): string {
-  const configs = (report.scenarios[0]?.results ?? []).map((r) => r.configuration);
-  const head = ['scenario', ...configs.map((c: ConfigurationId) => label(c))];
-  const rows = report.scenarios.map((s) => [s.id, ...s.results.map(cell)]);
+  const model = reportModel(report);
+  const head = ['scenario', ...model.columns.map((c) => c.label)];
+  const rows = model.scenarios.map((s) => [s.id, ...s.runs.map((r) => r.cell)]);
   const widths = head.map((h, i) =>
     Math.max([...h].length, ...rows.map((r) => [...(r[i] ?? '')].length)),
   );
   const line = (cols: string[]) => cols.map((c, i) => pad(c, widths[i] ?? 0)).join('  ');
   const out = [line(head), widths.map((w) => '─'.repeat(w)).join('  '), ...rows.map(line)];
-  out.push('', ...wrap(CELL_LEGEND, 100), '', ...differencesText(report));
-  const failed = (peer: boolean) =>
-    report.scenarios.flatMap((s) =>
-      s.results
-        .filter((r) => !r.invariantHeld && isPeerId(r.configuration) === peer)
-        .map((r) => `✗ ${s.id} × ${r.configuration}: ${failedChecks(r).join('; ')}`),
-    );
-  const failures = failed(false);
+  out.push('', ...wrap(model.legend, 100), '', ...differencesLines(model));
+  const failures = failedRuns(model, false);
   if (failures.length) out.push('', ...failures);
-  const findings = failed(true);
+  const findings = failedRuns(model, true);
   if (findings.length) {
     out.push('', "The peers' verdicts (findings, not failures of the lab):", ...findings);
   }
   return out.join('\n');
+}
+
+/** Where the configurations differ, as plain lines. */
+function differencesLines({ differences: d }: ReportModel): string[] {
+  return [
+    ...(d.lines.length ? ['Where the configurations differ:'] : []),
+    ...d.lines.map((l) => `  ${l.scenario}: ${l.text}`),
+    ...(d.closing ? [d.closing] : []),
+  ];
+}
+
+/** `✗ scenario × configuration: why`, for our configurations' runs or the peers'. */
+function failedRuns(model: ReportModel, peers: boolean): string[] {
+  return model.scenarios.flatMap((s) =>
+    s.runs
+      .filter((r) => !r.invariantHeld && r.peer === peers)
+      .map((r) => `✗ ${s.id} × ${r.configuration}: ${r.failures.join('; ')}`),
+  );
 }

@@ -1,7 +1,8 @@
 import type { Configuration } from '../configurations.js';
 import type { Measurements } from '../measure.js';
 import type { Rig } from '../rigs/index.js';
-import { type Check, check, type NotApplicable } from '../types.js';
+import type { NotApplicable } from '../scenario.js';
+import { type Check, check } from '../types.js';
 
 /** FIFO is compared only where the scenario is about order. */
 export function fifoOnlyForOrder(c: Configuration): NotApplicable | undefined {

@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { sleep } from '../../shared/util/async.js';
 import type { Rig } from '../rigs/index.js';
-import { check, type Scenario } from '../types.js';
+import type { Scenario } from '../scenario.js';
+import { check } from '../types.js';
 import { fifoOnlyForOrder, ms, noDoubleEffect, placeOrders } from './common.js';
 
 const PHASE_ORDERS = 60;

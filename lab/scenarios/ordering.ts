@@ -1,4 +1,5 @@
-import { check, type Scenario } from '../types.js';
+import type { Scenario } from '../scenario.js';
+import { check } from '../types.js';
 import { ms, noDoubleEffect, stockOf } from './common.js';
 
 /**

@@ -1,6 +1,7 @@
 import { holdStockLock } from '../../devkit/dbControls.js';
+import type { Scenario } from '../scenario.js';
 import { ladderTotalMs } from '../settings.js';
-import { check, type Scenario } from '../types.js';
+import { check } from '../types.js';
 import { fifoOnlyForOrder, list, ms, noDoubleEffect, ours, parkedLine, stockOf } from './common.js';
 
 const failedOrRetried = (rig: Parameters<Scenario['run']>[0], eventId: string) =>

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { check, type Scenario } from '../types.js';
+import type { Scenario } from '../scenario.js';
+import { check } from '../types.js';
 import { fifoOnlyForOrder, noDoubleEffect, parkedLine } from './common.js';
 
 const poisonMessages = () => {

@@ -3,7 +3,8 @@ import { sleep } from '../../shared/util/async.js';
 import type { Rig } from '../rigs/index.js';
 import type { LabProcess } from '../rigs/processes.js';
 import type { RabbitRig } from '../rigs/rabbitmq.js';
-import { check, type NotApplicable, type Scenario } from '../types.js';
+import type { NotApplicable, Scenario } from '../scenario.js';
+import { check } from '../types.js';
 import {
   fifoOnlyForOrder,
   ms,

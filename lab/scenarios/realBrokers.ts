@@ -6,7 +6,8 @@ import type { Configuration } from '../configurations.js';
 import type { Rig } from '../rigs/index.js';
 import type { RabbitRig } from '../rigs/rabbitmq.js';
 import type { SqsRig } from '../rigs/sqs.js';
-import { check, type NotApplicable, type Scenario } from '../types.js';
+import type { NotApplicable, Scenario } from '../scenario.js';
+import { check } from '../types.js';
 import {
   fifoOnlyForOrder,
   ms,

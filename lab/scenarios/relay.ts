@@ -1,5 +1,6 @@
 import type { DrainResult, RoundResult } from '../../shared/outbox/OutboxRelay.js';
-import { check, type Scenario } from '../types.js';
+import type { Scenario } from '../scenario.js';
+import { check } from '../types.js';
 import { fifoOnlyForOrder, ms, noDoubleEffect, PRODUCER_SIDE_IS_OURS } from './common.js';
 
 /** The relay publishes where no queue is bound (RabbitMQ) or to a queue that is gone (SQS). */

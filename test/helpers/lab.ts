@@ -1,9 +1,9 @@
 import { expect, inject, it } from 'vitest';
 import type { Configuration } from '../../lab/configurations.js';
 import { runScenario } from '../../lab/runner.js';
+import type { Scenario } from '../../lab/scenario.js';
 import { CORE_SCENARIOS } from '../../lab/scenarios/index.js';
 import { type LabServices, SCALED_SETTINGS } from '../../lab/settings.js';
-import type { Scenario } from '../../lab/types.js';
 
 /** The lab's services from the test run's global setup (SQS: the embedded fauxqs server). */
 export function labServices(): LabServices {

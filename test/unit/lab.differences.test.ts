@@ -2,14 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { NO_ACCOUNTING } from '../../lab/accounting.js';
 import type { ConfigurationId } from '../../lab/configurations.js';
 import { cell } from '../../lab/report/cells.js';
-import {
-  agreedText,
-  differences,
-  differencesText,
-  scenarioDifference,
-} from '../../lab/report/differences.js';
+import { agreedText, differences, scenarioDifference } from '../../lab/report/differences.js';
 import { renderHtml } from '../../lab/report/html.js';
 import { renderMarkdown } from '../../lab/report/markdown.js';
+import { renderTable } from '../../lab/report/table.js';
 import type { LabReport, RunResult, ScenarioReport } from '../../lab/types.js';
 
 const run = (
@@ -193,11 +189,13 @@ describe('Lab report: the differences it opens with', () => {
     expect(html).toContain(
       '<a href="#crash-after-commit">crash-after-commit</a>: final after 0.1 s',
     );
-    expect(differencesText(r)).toEqual([
-      'Where the configurations differ:',
-      '  crash-after-commit: final after 0.1 s on RabbitMQ worker; 3.1 s on SQS visibility',
-      '1 other scenario: the same result everywhere.',
-    ]);
+    expect(renderTable(r)).toContain(
+      [
+        'Where the configurations differ:',
+        '  crash-after-commit: final after 0.1 s on RabbitMQ worker; 3.1 s on SQS visibility',
+        '1 other scenario: the same result everywhere.',
+      ].join('\n'),
+    );
   });
 });
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { renderHtml } from '../../lab/report/html.js';
 import { renderMarkdown } from '../../lab/report/markdown.js';
 import { renderTable } from '../../lab/report/table.js';
-import type { LabReport, RunResult } from '../../lab/types.js';
+import type { LabReport, RunResult, TimelineEvent } from '../../lab/types.js';
 
 const base: RunResult = {
   configuration: 'rabbitmq-worker',
@@ -101,4 +101,33 @@ describe('Lab reports', () => {
     expect(html).toContain('not applicable: not about order');
     expect(html).toContain('>1.0 s<'); // the measured retry delay on its arc
   });
+
+  it('the HTML page draws a timeline of 200,000 events (a long run: no spread into Math.max)', () => {
+    // 50,000 messages, each delivered, retried after 1 s, delivered again and committed
+    const timeline: TimelineEvent[] = [];
+    for (let m = 0; m < 50_000; m++) {
+      const messageId = `m-${m}`;
+      const t = m * 40;
+      timeline.push(
+        { t, kind: 'received', label: 'received', messageId, attempt: 0 },
+        { t: t + 1, kind: 'retry', label: 'retry', messageId, attempt: 0 },
+        { t: t + 1_001, kind: 'received', label: 'received', messageId, attempt: 1 },
+        { t: t + 1_002, kind: 'committed', label: 'committed', messageId },
+      );
+    }
+    const long: LabReport = {
+      ...report,
+      scenarios: [
+        {
+          ...(report.scenarios[0] as LabReport['scenarios'][number]),
+          results: [{ ...base, timeline }],
+        },
+      ],
+    };
+    const html = renderHtml(long);
+    expect(html.match(/class="delay"/g)?.length).toBe(50_000); // every retry's arc
+    expect(html).toContain('>1 s<'); // the delay on an arc
+    // the axis spans the last event (2,000 s): its ticks go every 300 s up to 1800 s
+    expect(html).toContain('>1800 s<');
+  }, 60_000);
 });

@@ -261,6 +261,27 @@ describe('soak verification', () => {
     expect(v.ok).toBe(false);
     expect(v.violations.join('\n')).toMatch(violation);
   });
+  it('a valid order parked, or a message parked twice, is a warning, not a violation', async () => {
+    const w = settle(plan);
+    const r = firstReserved(w) as World['reservations'][number];
+    w.reservations = w.reservations.filter((x) => x !== r);
+    w.claims = w.claims.filter((c) => c.message_id !== r.message_id);
+    const s = w.stock.find((x) => x.sku === r.sku);
+    if (s) s.reserved -= r.quantity;
+    const poisonParking = w.parked[0] as Diagnosis;
+    w.parked.push(
+      { ...poisonParking, messageId: r.message_id, error: 'transient: gave up' },
+      { ...poisonParking },
+    );
+    const v = await check(plan, w);
+    expect(v.violations).toEqual([]);
+    expect(v.outcomes.parked).toEqual({ poison: 4, valid: 1 });
+    expect(v.parking).toMatchObject({ messages: 6, distinctIds: 5 });
+    expect(v.warnings).toEqual([
+      expect.stringMatching(new RegExp(`^valid order ${r.order_id} parked: .*gave up$`)),
+      '1 parked copies of an already parked message (a consumer died between parking and acking)',
+    ]);
+  });
 });
 
 describe('soak verification: bad outbox rows (written by the chaos, set aside by the relay)', () => {
