@@ -12,14 +12,15 @@ import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../../shared/outbox/kick.js';
+import type { Backend } from '../../shared/port/types.js';
 import {
   type BrokerCredentials,
   type RabbitMqBackend,
-  rabbitmqBackend,
   rabbitmqConfigFromEnv,
+  rabbitmqModule,
   readBrokerSecret,
 } from '../../shared/transport/rabbitmq/index.js';
-import { type SqsBackend, sqsBackend, sqsConfigFromEnv } from '../../shared/transport/sqs/index.js';
+import { type SqsBackend, sqsModule } from '../../shared/transport/sqs/index.js';
 
 /**
  * Clients created once per Lambda container (cold start) and reused by every invocation.
@@ -108,7 +109,7 @@ function brokerCredentials(): Promise<BrokerCredentials> {
 }
 
 /** What every backend of a function needs beyond the environment (`BackendBase`). */
-function backendBase(logger: Logger | undefined, transport: 'rabbitmq' | 'sqs') {
+function backendBase(logger: Logger | undefined, transport: string) {
   const retention = loadRetention();
   return {
     budget: loadBudget(process.env, undefined, retention),
@@ -127,9 +128,9 @@ function backendBase(logger: Logger | undefined, transport: 'rabbitmq' | 'sqs') 
  * BROKER_SECRET_ARN is set (deployed), else AMQP_URL. Nothing connects until first use.
  */
 export function sharedRabbit(logger?: Logger): RabbitMqBackend {
-  rabbit ??= rabbitmqBackend(
+  rabbit ??= rabbitmqModule.create(
     rabbitmqConfigFromEnv(loadEnv(), {
-      ...backendBase(logger, 'rabbitmq'),
+      ...backendBase(logger, rabbitmqModule.name),
       connectionName: 'lambda',
       credentials: brokerCredentials,
     }),
@@ -139,8 +140,19 @@ export function sharedRabbit(logger?: Logger): RabbitMqBackend {
 
 /** The SQS backend: the deployed pipeline's queue URLs from the environment. */
 export function sharedSqs(logger?: Logger): SqsBackend {
-  sqs ??= sqsBackend(sqsConfigFromEnv(loadEnv(), backendBase(logger, 'sqs')));
+  sqs ??= sqsModule.create(sqsModule.fromEnv(loadEnv(), backendBase(logger, sqsModule.name)));
   return sqs;
+}
+
+/**
+ * The transports the stacks deploy, by the `TRANSPORT` a function is given: each function's
+ * bundle carries only the backends it names (the relay: both).
+ */
+const DEPLOYED_BACKENDS = { rabbitmq: sharedRabbit, sqs: sharedSqs } as const;
+
+/** The deployed transport's backend (`TRANSPORT`). */
+export function sharedBackend(logger?: Logger): Backend {
+  return DEPLOYED_BACKENDS[loadEnv().TRANSPORT](logger);
 }
 
 let kick: OutboxKick | undefined;

@@ -9,9 +9,7 @@ import {
   SsmRelayStateStore,
 } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
-import type { Backend } from '../../shared/port/types.js';
-import { reportQueueMetrics } from '../../shared/transport/rabbitmq/index.js';
-import { sharedDb, sharedRabbit, sharedSqs } from '../commons/clients.js';
+import { sharedBackend, sharedDb } from '../commons/clients.js';
 import { createOutboxRelayHandler } from './handler.js';
 
 const env = loadEnv();
@@ -19,7 +17,7 @@ const logger = createLogger('outbox-relay');
 const db = sharedDb({ service: 'outbox-relay', logger });
 
 /** The deployed transport's backend (TRANSPORT=rabbitmq|sqs). */
-const backend: Backend = env.TRANSPORT === 'sqs' ? sharedSqs(logger) : sharedRabbit(logger);
+const backend = sharedBackend(logger);
 const relays = createRelays({ db, backend, logger }, env);
 /** Where the relay keeps its state between invocations (the stack's SSM parameter). */
 const state: RelayStateStore = env.RELAY_STATE_PARAMETER
@@ -34,10 +32,9 @@ export const handler = createOutboxRelayHandler(
   {
     relays,
     logger,
-    // RabbitMQ: the exchanges and queues publishing needs (the topology the relay relies on).
-    ...(env.TRANSPORT === 'rabbitmq'
-      ? { prepare: async () => void (await backend.prepare('publish')) }
-      : {}),
+    // What publishing needs (RabbitMQ: the exchanges and queues the relay relies on; a deployed
+    // SQS pipeline's queues are its stack's, nothing to declare).
+    prepare: async () => void (await backend.prepare('publish')),
     report: async (results, readOutboxes) => {
       // The heartbeat and the round errors of both outboxes go out even when the database is down;
       // the backlog gauges only when this invocation read the outboxes (a tick leaves the database
@@ -50,9 +47,7 @@ export const handler = createOutboxRelayHandler(
       );
       // On Amazon MQ the queue depths come from the backend's inspection (RabbitMQ 4 brokers vend
       // no per-queue CloudWatch metrics), with QueueMetricsAvailable 1/0; it never fails the relay.
-      if (env.TRANSPORT === 'rabbitmq' && env.BROKER_SECRET_ARN) {
-        await reportQueueMetrics(() => backend.inspect(), logger);
-      }
+      await backend.reportMetrics?.();
       return backlog;
     },
   },

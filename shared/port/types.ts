@@ -458,6 +458,12 @@ export interface Backend {
   consume(handler: MessageHandler, options?: ConsumeOptions): Promise<RunningConsumer>;
   parkingLot(): ParkingLot;
   inspect(): Promise<Inspection>;
+  /**
+   * Publishes the queue metrics the broker's own CloudWatch metrics lack (Amazon MQ for RabbitMQ
+   * 4 vends no per-queue metrics), where the backend was configured to; never throws. Absent:
+   * the service's own metrics suffice (SQS).
+   */
+  reportMetrics?(): Promise<void>;
   /** Releases every connection and client this backend opened. Idempotent. */
   close(): Promise<void>;
 }

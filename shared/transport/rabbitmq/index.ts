@@ -30,7 +30,7 @@ import {
 } from './constants.js';
 import { RabbitCopies } from './copies.js';
 import { rabbitParkingLot } from './parking.js';
-import { publishRouteStatus, type RabbitInspection } from './queueMetrics.js';
+import { publishRouteStatus, type RabbitInspection, reportQueueMetrics } from './queueMetrics.js';
 import { RabbitConnection } from './RabbitConnection.js';
 import { RabbitManagement } from './RabbitManagement.js';
 import { RabbitPublisher } from './RabbitPublisher.js';
@@ -142,6 +142,12 @@ export interface RabbitMqBackendConfig {
   onRouteStatus?: (status: RouteStatus) => void;
   /** Called when parking refused a consumer's copy (deployed: the `ParkRefused` metric). */
   onParkRefused?: (refused: ParkRefused) => void;
+  /**
+   * `reportMetrics` publishes the queue depths and routes of `inspect()` and
+   * `QueueMetricsAvailable` (deployed on Amazon MQ: its RabbitMQ 4 brokers vend no per-queue
+   * metrics). Default off.
+   */
+  queueMetrics?: boolean;
   logger?: Logger;
 }
 
@@ -472,6 +478,11 @@ export class RabbitMqBackend implements Backend {
     };
   }
 
+  async reportMetrics(): Promise<void> {
+    if (this.config.queueMetrics)
+      await reportQueueMetrics(() => this.inspect(), this.config.logger);
+  }
+
   /** Runs `fn` on a channel of its own (topology changes, lab controls), closed afterwards. */
   withChannel<T>(fn: (ch: ConfirmChannel) => Promise<T>, timeoutMs?: number): Promise<T> {
     return this.connection.withChannel(fn, timeoutMs);
@@ -539,6 +550,7 @@ export function rabbitmqConfigFromEnv(
     // Deployed: every fresh look at the routes is a `RouteMissing` datapoint at once, so a lost
     // route alarms within the alarm's one-minute period (not only at the relay's report).
     onRouteStatus: (status) => publishRouteStatus(status),
+    queueMetrics: true,
     ...rest,
     publish,
   };
@@ -583,6 +595,7 @@ const configSchema = backendBaseSchema.extend({
     .optional(),
   onRouteStatus: fn<(status: RouteStatus) => void>().optional(),
   onParkRefused: fn<(refused: ParkRefused) => void>().optional(),
+  queueMetrics: z.boolean().optional(),
 });
 
 /** The RabbitMQ backend as a module: Amazon MQ for RabbitMQ in AWS, any RabbitMQ 3.10+ locally. */

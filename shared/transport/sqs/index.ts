@@ -131,8 +131,12 @@ export class SqsBackend implements Backend {
     return sqsQueueNames(this.config.prefix ?? '', this.fifo);
   }
 
-  /** Creates (or updates) every queue of the pipeline. Idempotent. */
+  /**
+   * Creates (or updates) every queue of the pipeline. Idempotent. A deployed pipeline's queues
+   * (`queueUrls` given) are its stack's: nothing is declared.
+   */
   async prepare(): Promise<PrepareReport> {
+    if (this.config.queueUrls) return { queues: 0, policies: 0 };
     const visibilityTimeoutSeconds =
       this.config.visibilityTimeoutSeconds ?? SQS_DEFAULTS.visibilityTimeoutSeconds;
     const queues = await ensureSqsQueues(this.client, this.names(), this.config.retention, {
