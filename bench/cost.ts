@@ -10,7 +10,7 @@ import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import { deployForBench } from './deployed.js';
 import { PRICES, type PriceId } from './prices.js';
-import { progress } from './report.js';
+import { progress } from './progress.js';
 
 /** The deployed configurations costed: the two stacks as `cdk deploy` creates them. */
 export type CostedConfiguration = 'sqs' | 'rabbitmq';

@@ -26,7 +26,8 @@ import type {
   ReserveRun,
   ReserveWorkerData,
 } from './pinnedReserveWorker.js';
-import { type BenchFigure, figure, median, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, figure, median } from './report.js';
 
 /**
  * The `pinned-xmin` phase of the `scale` suite: a steady flow through our relay and our reserve
