@@ -11,7 +11,7 @@ import { scheduledEvent } from '../devkit/triggers/scheduleTrigger.js';
 import type { Env } from '../shared/config/env.js';
 import { deployForBench } from './deployed.js';
 import { PRICES, type PriceId } from './prices.js';
-import { progress } from './report.js';
+import { progress } from './progress.js';
 
 /**
  * What a deployment costs in a month with no orders at all: the fixed charges of the resources

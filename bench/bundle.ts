@@ -1,7 +1,8 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { type BenchFigure, figure, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, figure } from './report.js';
 
 const ROOT = join(import.meta.dirname, '..');
 /** Lambda's goal for one function's code: 1 MB minified (not MiB: the stricter reading). */

@@ -5,12 +5,14 @@ import {
   startSchedule,
   startSqsEventSource,
 } from '../devkit/lambda/eventSources.js';
+import type { LocalDeployment } from '../devkit/lambda/LocalDeployment.js';
 import { synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
 import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
+import type { SqlExecutor } from '../shared/db/types.js';
 import { deployForBench } from './deployed.js';
 import { PRICES, type PriceId } from './prices.js';
-import { progress } from './report.js';
+import { progress } from './progress.js';
 
 /** The deployed configurations costed: the two stacks as `cdk deploy` creates them. */
 export type CostedConfiguration = 'sqs' | 'rabbitmq';
@@ -56,6 +58,9 @@ export interface ConfigurationCost {
 }
 
 const MAX_IN_FLIGHT = 8;
+/** SKUs the orders name (`sku-0` …). */
+const SKUS = 100;
+const SETTLE_TIMEOUT_MS = 180_000;
 
 /**
  * `npm run bench -- --suite cost`: what a million orders cost on each deployed configuration.
@@ -86,192 +91,314 @@ async function costOf(
   try {
     const d = pipeline.deployment;
     const api = await d.startHttpApi();
-    // every trigger of the template: the event source mappings and the schedule rules
-    const sources: RunningEventSource[] = [];
-    closers.push(async () => {
-      for (const s of sources) await s.stop();
-    });
-    for (const s of d.settings.sqs) sources.push(await startSqsEventSource(d, s.function.id));
-    for (const s of d.settings.amazonMq) {
-      sources.push(
-        await startAmazonMqEventSource(d, s.function.id, {
-          amqpUrl: env.AMQP_URL,
-          vhost: vhost?.vhost as string,
-        }),
-      );
-    }
-    const schedules: RunningEventSource[] = [];
-    for (const rule of d.settings.schedules) {
-      if (rule.rateMs === undefined) continue;
-      for (const target of rule.targets) {
-        schedules.push(startSchedule(d, target.id, { immediately: false }));
-      }
-    }
-    closers.push(async () => {
-      for (const s of schedules) await s.stop();
-    });
-
-    let requests = 0;
-    const place = async (i: number): Promise<number> => {
-      requests++;
-      const res = await fetch(`${api.url}/orders`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-correlation-id': `cost-${i}` },
-        body: JSON.stringify({ sku: `sku-${i % 100}`, quantity: 1 }),
-      });
-      await res.text();
-      return res.status;
-    };
-    for (let i = 0; i < 100; i++)
-      await db.db.query(
-        `INSERT INTO stock (sku, available) VALUES ($1, 1000000) ON CONFLICT (sku) DO NOTHING`,
-        [`sku-${i}`],
-      );
-    const reserved = async () =>
-      Number(
-        (await db.db.query<{ n: number }>('SELECT count(*)::int AS n FROM reservations')).rows[0]
-          ?.n,
-      );
-    const settle = async (expected: number) => {
-      const until = Date.now() + 180_000;
-      while ((await reserved()) < expected) {
-        if (Date.now() > until)
-          throw new Error(`${transport}: ${expected} reservations not reached`);
-        await sleep(200);
-      }
-      await d.asyncIdle();
-    };
+    const schedules = await startTriggers(d, env.AMQP_URL, vhost?.vhost as string, closers);
+    await seedStock(db.db);
+    const orders = new OrderPlacer(api.url);
+    const settle = (expected: number) => settled(d, db.db, transport, expected);
 
     // warm up (cold starts happen once per environment; a steady state has them amortized)
-    const warm = await Promise.all(Array.from({ length: MAX_IN_FLIGHT }, (_, i) => place(-1 - i)));
-    await settle(warm.filter((s) => s === 201).length);
+    const warm = await Promise.all(
+      Array.from({ length: MAX_IN_FLIGHT }, (_, i) => orders.place(-1 - i)),
+    );
+    const warmed = warm.filter((s) => s === 201).length;
+    await settle(warmed);
 
-    // the measured window: every counter from zero
-    d.calls.reset();
-    requests = 0;
-    const fns = d.assembly.functions.filter((f) => f.assetDir).map((f) => d.fn(f.id));
-    const before = new Map(fns.map((f) => [f.spec.name, { ...f.stats }]));
-    const schedulesBefore = schedules.map((s) => s.stats.invocations ?? 0);
     progress(`  cost on ${transport}: ${o.rate} orders/s for ${o.seconds} s through the HTTP API`);
-    const started = Date.now();
-    const pending: Promise<number>[] = [];
-    let inFlight = 0;
-    const slots: (() => void)[] = [];
-    const total = Math.round(o.rate * o.seconds);
-    let sent = 0;
-    while (sent < total) {
-      const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * o.rate));
-      while (sent < due) {
-        const i = sent++;
-        pending.push(
-          (async () => {
-            while (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((r) => slots.push(r));
-            inFlight++;
-            try {
-              return await place(i);
-            } finally {
-              inFlight--;
-              slots.shift()?.();
-            }
-          })(),
-        );
-      }
-      await sleep(20);
-    }
-    const statuses = await Promise.all(pending);
-    const orders = statuses.filter((s) => s === 201).length;
-    await settle(warm.filter((s) => s === 201).length + orders);
-    const windowSeconds = (Date.now() - started) / 1000;
-    const offered = total / o.seconds;
-
-    const perOrder = 1e6 / Math.max(1, orders);
-    // hourly items at the stated throughput: the hours a million orders take
-    const hours = 1e6 / o.throughput / 3600;
-    const lines: CostLine[] = [];
-    const add = (item: string, price: PriceId, counted: number, scales: CostLine['scales']) => {
-      const perMillion = scales === 'orders' ? counted * perOrder : counted;
-      const p = PRICES[price];
-      lines.push({
-        item,
-        price,
-        counted: round(counted),
-        perMillionOrders: round(perMillion),
-        usdPerMillionOrders: p.usd === null ? null : round((perMillion * p.usd) / p.per, 4),
-        scales,
-      });
-    };
-    add('API Gateway HTTP API requests', 'httpApiRequest', requests, 'orders');
-    for (const f of fns) {
-      const b = before.get(f.spec.name);
-      const invocations = f.stats.invocations - (b?.invocations ?? 0);
-      const billedMs = f.stats.billedMs - (b?.billedMs ?? 0);
-      if (invocations === 0) continue;
-      add(`Lambda ${f.spec.name}: invocations`, 'lambdaRequest', invocations, 'orders');
-      add(
-        `Lambda ${f.spec.name}: GB-seconds (${f.spec.memorySize} MB)`,
-        'lambdaArmGbSecond',
-        (billedMs / 1000) * (f.spec.memorySize / 1024),
-        'orders',
-      );
-    }
-    const calls = d.calls.counts();
-    const units = d.calls.units64k();
-    const sum = (rec: Record<string, number>, service: string) =>
-      Object.entries(rec)
-        .filter(([k]) => k.startsWith(`${service}:`))
-        .reduce((a, [, n]) => a + n, 0);
-    // the mappings' own polling (ReceiveMessage, DeleteMessageBatch) goes through the proxy too
-    if (sum(units, 'sqs') > 0)
-      add('SQS requests (64 KiB units)', 'sqsStandardRequest', sum(units, 'sqs'), 'orders');
-    add('RDS Data API requests', 'dataApiRequest', sum(calls, 'rds-data'), 'orders');
-    add('Secrets Manager API calls', 'secretsManagerCall', sum(calls, 'secrets-manager'), 'orders');
-    add('Systems Manager parameter calls', 'ssmStandardCall', sum(calls, 'ssm'), 'orders');
-    add('Lambda Invoke API calls (the kick)', 'lambdaInvokeApi', sum(calls, 'lambda'), 'orders');
-    const ruleInvocations = schedules.reduce(
-      (a, s, i) => a + (s.stats.invocations ?? 0) - (schedulesBefore[i] ?? 0),
-      0,
-    );
-    // a schedule fires with time, not with orders: its measured rate, over the hours a million take
-    add(
-      'EventBridge scheduled-rule invocations',
-      'eventBridgeScheduledRule',
-      (ruleInvocations / windowSeconds) * hours * 3600,
-      'time',
-    );
-    if (transport === 'rabbitmq') {
-      add('Amazon MQ broker hours', 'amazonMqBrokerHour', hours, 'time');
-      add('NAT gateway hours', 'natGatewayHour', hours, 'time');
-      // what the functions in the VPC send to AWS APIs and get back goes through the NAT gateway
-      const bytes = d.calls.bytes();
-      const natBytes = ['rds-data', 'secrets-manager', 'ssm', 'lambda'].reduce(
-        (a, s) => a + (bytes[s]?.sent ?? 0) + (bytes[s]?.received ?? 0),
-        0,
-      );
-      add('NAT gateway data processed (GB)', 'natGatewayGb', natBytes / 1e9, 'orders');
-    }
-    const priced = lines.filter((l) => l.usdPerMillionOrders !== null);
-    const result: ConfigurationCost = {
-      configuration: transport === 'sqs' ? 'sqs-visibility' : 'rabbitmq-amazonmq',
-      label: o.label ?? (transport === 'sqs' ? 'SQS stack' : 'RabbitMQ stack (Amazon MQ trigger)'),
-      orders,
-      windowSeconds: round(windowSeconds),
-      offeredPerSecond: round(offered),
-      statedThroughput: o.throughput,
-      usdPerMillionOrders: round(
-        priced.reduce((a, l) => a + (l.usdPerMillionOrders ?? 0), 0),
-        2,
-      ),
-      unpriced: lines.filter((l) => l.usdPerMillionOrders === null).map((l) => l.item),
-      lines,
-      calls,
-    };
+    const counts = await measureWindow(d, schedules, orders, o, async (placed) => {
+      await settle(warmed + placed);
+    });
+    const result = configurationCost(transport, o, counts);
     progress(
-      `  cost on ${transport}: ${orders} orders, $${result.usdPerMillionOrders} per million (${result.unpriced.length ? `not priced: ${result.unpriced.join(', ')}` : 'every item priced'})`,
+      `  cost on ${transport}: ${result.orders} orders, $${result.usdPerMillionOrders} per million (${result.unpriced.length ? `not priced: ${result.unpriced.join(', ')}` : 'every item priced'})`,
     );
     return result;
   } finally {
     for (const c of closers.reverse()) await c().catch(() => {});
   }
+}
+
+/**
+ * Every trigger of the template: the event source mappings and the schedule rules (stopped by
+ * `closers`). Returns the schedules, whose invocations are billed.
+ */
+async function startTriggers(
+  d: LocalDeployment,
+  amqpUrl: string,
+  vhost: string,
+  closers: (() => Promise<unknown>)[],
+): Promise<RunningEventSource[]> {
+  const sources: RunningEventSource[] = [];
+  closers.push(async () => {
+    for (const s of sources) await s.stop();
+  });
+  for (const s of d.settings.sqs) sources.push(await startSqsEventSource(d, s.function.id));
+  for (const s of d.settings.amazonMq) {
+    sources.push(await startAmazonMqEventSource(d, s.function.id, { amqpUrl, vhost }));
+  }
+  const schedules: RunningEventSource[] = [];
+  for (const rule of d.settings.schedules) {
+    if (rule.rateMs === undefined) continue;
+    for (const target of rule.targets) {
+      schedules.push(startSchedule(d, target.id, { immediately: false }));
+    }
+  }
+  closers.push(async () => {
+    for (const s of schedules) await s.stop();
+  });
+  return schedules;
+}
+
+/** Stock for the SKUs the orders name, plenty of it. */
+async function seedStock(db: SqlExecutor): Promise<void> {
+  for (let i = 0; i < SKUS; i++)
+    await db.query(
+      `INSERT INTO stock (sku, available) VALUES ($1, 1000000) ON CONFLICT (sku) DO NOTHING`,
+      [`sku-${i}`],
+    );
+}
+
+/** Places orders through the HTTP API, counting the requests (each one billed). */
+class OrderPlacer {
+  requests = 0;
+
+  constructor(private readonly url: string) {}
+
+  /** Order `i`; the response's status. */
+  async place(i: number): Promise<number> {
+    this.requests++;
+    const res = await fetch(`${this.url}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-correlation-id': `cost-${i}` },
+      body: JSON.stringify({ sku: `sku-${i % SKUS}`, quantity: 1 }),
+    });
+    await res.text();
+    return res.status;
+  }
+}
+
+/** Waits for `expected` reservations, then for the invocations still running to end. */
+async function settled(
+  d: LocalDeployment,
+  db: SqlExecutor,
+  transport: CostedConfiguration,
+  expected: number,
+): Promise<void> {
+  const until = Date.now() + SETTLE_TIMEOUT_MS;
+  while ((await reservations(db)) < expected) {
+    if (Date.now() > until) throw new Error(`${transport}: ${expected} reservations not reached`);
+    await sleep(200);
+  }
+  await d.asyncIdle();
+}
+
+async function reservations(db: SqlExecutor): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM reservations');
+  return Number(rows[0]?.n);
+}
+
+/**
+ * `rate × seconds` orders, due at `rate` per second from the start, at most `MAX_IN_FLIGHT` of
+ * them in flight (the others wait their turn); the statuses.
+ */
+async function offerOrders(
+  place: (i: number) => Promise<number>,
+  rate: number,
+  seconds: number,
+): Promise<number[]> {
+  const started = Date.now();
+  const pending: Promise<number>[] = [];
+  let inFlight = 0;
+  const slots: (() => void)[] = [];
+  const total = Math.round(rate * seconds);
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate));
+    while (sent < due) {
+      const i = sent++;
+      pending.push(
+        (async () => {
+          while (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((r) => slots.push(r));
+          inFlight++;
+          try {
+            return await place(i);
+          } finally {
+            inFlight--;
+            slots.shift()?.();
+          }
+        })(),
+      );
+    }
+    await sleep(20);
+  }
+  return Promise.all(pending);
+}
+
+/** What the measured window counted, every counter from zero at its start. */
+interface WindowCounts {
+  /** Orders accepted (201). */
+  orders: number;
+  /** HTTP API requests, whatever their status. */
+  requests: number;
+  /** Orders offered, per second of the window asked for. */
+  offeredPerSecond: number;
+  /** From the first order offered until the last reservation and invocation ended. */
+  windowSeconds: number;
+  /** The functions that ran in the window. */
+  functions: { name: string; memorySize: number; invocations: number; billedMs: number }[];
+  /** Calls and 64-KiB billing units by `service:operation`, bytes by service. */
+  calls: Record<string, number>;
+  units64k: Record<string, number>;
+  bytes: Record<string, { sent: number; received: number }>;
+  scheduleInvocations: number;
+}
+
+/**
+ * The measured window: every counter from zero, the orders offered at `o.rate` for `o.seconds`,
+ * then `settle(orders accepted)`; what was counted.
+ */
+async function measureWindow(
+  d: LocalDeployment,
+  schedules: readonly RunningEventSource[],
+  orders: OrderPlacer,
+  o: CostOptions,
+  settle: (placed: number) => Promise<void>,
+): Promise<WindowCounts> {
+  d.calls.reset();
+  orders.requests = 0;
+  const fns = d.assembly.functions.filter((f) => f.assetDir).map((f) => d.fn(f.id));
+  const before = fns.map((f) => ({ ...f.stats }));
+  const schedulesBefore = schedules.map((s) => s.stats.invocations ?? 0);
+  const started = Date.now();
+  const statuses = await offerOrders((i) => orders.place(i), o.rate, o.seconds);
+  const accepted = statuses.filter((s) => s === 201).length;
+  await settle(accepted);
+  return {
+    orders: accepted,
+    requests: orders.requests,
+    offeredPerSecond: statuses.length / o.seconds,
+    windowSeconds: (Date.now() - started) / 1000,
+    functions: fns.map((f, i) => ({
+      name: f.spec.name,
+      memorySize: f.spec.memorySize,
+      invocations: f.stats.invocations - (before[i]?.invocations ?? 0),
+      billedMs: f.stats.billedMs - (before[i]?.billedMs ?? 0),
+    })),
+    calls: d.calls.counts(),
+    units64k: d.calls.units64k(),
+    bytes: d.calls.bytes(),
+    scheduleInvocations: schedules.reduce(
+      (a, s, i) => a + (s.stats.invocations ?? 0) - (schedulesBefore[i] ?? 0),
+      0,
+    ),
+  };
+}
+
+/** The AWS APIs the functions call, each call billed (from the VPC: through the NAT gateway). */
+const API_CALLS: readonly { item: string; price: PriceId; service: string }[] = [
+  { item: 'RDS Data API requests', price: 'dataApiRequest', service: 'rds-data' },
+  { item: 'Secrets Manager API calls', price: 'secretsManagerCall', service: 'secrets-manager' },
+  { item: 'Systems Manager parameter calls', price: 'ssmStandardCall', service: 'ssm' },
+  { item: 'Lambda Invoke API calls (the kick)', price: 'lambdaInvokeApi', service: 'lambda' },
+];
+
+/** Calls of a service (`sqs`, `rds-data`, …), summed over its operations. */
+function ofService(rec: Record<string, number>, service: string): number {
+  return Object.entries(rec)
+    .filter(([k]) => k.startsWith(`${service}:`))
+    .reduce((a, [, n]) => a + n, 0);
+}
+
+/**
+ * The window's counts as billable items per million orders: those that scale with orders from
+ * the counts, the hourly ones over the hours a million orders take at `throughput` per second.
+ */
+function costLines(
+  transport: CostedConfiguration,
+  c: WindowCounts,
+  throughput: number,
+): CostLine[] {
+  const perOrder = 1e6 / Math.max(1, c.orders);
+  const hours = 1e6 / throughput / 3600;
+  const lines: CostLine[] = [];
+  const add = (item: string, price: PriceId, counted: number, scales: CostLine['scales']) =>
+    lines.push(costLine(item, price, counted, scales, perOrder));
+  add('API Gateway HTTP API requests', 'httpApiRequest', c.requests, 'orders');
+  for (const f of c.functions) {
+    if (f.invocations === 0) continue;
+    add(`Lambda ${f.name}: invocations`, 'lambdaRequest', f.invocations, 'orders');
+    add(
+      `Lambda ${f.name}: GB-seconds (${f.memorySize} MB)`,
+      'lambdaArmGbSecond',
+      (f.billedMs / 1000) * (f.memorySize / 1024),
+      'orders',
+    );
+  }
+  // the mappings' own polling (ReceiveMessage, DeleteMessageBatch) goes through the proxy too
+  const sqsUnits = ofService(c.units64k, 'sqs');
+  if (sqsUnits > 0) add('SQS requests (64 KiB units)', 'sqsStandardRequest', sqsUnits, 'orders');
+  for (const a of API_CALLS) add(a.item, a.price, ofService(c.calls, a.service), 'orders');
+  // a schedule fires with time, not with orders: its measured rate, over the hours a million take
+  add(
+    'EventBridge scheduled-rule invocations',
+    'eventBridgeScheduledRule',
+    (c.scheduleInvocations / c.windowSeconds) * hours * 3600,
+    'time',
+  );
+  if (transport === 'rabbitmq') {
+    add('Amazon MQ broker hours', 'amazonMqBrokerHour', hours, 'time');
+    add('NAT gateway hours', 'natGatewayHour', hours, 'time');
+    // what the functions in the VPC send to AWS APIs and get back goes through the NAT gateway
+    const natBytes = API_CALLS.reduce(
+      (n, { service: s }) => n + (c.bytes[s]?.sent ?? 0) + (c.bytes[s]?.received ?? 0),
+      0,
+    );
+    add('NAT gateway data processed (GB)', 'natGatewayGb', natBytes / 1e9, 'orders');
+  }
+  return lines;
+}
+
+/** One item priced from bench/prices.ts: `counted` per order × a million, or as counted (time). */
+function costLine(
+  item: string,
+  price: PriceId,
+  counted: number,
+  scales: CostLine['scales'],
+  perOrder: number,
+): CostLine {
+  const perMillion = scales === 'orders' ? counted * perOrder : counted;
+  const p = PRICES[price];
+  return {
+    item,
+    price,
+    counted: round(counted),
+    perMillionOrders: round(perMillion),
+    usdPerMillionOrders: p.usd === null ? null : round((perMillion * p.usd) / p.per, 4),
+    scales,
+  };
+}
+
+/** The configuration's cost: its items, their priced total, and the calls behind them. */
+function configurationCost(
+  transport: CostedConfiguration,
+  o: CostOptions,
+  c: WindowCounts,
+): ConfigurationCost {
+  const lines = costLines(transport, c, o.throughput);
+  return {
+    configuration: transport === 'sqs' ? 'sqs-visibility' : 'rabbitmq-amazonmq',
+    label: o.label ?? (transport === 'sqs' ? 'SQS stack' : 'RabbitMQ stack (Amazon MQ trigger)'),
+    orders: c.orders,
+    windowSeconds: round(c.windowSeconds),
+    offeredPerSecond: round(c.offeredPerSecond),
+    statedThroughput: o.throughput,
+    usdPerMillionOrders: round(
+      lines.reduce((a, l) => a + (l.usdPerMillionOrders ?? 0), 0),
+      2,
+    ),
+    unpriced: lines.filter((l) => l.usdPerMillionOrders === null).map((l) => l.item),
+    lines,
+    calls: c.calls,
+  };
 }
 
 const round = (n: number, digits = 3) => {

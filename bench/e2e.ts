@@ -10,7 +10,8 @@ import { backlog, drained, windowStats } from './e2eStats.js';
 import { withBenchEnvironment } from './environment.js';
 import { type FixedRateResult, fixedRateLoad } from './load.js';
 import { buildDevBundle, ROLE_STOP_GRACE_MS } from './processes.js';
-import { type BenchFigure, progress } from './report.js';
+import { progress } from './progress.js';
+import type { BenchFigure } from './report.js';
 
 /**
  * The end-to-end benchmark, per transport: raw baselines first, alone on the machine

@@ -28,8 +28,9 @@ import type { Backend } from '../shared/port/types.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
+import { progress } from './progress.js';
 import { orderQueuesPurger } from './relay.js';
-import { median, type PeerRowLike, progress } from './report.js';
+import { median, type PeerRowLike } from './report.js';
 import { orderEvents, rawSend } from './sqs.js';
 
 /** One row of `peers` in reports/bench.json: ours beside a peer doing the same job. */

@@ -26,7 +26,8 @@ import type {
   ReserveRun,
   ReserveWorkerData,
 } from './pinnedReserveWorker.js';
-import { type BenchFigure, figure, median, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, figure, median } from './report.js';
 
 /**
  * The `pinned-xmin` phase of the `scale` suite: a steady flow through our relay and our reserve
@@ -58,11 +59,11 @@ const WRITERS = 2;
  * Aurora PostgreSQL's default `autovacuum_naptime` (RDS for PostgreSQL: 15 s, PostgreSQL: 60 s):
  * how often the emulated autovacuum visits the database when the server's own is off.
  */
-export const NAPTIME_MS = 5_000;
+const NAPTIME_MS = 5_000;
 /** The two databases' flows alternate in slices this long: one autovacuum visit each. */
 const SLICE_MS = NAPTIME_MS;
 /** The goal: the flow loses less than this fraction of its throughput while the horizon is pinned. */
-export const MAX_LOSS = 0.2;
+const MAX_LOSS = 0.2;
 const TABLES = [
   'outbox',
   'processed_messages',
@@ -80,7 +81,7 @@ type Table = (typeof TABLES)[number];
  * docs/performance.md): the unpinned database A of this phase, and the databases of whoever else
  * uses the server.
  */
-export const PIN_STATEMENTS = [
+const PIN_STATEMENTS = [
   'BEGIN ISOLATION LEVEL REPEATABLE READ',
   'SELECT 1 FROM outbox LIMIT 1',
 ] as const;
@@ -116,82 +117,6 @@ export function statementKind(sql: string): StatementKind | undefined {
     return 'hasClaimable';
   if (sql.includes('SET published_at = statement_timestamp()')) return 'mark';
   return undefined;
-}
-
-const HAS_CLAIMABLE_TAIL = 'next_attempt_at <= now()) AS found';
-const CLAIM_ORDER = /next_attempt_at <= now\(\)(\s+ORDER BY occurred_at\b)/;
-
-/** `OutboxStore.hasClaimable`'s statement with a lower bound on `occurred_at` (parameter `$1`). */
-export function boundHasClaimable(sql: string): string {
-  if (!sql.includes(HAS_CLAIMABLE_TAIL))
-    throw new Error('the relay’s hasClaimable statement changed: update bench/pinnedHorizon.ts');
-  return sql.replace(
-    HAS_CLAIMABLE_TAIL,
-    'next_attempt_at <= now() AND occurred_at >= $1::timestamptz) AS found',
-  );
-}
-
-/** `OutboxStore.claimBatch`'s statement with a lower bound on `occurred_at` (parameter `$n`). */
-export function boundClaim(sql: string, n: number): string {
-  if (!CLAIM_ORDER.test(sql))
-    throw new Error('the relay’s claim statement changed: update bench/pinnedHorizon.ts');
-  return sql.replace(
-    CLAIM_ORDER,
-    `next_attempt_at <= now() AND occurred_at >= $${n}::timestamptz$1`,
-  );
-}
-
-/**
- * The bench's prototype of the claim bound, superseded by `OutboxRelay`'s own (which the phase
- * measures now; `boundClaim` and `boundHasClaimable` give the statements it runs, word for word).
- * No longer used by the phase: kept while test/unit/bench.pinnedHorizon.test.ts pins it. It
- * differs from the relay's in two points: after a round that found nothing, the relay claims in
- * full (an idle relay's round stays one statement), and a bounded round that finds nothing looks
- * at the whole outbox before it ends (a round reports nothing claimed only for an empty outbox).
- *
- * As it was: the relay remembers where the queue's
- * head was, and starts its index scan there instead of at the oldest entry of the partial index,
- * so it does not step over the entries of rows published since the horizon was pinned. The bound is
- * the oldest row of the last claim that found any, less `marginMs` (an empty outbox: the time of
- * the empty full claim, less the margin). A row that commits later than `marginMs` after its
- * `occurred_at`, a retry that comes due, a batch rolled back: all older than the bound, all claimed
- * by the next full claim (every `sweepEveryMs`), so the bound can delay a row that long, never
- * strand it.
- */
-export class Watermark {
-  private from: number | undefined;
-  private lastSweepAt = Number.NEGATIVE_INFINITY;
-  sweeps = 0;
-  bounded = 0;
-
-  constructor(
-    readonly marginMs: number,
-    readonly sweepEveryMs: number,
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  /** The lower bound of a round starting now, or undefined: a full claim. */
-  boundForRound(): Date | undefined {
-    const now = this.now();
-    if (this.from === undefined || now - this.lastSweepAt >= this.sweepEveryMs) {
-      this.lastSweepAt = now;
-      this.sweeps++;
-      return undefined;
-    }
-    this.bounded++;
-    return new Date(this.from);
-  }
-
-  /** The bound the next bounded round would use (undefined: it will claim in full). */
-  get bound(): Date | undefined {
-    return this.from === undefined ? undefined : new Date(this.from);
-  }
-
-  /** After a claim: the oldest row it locked (undefined: it found none). */
-  claimed(oldest: Date | undefined): void {
-    if (oldest !== undefined) this.from = oldest.getTime() - this.marginMs;
-    else if (this.from === undefined) this.from = this.now() - this.marginMs;
-  }
 }
 
 interface Timings {
@@ -285,7 +210,7 @@ export interface AutovacuumRule {
   costLimit: number;
 }
 
-export interface TableActivity {
+interface TableActivity {
   deadTuples: number;
   insertedSinceVacuum: number;
   modifiedSinceAnalyze: number;
@@ -652,7 +577,7 @@ async function exclusiveLockWaits(client: pg.Client): Promise<boolean> {
   }
 }
 
-export interface WindowResult {
+interface WindowResult {
   label: string;
   /** Seconds of this side's flow (its slices), and the slices. */
   seconds: number;

@@ -8,7 +8,8 @@ import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
-import { type BenchFigure, median, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, median } from './report.js';
 
 export interface RelayBenchOptions {
   messages: number;

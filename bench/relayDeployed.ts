@@ -8,7 +8,8 @@ import type { Env } from '../shared/config/env.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../shared/outbox/kick.js';
 import { deployForBench } from './deployed.js';
-import { type BenchFigure, figure, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, figure } from './report.js';
 
 export type RelayDesign = 'kick' | 'schedule-drain';
 

@@ -242,5 +242,3 @@ export function median(values: number[]): number {
     ? (sorted[mid] as number)
     : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
-
-export const progress = (line: string) => process.stderr.write(`${line}\n`);

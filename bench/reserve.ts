@@ -11,7 +11,8 @@ import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
 import { BENCH_BACKEND, untilAcked, withBenchEnvironment } from './environment.js';
-import { type BenchFigure, median, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, median } from './report.js';
 
 export interface ReserveBenchOptions {
   messages: number;

@@ -10,13 +10,13 @@ import { benchCost, type ConfigurationCost, costMarkdown } from './cost.js';
 import { benchE2e, type Transport } from './e2e.js';
 import { benchPeers, type PeerRow } from './peers.js';
 import { PRICES } from './prices.js';
+import { progress } from './progress.js';
 import { benchRelayRabbit } from './relay.js';
 import { benchRelayDeployed } from './relayDeployed.js';
 import {
   type BenchFigure,
   DEFAULT_REPORT,
   peerTable,
-  progress,
   table,
   writeFigures,
   writeSummary,

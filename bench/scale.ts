@@ -13,7 +13,8 @@ import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/index.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';
 import { benchPinnedHorizon } from './pinnedHorizon.js';
-import { type BenchFigure, figure, median, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, figure, median } from './report.js';
 
 /**
  * The phases of the suite: `rows` (a relay round and a reserve call with `rows` rows already

@@ -19,7 +19,8 @@ import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { createSqsClient, envelopeAttributes } from '../shared/transport/sqs/index.js';
 import { BENCH_BACKEND, untilAcked, withBenchEnvironment } from './environment.js';
-import { type BenchFigure, median, progress } from './report.js';
+import { progress } from './progress.js';
+import { type BenchFigure, median } from './report.js';
 import { rawTransactions } from './reserve.js';
 
 export interface SqsBenchOptions {
