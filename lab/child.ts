@@ -7,9 +7,7 @@ import { INVENTORY_PARK_NOTICES } from '../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay, type OutboxRelayOptions } from '../shared/outbox/OutboxRelay.js';
-import type { Backend } from '../shared/port/types.js';
-import { type RabbitMqBackendConfig, rabbitmqBackend } from '../shared/transport/rabbitmq/index.js';
-import { type SqsBackendConfig, sqsBackend } from '../shared/transport/sqs/index.js';
+import { backendFromConfig, type TransportName } from '../shared/transport/index.js';
 
 /**
  * A lab run's consumer or relay as a process of its own (`node --import tsx lab/child.ts`), so
@@ -22,7 +20,7 @@ import { type SqsBackendConfig, sqsBackend } from '../shared/transport/sqs/index
  */
 export interface LabChildSpec {
   role: 'consumer' | 'relay';
-  transport: 'rabbitmq' | 'sqs';
+  transport: TransportName;
   databaseUrl: string;
   /** The backend's configuration, as the rig built its own (no logger). */
   backend: Record<string, unknown> & { budget: RetryBudget };
@@ -40,10 +38,8 @@ if (!spec) {
   process.exit(2);
 }
 const logger = createLogger(`lab-${spec.role}`);
-const backend: Backend =
-  spec.transport === 'rabbitmq'
-    ? rabbitmqBackend({ ...(spec.backend as unknown as RabbitMqBackendConfig), logger })
-    : sqsBackend({ ...(spec.backend as unknown as SqsBackendConfig), logger });
+// the transport's schema checks the configuration
+const backend = backendFromConfig(spec.transport, { ...spec.backend, logger });
 const db = new PgDatabase({
   connectionString: spec.databaseUrl,
   max: 4,

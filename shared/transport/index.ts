@@ -39,6 +39,14 @@ export function transportModule(name: string): TransportModule {
 
 /** A backend from its module's configuration, checked by the module's schema first. */
 export function createBackend<N extends TransportName>(name: N, config: ConfigOf<N>): BackendOf<N> {
+  return backendFromConfig(name, config) as BackendOf<N>;
+}
+
+/**
+ * A backend from a configuration read at run time (a child process's JSON): the transport's
+ * schema checks it, and a `ConfigError` names the first setting that is wrong.
+ */
+export function backendFromConfig(name: string, config: unknown): Backend {
   const module = transportModule(name) as TransportModule<object, Backend>;
   const parsed = module.configSchema.safeParse(config);
   if (!parsed.success) {
@@ -47,7 +55,7 @@ export function createBackend<N extends TransportName>(name: N, config: ConfigOf
       `${name} configuration: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
     );
   }
-  return module.create(parsed.data) as BackendOf<N>;
+  return module.create(parsed.data);
 }
 
 /** A backend configured from the runtime environment (`AMQP_URL`, `SQS_ENDPOINT`, …). */
