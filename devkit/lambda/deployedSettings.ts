@@ -1,4 +1,5 @@
-import { AURORA_AUTO_PAUSE } from '../emulators/dataApiServer.js';
+import { AURORA_AUTO_PAUSE, type AutoPauseOptions } from '../emulators/dataApiServer.js';
+import type { AsyncInvokeSettings } from '../emulators/lambdaInvoke.js';
 import type { DeployedAssembly, DeployedFunction } from './assembly.js';
 import type { StackScope } from './intrinsics.js';
 
@@ -207,6 +208,50 @@ export function clusterAutoPauseOf(assembly: DeployedAssembly): ClusterAutoPause
       minCapacity === 0
         ? Number(scaling.SecondsUntilAutoPause ?? AURORA_AUTO_PAUSE.defaultSecondsUntilAutoPause)
         : undefined,
+  };
+}
+
+/**
+ * The template's auto-pause as the Data API endpoint's option: its cluster's
+ * `SecondsUntilAutoPause` × `timeScale`, and a resume of `resumeMs` (default
+ * `AURORA_AUTO_PAUSE.resumeMs`). Throws when the cluster never pauses (a minimum capacity above 0).
+ */
+export function autoPauseOptionsOf(
+  assembly: DeployedAssembly,
+  o: { timeScale: number; resumeMs?: number },
+): AutoPauseOptions {
+  const cluster = clusterAutoPauseOf(assembly);
+  if (cluster.secondsUntilAutoPause === undefined) {
+    throw new Error(
+      `${cluster.logicalId}: minimum capacity ${cluster.minCapacity} ACU: the cluster never pauses`,
+    );
+  }
+  if (!Number.isFinite(o.timeScale) || o.timeScale <= 0) {
+    throw new RangeError(`autoPause.timeScale: ${o.timeScale} is not > 0`);
+  }
+  return {
+    secondsUntilAutoPause: cluster.secondsUntilAutoPause * o.timeScale,
+    resumeMs: o.resumeMs ?? AURORA_AUTO_PAUSE.resumeMs,
+  };
+}
+
+/** A function's asynchronous invocation settings: its reserved concurrency and EventInvokeConfig. */
+export function asyncInvokeSettingsOf(f: DeployedFunction): AsyncInvokeSettings {
+  const resource = f.stack.template.Resources?.[f.logicalId];
+  const reserved = resource?.Properties?.ReservedConcurrentExecutions;
+  const config = Object.values(f.stack.template.Resources ?? {}).find(
+    (r) =>
+      r.Type === 'AWS::Lambda::EventInvokeConfig' &&
+      JSON.stringify(r.Properties?.FunctionName) === JSON.stringify({ Ref: f.logicalId }),
+  )?.Properties;
+  return {
+    ...(typeof reserved === 'number' ? { reservedConcurrency: reserved } : {}),
+    ...(typeof config?.MaximumEventAgeInSeconds === 'number'
+      ? { maxEventAgeMs: config.MaximumEventAgeInSeconds * 1000 }
+      : {}),
+    ...(typeof config?.MaximumRetryAttempts === 'number'
+      ? { retryAttempts: config.MaximumRetryAttempts }
+      : {}),
   };
 }
 
