@@ -1,6 +1,9 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { startConsumer } from '../../devkit/consumers.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { createBackend } from '../../shared/transport/index.js';
+import type { NatsBackendConfig } from '../../shared/transport/nats/index.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/index.js';
 import type { SqsServer } from '../globalSetup.js';
 import { createTestVhost } from '../helpers/rabbit.js';
@@ -83,6 +86,60 @@ export async function sqsHarness(
     async close() {
       await missing.close();
       await backend.close();
+    },
+  };
+}
+
+/** The NATS server the NATS tests run against (JetStream enabled). */
+export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+
+/** Deletes every stream whose name starts with `prefix` (and so their consumers). */
+export async function deleteNatsStreams(prefix: string): Promise<void> {
+  const nc = await connect({ servers: NATS_URL });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for await (const name of jsm.streams.names()) {
+      if (name.startsWith(prefix)) await jsm.streams.delete(name);
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
+/** NATS JetStream in worker mode, every stream, consumer and subject under a prefix of its own. */
+export async function natsHarness(
+  label: string,
+  settings: Partial<NatsBackendConfig> = {},
+): Promise<TransportHarness> {
+  const prefix = `${uniqueName(`nats_${label}`)}_`;
+  const backend = createBackend('nats-jetstream', {
+    servers: NATS_URL,
+    prefix,
+    reconnect: { baseMs: 50, maxMs: 500 },
+    ...base,
+    ...settings,
+  });
+  await backend.prepare();
+  // never prepared: no stream takes its subjects
+  const missing = createBackend('nats-jetstream', {
+    servers: NATS_URL,
+    prefix: `${prefix}missing_`,
+    ...base,
+  });
+  return {
+    backend,
+    missingDestination: missing.publisher('outbox'),
+    startConsumer: (handler) =>
+      startConsumer(backend, handler, {
+        mode: 'worker',
+        reconnectBaseMs: 50,
+        reconnectMaxMs: 300,
+        prefetch: 10,
+      }),
+    async close() {
+      await missing.close();
+      await backend.close();
+      await deleteNatsStreams(prefix);
     },
   };
 }
