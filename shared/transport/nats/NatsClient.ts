@@ -18,7 +18,7 @@ export interface NatsClientOptions {
 }
 
 /** One connection and its JetStream contexts. */
-interface Session {
+interface Connected {
   nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
@@ -30,7 +30,7 @@ interface Session {
  * to open or was closed is opened again on the next use.
  */
 export class NatsClient {
-  private session: Promise<Session> | undefined;
+  private connected: Promise<Connected> | undefined;
   private closed = false;
 
   constructor(
@@ -38,7 +38,7 @@ export class NatsClient {
     private readonly logger?: Logger,
   ) {}
 
-  private open(): Promise<Session> {
+  private open(): Promise<Connected> {
     if (this.closed) return Promise.reject(new TransportUnavailableError('NATS client closed'));
     const opening = (async () => {
       const nc = await connect({
@@ -53,20 +53,20 @@ export class NatsClient {
         throw err;
       });
       void nc.closed().then(() => {
-        if (this.session === opening) this.session = undefined;
+        if (this.connected === opening) this.connected = undefined;
       });
       this.logger?.info('NATS connected', { server: nc.getServer(), version: nc.info?.version });
       return { nc, js: jetstream(nc, { timeout }), jsm };
     })();
     opening.catch(() => {
-      if (this.session === opening) this.session = undefined;
+      if (this.connected === opening) this.connected = undefined;
     });
     return opening;
   }
 
-  private current(): Promise<Session> {
-    this.session ??= this.open();
-    return this.session;
+  private current(): Promise<Connected> {
+    this.connected ??= this.open();
+    return this.connected;
   }
 
   async connection(): Promise<NatsConnection> {
@@ -107,8 +107,8 @@ export class NatsClient {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const session = await this.session?.catch(() => undefined);
-    this.session = undefined;
-    if (session && !session.nc.isClosed()) await session.nc.drain().catch(() => {});
+    const connected = await this.connected?.catch(() => undefined);
+    this.connected = undefined;
+    if (connected && !connected.nc.isClosed()) await connected.nc.drain().catch(() => {});
   }
 }

@@ -12,33 +12,33 @@ export interface NatsWorkerOptions {
   /** Deliveries pulled ahead and held unsettled (never 0); also the largest batch by default. */
   prefetch: number;
   maxBatch: number;
-  /** Backoff after a give-back or a lost session: base·2^(n−1), jittered, capped. */
+  /** Backoff after a give-back or a lost subscription: base·2^(n−1), jittered, capped. */
   reconnectBaseMs: number;
   reconnectMaxMs: number;
 }
 
 /**
- * Worker-mode consumer of one durable pull consumer: a session (`consume()`, which pulls ahead
+ * Worker-mode consumer of one durable pull consumer: a subscription (`consume()`, which pulls ahead
  * up to `prefetch` messages and follows reconnects and heartbeats) feeds a buffer, and batches
  * of it go to the consumer driver, one at a time.
  *
- * A give-back keeps the session: the deliveries and what is buffered behind them are nak'd, in
+ * A give-back keeps the subscription: the deliveries and what is buffered behind them are nak'd, in
  * stream order, and the next batch waits out a backoff. JetStream delivers them again into the
- * same session, counted and flagged. (Ending the session first would not do: a message nak'd
- * after its session's pull request was gone came back from NATS 2.9 with its delivery count
- * not raised.) A session the server ends (the consumer or its stream deleted) starts again after
+ * same subscription, counted and flagged. (Ending the subscription first would not do: a message
+ * nak'd after its subscription's pull request was gone came back from NATS 2.9 with its delivery count
+ * not raised.) A subscription the server ends (the consumer or its stream deleted) starts again after
  * a backoff, the consumer declared again by `open`.
  */
 export class NatsWorker implements RunningConsumer {
   readonly stats = { batches: 0, messages: 0, givenBack: 0 };
-  /** Sessions started again after the server ended one. */
+  /** Subscriptions started again after the server ended one. */
   reconnects = 0;
   private messages: ConsumerMessages | undefined;
   private buffer: JsMsg[] = [];
   private processing: Promise<void> | undefined;
   private running: Promise<void> | undefined;
   private stopping = false;
-  /** Give-backs and lost sessions in a row: the backoff's exponent. */
+  /** Give-backs and lost subscriptions in a row: the backoff's exponent. */
   private failures = 0;
   /** Set by a give-back: the next batch waits this long first. */
   private pauseMs = 0;
@@ -81,7 +81,7 @@ export class NatsWorker implements RunningConsumer {
     while (!this.stopping) {
       let why: string;
       try {
-        why = await this.session();
+        why = await this.subscribe();
       } catch (err) {
         why = (err as Error).message;
       }
@@ -89,18 +89,18 @@ export class NatsWorker implements RunningConsumer {
       if (this.stopping) return;
       this.reconnects++;
       const delay = this.backoff();
-      this.deps.logger?.info('consumer session starts again', { why, delayMs: delay });
+      this.deps.logger?.info('consumer subscribes again', { why, delayMs: delay });
       await this.pause(delay);
     }
   }
 
-  /** One `consume()` session, until it ends; resolves with why. */
-  private async session(): Promise<string> {
+  /** One `consume()` subscription, until it ends; resolves with why. */
+  private async subscribe(): Promise<string> {
     const consumer = await this.deps.open();
     if (this.stopping) return 'stopping';
     const messages = await consumer.consume({
       max_messages: this.options.prefetch,
-      // a deleted consumer or stream ends the session (then `open` declares it again)
+      // a deleted consumer or stream ends the subscription (then `open` declares it again)
       abort_on_missing_resource: true,
     });
     this.messages = messages;
@@ -110,10 +110,10 @@ export class NatsWorker implements RunningConsumer {
       this.processing ??= this.drain().finally(() => {
         this.processing = undefined;
       });
-      // Holds the pulls back (the session pulls more as it is iterated) while a batch is in work.
+      // Holds the pulls back (the subscription pulls more as it is iterated) while a batch is in work.
       if (this.buffer.length >= this.options.prefetch) await this.processing;
     }
-    return 'session ended by the server';
+    return 'subscription ended by the server';
   }
 
   private async drain(): Promise<void> {

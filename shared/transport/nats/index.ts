@@ -180,7 +180,7 @@ class NatsBackend implements Backend {
 
   /**
    * Workers of the inventory consumer (or of the results consumer) in this process, started:
-   * `concurrency` sessions on the same durable consumer, each with its own transaction.
+   * `concurrency` subscriptions to the same durable consumer, each with its own transaction.
    */
   async consume(handler: MessageHandler, options: ConsumeOptions = {}): Promise<RunningConsumer> {
     const queue = options.queue ?? 'inventory';
