@@ -20,12 +20,11 @@ export interface NatsSettleOptions {
   ackWaitMs: number;
   /** The budget's jitter (±fraction of each retry delay); 0: none. */
   jitter: number;
-  random?: () => number;
 }
 
 /** A retry delay with the budget's jitter: uniform over step·(1 − jitter) … step·(1 + jitter). */
-export function jitteredDelay(stepMs: number, jitter: number, random = Math.random): number {
-  return jitter > 0 ? Math.round(stepMs * (1 + jitter * (2 * random() - 1))) : stepMs;
+function jitteredDelay(stepMs: number, jitter: number): number {
+  return jitter > 0 ? Math.round(stepMs * (1 + jitter * (2 * Math.random() - 1))) : stepMs;
 }
 
 /**
@@ -77,7 +76,7 @@ export class NatsSettle implements Settle<NatsDelivery> {
   }
 
   async retryLater(d: NatsDelivery, retry: RetryRequest): Promise<Settled> {
-    const delay = jitteredDelay(retry.delayMs, this.options.jitter, this.options.random);
+    const delay = jitteredDelay(retry.delayMs, this.options.jitter);
     d.msg.nak(delay);
     return { state: 'returned', detail: `in ${delay} ms, nak` };
   }
