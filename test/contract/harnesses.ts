@@ -1,6 +1,5 @@
-import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { startConsumer } from '../../devkit/consumers.js';
+import { deleteNatsStreams, NATS_URL } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackendConfig } from '../../shared/transport/nats/index.js';
@@ -90,22 +89,6 @@ export async function sqsHarness(
   };
 }
 
-/** The NATS server the NATS tests run against (JetStream enabled). */
-export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-
-/** Deletes every stream whose name starts with `prefix` (and so their consumers). */
-export async function deleteNatsStreams(prefix: string): Promise<void> {
-  const nc = await connect({ servers: NATS_URL });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for await (const name of jsm.streams.names()) {
-      if (name.startsWith(prefix)) await jsm.streams.delete(name);
-    }
-  } finally {
-    await nc.close();
-  }
-}
-
 /** NATS JetStream in worker mode, every stream, consumer and subject under a prefix of its own. */
 export async function natsHarness(
   label: string,
@@ -113,7 +96,7 @@ export async function natsHarness(
 ): Promise<TransportHarness> {
   const prefix = `${uniqueName(`nats_${label}`)}_`;
   const backend = createBackend('nats-jetstream', {
-    servers: NATS_URL,
+    servers: NATS_URL.split(','),
     prefix,
     reconnect: { baseMs: 50, maxMs: 500 },
     ...base,
@@ -122,7 +105,7 @@ export async function natsHarness(
   await backend.prepare();
   // never prepared: no stream takes its subjects
   const missing = createBackend('nats-jetstream', {
-    servers: NATS_URL,
+    servers: NATS_URL.split(','),
     prefix: `${prefix}missing_`,
     ...base,
   });

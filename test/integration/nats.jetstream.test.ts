@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { NATS_URL } from '../../devkit/transports/nats.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import type { InboundMessage, MessageHandler, Outcome } from '../../shared/port/types.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackend } from '../../shared/transport/nats/index.js';
-import { NATS_URL, natsHarness } from '../contract/harnesses.js';
+import { natsHarness } from '../contract/harnesses.js';
 import type { TransportHarness } from '../contract/transport.contract.js';
 
 const envelope = () => {
