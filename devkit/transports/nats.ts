@@ -25,6 +25,8 @@ export async function deleteNatsStreams(prefix: string, servers = NATS_URL): Pro
  */
 export const natsLocal: LocalTransport = {
   name: 'nats-jetstream',
+  // one server, shared by every process (the pipeline's roles, the lab's children)
+  shared: true,
   required: () => ({}),
   async namespace(_services, name) {
     const prefix = `${name}_`;
