@@ -5,6 +5,7 @@ import {
   type TransportName,
 } from '../../shared/transport/index.js';
 import { memoryLocal } from './memory.js';
+import { natsLocal } from './nats.js';
 import { rabbitmqLocal } from './rabbitmq.js';
 import { sqsLocal } from './sqs.js';
 import type { LocalTransport } from './types.js';
@@ -18,6 +19,7 @@ const LOCAL_TRANSPORTS: { readonly [N in TransportName]: LocalTransport } = {
   rabbitmq: rabbitmqLocal,
   sqs: sqsLocal,
   memory: memoryLocal,
+  'nats-jetstream': natsLocal,
 };
 
 /** The transports whose broker separate processes share (dev's roles, the lab's children). */

@@ -2,6 +2,7 @@ import { ConfigError, type Env } from '../config/env.js';
 import type { Backend } from '../port/types.js';
 import { memoryModule } from './memory/index.js';
 import type { BackendBase, TransportModule } from './module.js';
+import { natsModule } from './nats/index.js';
 import { rabbitmqModule } from './rabbitmq/index.js';
 import { sqsModule } from './sqs/index.js';
 
@@ -15,6 +16,7 @@ export const TRANSPORTS = {
   rabbitmq: rabbitmqModule,
   sqs: sqsModule,
   memory: memoryModule,
+  'nats-jetstream': natsModule,
 } as const;
 
 export type TransportName = keyof typeof TRANSPORTS;

@@ -1,6 +1,8 @@
 import { startConsumer } from '../../devkit/consumers.js';
+import { deleteNatsStreams, NATS_URL } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { createBackend } from '../../shared/transport/index.js';
+import type { NatsBackendConfig } from '../../shared/transport/nats/index.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/index.js';
 import type { SqsServer } from '../globalSetup.js';
 import { createTestVhost } from '../helpers/rabbit.js';
@@ -83,6 +85,44 @@ export async function sqsHarness(
     async close() {
       await missing.close();
       await backend.close();
+    },
+  };
+}
+
+/** NATS JetStream in worker mode, every stream, consumer and subject under a prefix of its own. */
+export async function natsHarness(
+  label: string,
+  settings: Partial<NatsBackendConfig> = {},
+): Promise<TransportHarness> {
+  const prefix = `${uniqueName(`nats_${label}`)}_`;
+  const backend = createBackend('nats-jetstream', {
+    servers: NATS_URL.split(','),
+    prefix,
+    reconnect: { baseMs: 50, maxMs: 500 },
+    ...base,
+    ...settings,
+  });
+  await backend.prepare();
+  // never prepared: no stream takes its subjects
+  const missing = createBackend('nats-jetstream', {
+    servers: NATS_URL.split(','),
+    prefix: `${prefix}missing_`,
+    ...base,
+  });
+  return {
+    backend,
+    missingDestination: missing.publisher('outbox'),
+    startConsumer: (handler) =>
+      startConsumer(backend, handler, {
+        mode: 'worker',
+        reconnectBaseMs: 50,
+        reconnectMaxMs: 300,
+        prefetch: 10,
+      }),
+    async close() {
+      await missing.close();
+      await backend.close();
+      await deleteNatsStreams(prefix);
     },
   };
 }

@@ -18,7 +18,7 @@ import { describe, expect, it } from 'vitest';
  *   imports none of the programs built on it.
  */
 const ROOT = join(import.meta.dirname, '..', '..');
-const BACKENDS = ['rabbitmq', 'sqs', 'memory'];
+const BACKENDS = ['rabbitmq', 'sqs', 'memory', 'nats'];
 
 /**
  * The layers of `shared/`, lowest first. A file imports only from its own group (folder, or the

@@ -1,0 +1,174 @@
+import {
+  AckPolicy,
+  type ConsumerConfig,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamManager,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { OutboxTable } from '../../config/constants.js';
+import { NATS_NAMES, OUTBOX_STREAM } from './constants.js';
+
+/** A durable pull consumer, the stream it reads and where its parked copies go. */
+export interface ConsumerNames {
+  stream: string;
+  name: string;
+  filter: string;
+  parkingSubject: string;
+}
+
+/** Every name of the backend under one prefix. */
+export interface NatsNames {
+  streams: Record<OutboxTable, { stream: string; subjectRoot: string }>;
+  consumers: Record<'inventory' | 'results', ConsumerNames>;
+  parking: { stream: string; subjectRoot: string };
+}
+
+export function natsNames(prefix: string): NatsNames {
+  const stream = (table: OutboxTable) => ({
+    stream: `${prefix}${OUTBOX_STREAM[table].stream}`,
+    subjectRoot: `${prefix}${OUTBOX_STREAM[table].subject}`,
+  });
+  const streams = { outbox: stream('outbox'), inventory_outbox: stream('inventory_outbox') };
+  const parking = {
+    stream: `${prefix}${NATS_NAMES.parkingStream}`,
+    subjectRoot: `${prefix}${NATS_NAMES.parkingSubject}`,
+  };
+  const consumer = (table: OutboxTable, name: string): ConsumerNames => ({
+    stream: streams[table].stream,
+    name: `${prefix}${name}`,
+    filter: `${streams[table].subjectRoot}.>`,
+    parkingSubject: `${parking.subjectRoot}.${name}`,
+  });
+  return {
+    streams,
+    consumers: {
+      inventory: consumer('outbox', NATS_NAMES.inventoryConsumer),
+      results: consumer('inventory_outbox', NATS_NAMES.resultsConsumer),
+    },
+    parking,
+  };
+}
+
+/** A stream's configuration as `prepare` declares it. */
+export type StreamSettings = Partial<StreamConfig> & { name: string };
+
+/** A durable consumer's configuration as `prepare` declares it. */
+export type ConsumerSettings = Partial<ConsumerConfig> & { durable_name: string };
+
+/** The settings `prepare` declares the streams and consumers with. */
+export interface TopologySettings {
+  ackWaitMs: number;
+  maxDeliver: number;
+  resultsMaxDeliver: number;
+  maxAckPending: number;
+  duplicateWindowMs: number;
+  maxMessages: number;
+  replicas: number;
+  /** How long parked copies are kept (the retention's `parkingMs`). */
+  parkingMs: number;
+}
+
+/**
+ * A work stream (one per outbox table). Work-queue retention: a message is removed once its
+ * consumer acknowledged or terminated it, so the stream holds only unfinished work, as a queue
+ * does, and a message published before its consumer exists waits for it (interest retention
+ * would drop it). No age limit: a message waits for its consumer however long; the count bound
+ * refuses new publishes rather than dropping old messages.
+ */
+export function workStreamConfig(
+  names: NatsNames['streams'][OutboxTable],
+  s: TopologySettings,
+): StreamSettings {
+  return {
+    ...storage(s),
+    name: names.stream,
+    subjects: [`${names.subjectRoot}.>`],
+    retention: RetentionPolicy.Workqueue,
+    discard: DiscardPolicy.New,
+    max_msgs: s.maxMessages,
+  };
+}
+
+/**
+ * The parking stream: parked copies kept for the parking retention, read without being removed
+ * (direct gets, hence `allow_direct`), deleted one by one when redriven.
+ */
+export function parkingStreamConfig(
+  names: NatsNames['parking'],
+  s: TopologySettings,
+): StreamSettings {
+  return {
+    ...storage(s),
+    name: names.stream,
+    subjects: [`${names.subjectRoot}.>`],
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    max_age: nanos(s.parkingMs),
+    allow_direct: true,
+  };
+}
+
+const storage = (s: TopologySettings) => ({
+  storage: StorageType.File,
+  num_replicas: s.replicas,
+  duplicate_window: nanos(s.duplicateWindowMs),
+});
+
+/**
+ * A durable pull consumer with explicit acks: one per consumed stream, so that every worker
+ * shares its deliveries and one worker receives them in stream order.
+ */
+export function consumerConfig(
+  c: ConsumerNames,
+  maxDeliver: number,
+  s: TopologySettings,
+): ConsumerSettings {
+  return {
+    durable_name: c.name,
+    filter_subject: c.filter,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(s.ackWaitMs),
+    max_deliver: maxDeliver,
+    max_ack_pending: s.maxAckPending,
+  };
+}
+
+const isApiError = (err: unknown, code: number) =>
+  err instanceof JetStreamApiError && err.code === code;
+
+/** Creates the stream, or updates it to `config`. Idempotent. */
+export async function ensureStream(jsm: JetStreamManager, config: StreamSettings): Promise<void> {
+  try {
+    await jsm.streams.update(config.name, config);
+  } catch (err) {
+    if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
+    await jsm.streams.add(config);
+  }
+}
+
+/** Creates the durable consumer, or updates it to `config`. Idempotent. */
+export async function ensureConsumer(
+  jsm: JetStreamManager,
+  stream: string,
+  config: ConsumerSettings,
+): Promise<void> {
+  try {
+    await jsm.consumers.update(stream, config.durable_name, config);
+  } catch (err) {
+    if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
+    await jsm.consumers.add(stream, config);
+  }
+}
+
+/** Whether an error says a stream or consumer is missing (deleted, or never prepared). */
+export const isMissing = (err: unknown) =>
+  isApiError(err, JetStreamApiCodes.StreamNotFound) ||
+  isApiError(err, JetStreamApiCodes.ConsumerNotFound) ||
+  /stream not found|consumer not found|consumer deleted/i.test(String((err as Error)?.message));
