@@ -1,7 +1,9 @@
 import type { DeployedAssembly } from '../devkit/lambda/assembly.js';
 import { synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
+import { localTransport } from '../devkit/transports/index.js';
 import type { PipelineOverrides } from '../infra/config.js';
 import type { RetryBudget } from '../shared/config/budget.js';
+import type { TransportName } from '../shared/transport/index.js';
 import type { Configuration } from './configurations.js';
 import type { NotApplicable, Scenario } from './scenario.js';
 import type { LabSettings } from './settings.js';
@@ -83,6 +85,12 @@ export function notApplicableWithBundles(
   scenario: Scenario,
   configuration: Configuration,
 ): NotApplicable | undefined {
+  if (!localTransport(configuration.transport).deployed) {
+    return {
+      reason: `nothing deploys ${configuration.transport}: there are no bundles`,
+      instead: 'run it without --bundles',
+    };
+  }
   if (configuration.fifo) {
     return {
       reason: 'the stacks deploy no FIFO queue',
@@ -153,13 +161,16 @@ export class LabAssemblies {
 
   constructor(private readonly log?: (line: string) => void) {}
 
-  get(transport: 'sqs' | 'rabbitmq', overrides: PipelineOverrides): Promise<DeployedAssembly> {
+  /** The assembly of the stacks that deploy `transport`, synthesized with `overrides`. */
+  get(transport: TransportName, overrides: PipelineOverrides): Promise<DeployedAssembly> {
+    const stack = localTransport(transport).deployed?.stack;
+    if (!stack) return Promise.reject(new Error(`nothing deploys ${transport}`));
     const context = { pipeline: JSON.stringify(overrides) };
     const key = `${transport} ${context.pipeline}`;
     let a = this.assemblies.get(key);
     if (!a) {
       a = synthesizedAssembly({
-        transport,
+        transport: stack,
         context,
         ...(this.log ? { log: this.log } : {}),
       }).then(({ assembly, synth }) => {

@@ -1,4 +1,10 @@
 import { PEER_IDS, type PeerId } from '../peers/types.js';
+import type { Capabilities } from '../shared/port/types.js';
+import {
+  type TransportModule,
+  type TransportName,
+  transportModule,
+} from '../shared/transport/index.js';
 import type { SqsRetryMode } from '../shared/transport/sqs/index.js';
 
 /**
@@ -22,7 +28,7 @@ export interface Configuration {
   label: string;
   /** Lane name in the timelines. */
   short: string;
-  transport: 'rabbitmq' | 'sqs';
+  transport: TransportName;
   consumer: 'worker' | 'amazonmq-trigger' | 'sqs-trigger' | 'peer';
   /** A peer configuration: the peer library that replaces our consumer (peers/). */
   peer?: PeerId;
@@ -34,7 +40,24 @@ export interface Configuration {
   retry: string;
   /** What happens to a delivery whose consumer dies or throws before settling it. */
   unsettled: string;
+  /**
+   * How the lab makes the broker misbehave: the SQS fault layer in front of the server (what real
+   * queues do that the emulator does not), or a proxy on one client's broker connection.
+   */
+  brokerFaults: 'fault-layer' | 'proxy';
+  /** Broker faults this configuration's broker cannot show, and why: their scenarios do not apply. */
+  cannot?: Partial<Record<'throttle' | 'partial-publish', { reason: string; instead: string }>>;
 }
+
+/** RabbitMQ blocks a whole broker, it does not throttle requests one by one. */
+const RABBITMQ_CANNOT: Configuration['cannot'] = {
+  throttle: {
+    reason:
+      'RabbitMQ does not throttle requests one by one: it blocks every publishing connection of the broker under a memory or disk alarm (connection.blocked), a broker-wide state that would stall every run sharing it',
+    instead:
+      'a blocked relay gets no confirm within its timeout: the round fails and its rows are retried, as broker-down-relay shows with the broker cut',
+  },
+};
 
 const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   'rabbitmq-worker': {
@@ -42,6 +65,8 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     short: 'RabbitMQ worker',
     label: 'RabbitMQ worker',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'worker',
     ack: 'basic.ack after COMMIT',
     retry:
@@ -53,6 +78,8 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     short: 'Amazon MQ trigger',
     label: 'RabbitMQ · Amazon MQ trigger',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'amazonmq-trigger',
     ack: 'the invocation returns: the mapping acks the whole batch',
     retry:
@@ -65,6 +92,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     short: 'SQS visibility',
     label: 'SQS visibility',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -77,6 +105,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     short: 'SQS resend',
     label: 'SQS resend',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'resend',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -88,6 +117,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     short: 'SQS FIFO',
     label: 'SQS FIFO',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     fifo: true,
@@ -108,6 +138,7 @@ const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
     short: 'Powertools',
     label: 'peer: Powertools batch + idempotency (SQS trigger)',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'peer',
     peer: 'peer-powertools',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -120,6 +151,7 @@ const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
     short: 'sqs-consumer',
     label: 'peer: sqs-consumer',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'peer',
     peer: 'peer-sqs-consumer',
     ack: 'DeleteMessage after the handler resolves',
@@ -131,6 +163,7 @@ const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
     short: 'MQT SQS',
     label: 'peer: message-queue-toolkit SQS',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'peer',
     peer: 'peer-mqt-sqs',
     ack: 'DeleteMessage after the handler resolves',
@@ -142,6 +175,8 @@ const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
     short: 'MQT AMQP',
     label: 'peer: message-queue-toolkit AMQP',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
     peer: 'peer-mqt-amqp',
     ack: 'basic.ack after the handler resolves',
@@ -153,6 +188,8 @@ const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
     short: 'pg-transactional-outbox',
     label: 'peer: pg-transactional-outbox inbox',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
     peer: 'peer-pg-transactional-outbox',
     ack: 'basic.ack once the message is stored in its inbox table',
@@ -176,6 +213,18 @@ export const ALL_CONFIGURATION_IDS: readonly ConfigurationId[] = [
 export const PEER_CONFIGURATION_LIST: Configuration[] = PEER_IDS.map(
   (id) => PEER_CONFIGURATIONS[id],
 );
+
+/** The broker each transport ran on in the lab, and its key in the run's versions. */
+export const BROKERS: Partial<Record<TransportName, { name: string; version: string }>> = {
+  rabbitmq: { name: 'RabbitMQ', version: 'rabbitmq' },
+  sqs: { name: 'fauxqs', version: 'fauxqs' },
+};
+
+/** What the configuration's backend can do, as its transport module declares it. */
+export function capabilitiesOf(c: Configuration): Capabilities {
+  const module: TransportModule = transportModule(c.transport as string);
+  return module.capabilitiesOf?.({ fifo: c.fifo, mode: c.sqsMode }) ?? module.capabilities;
+}
 
 /** Parses a comma list of configuration ids (all when empty). */
 export function parseConfigurations(list: string | undefined): Configuration[] {

@@ -1,6 +1,7 @@
 import type { DeployedAssembly } from '../devkit/lambda/assembly.js';
 import { type PipelineConfig, type PipelineOverrides, pipelineConfig } from '../infra/config.js';
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
+import type { TransportName } from '../shared/transport/index.js';
 import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/index.js';
 
 /** Where the lab finds its services. */
@@ -20,7 +21,7 @@ export interface LabServices {
  * here, so the settings need nothing of the bundles).
  */
 export interface Assemblies {
-  get(transport: 'sqs' | 'rabbitmq', overrides: PipelineOverrides): Promise<DeployedAssembly>;
+  get(transport: TransportName, overrides: PipelineOverrides): Promise<DeployedAssembly>;
   /** Synths that were not cached, with their durations. */
   readonly synthesized: readonly { key: string; ms: number }[];
 }

@@ -1,4 +1,5 @@
 import type { ConfigurationCost } from '../bench/cost.js';
+import type { TransportName } from '../shared/transport/index.js';
 import type { ConfigurationId } from './configurations.js';
 
 // What the lab reports, as plain data (compare.json): each run's checks, timeline and accounting,
@@ -137,7 +138,7 @@ export interface LabReport {
 /** A peer configuration in the reports: what it is and how it was set up. */
 export interface PeerSummary {
   id: string;
-  transport: 'sqs' | 'rabbitmq';
+  transport: TransportName;
   versions: Record<string, string>;
   setup: string;
   guarantee: string;

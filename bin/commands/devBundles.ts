@@ -1,12 +1,7 @@
-import { ensureLocalSqs } from '../../devkit/emulators/sqsServer.js';
-import {
-  type RunningEventSource,
-  startAmazonMqEventSource,
-  startSchedule,
-  startSqsEventSource,
-} from '../../devkit/lambda/eventSources.js';
+import { type RunningEventSource, startSchedule } from '../../devkit/lambda/eventSources.js';
 import { LocalPipeline, synthesizedAssembly } from '../../devkit/lambda/localPipeline.js';
 import { requireServices } from '../../devkit/preflight.js';
+import { localTransport } from '../../devkit/transports/index.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { vhostOf } from '../../shared/transport/rabbitmq/index.js';
 
@@ -25,25 +20,22 @@ export async function runBundles(opts: {
   port?: string;
 }): Promise<void> {
   const env = loadEnv();
-  const transport = opts.transport as 'rabbitmq' | 'sqs';
+  const local = localTransport(opts.transport);
+  const deployedConsumers = local.deployed;
+  if (!deployedConsumers) {
+    console.error(`--bundles: nothing deploys ${local.name} (no stacks, no bundles)`);
+    process.exit(2);
+  }
   const all = opts.role === 'all';
-  await requireServices({
-    postgres: env.DATABASE_URL,
-    ...(transport === 'rabbitmq'
-      ? { rabbitmq: env.AMQP_URL, rabbitManagement: env.RABBITMQ_MANAGEMENT_URL }
-      : {}),
-  });
+  await requireServices({ postgres: env.DATABASE_URL, ...local.required(env, 'consume') });
   const { assembly, synth } = await synthesizedAssembly({
-    transport,
+    transport: deployedConsumers.stack,
     log: (line) => console.log(line),
   });
   console.log(
     `bundles: ${synth.dir} (${synth.cached ? 'cached' : `cdk synth ${(synth.durationMs / 1000).toFixed(0)} s`})`,
   );
-  const local =
-    transport === 'sqs'
-      ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT })
-      : undefined;
+  const server = await local.startLocal?.(env);
   const vhost = vhostOf(env.AMQP_URL);
   const pipeline = await LocalPipeline.start(assembly, {
     name: 'rm_dev',
@@ -51,10 +43,10 @@ export async function runBundles(opts: {
       databaseUrl: env.DATABASE_URL,
       amqpUrl: env.AMQP_URL,
       managementUrl: env.RABBITMQ_MANAGEMENT_URL,
-      sqsEndpoint: local?.endpoint,
+      sqsEndpoint: server?.config.endpoint as string | undefined,
     },
     sqsQueuePrefix: env.SQS_QUEUE_PREFIX,
-    ...(transport === 'rabbitmq' ? { vhost } : {}),
+    vhost,
     onLog: (fn, line) => {
       // warnings and errors here; everything in the functions' log files
       if (/"level":"(WARN|ERROR|CRITICAL)"|^[A-Za-z.]*Error\b/.test(line))
@@ -70,7 +62,7 @@ export async function runBundles(opts: {
     // the functions first: an invocation in flight (a relay draining for 50 s) ends at once
     await pipeline.close();
     for (const r of running.reverse()) await r.stop().catch(() => {});
-    await local?.stop();
+    await server?.stop();
     process.exit(0);
   };
   process.on('SIGINT', () => void stop('SIGINT'));
@@ -78,7 +70,7 @@ export async function runBundles(opts: {
 
   const deployed = await pipeline.deploy();
   console.log(
-    `deploy: ${deployed.map((r) => `${r.request.LogicalResourceId} ${r.status}`).join(', ')} (database user ${pipeline.appUser}${transport === 'rabbitmq' ? `, broker user ${pipeline.brokerUser}` : ''})`,
+    `deploy: ${deployed.map((r) => `${r.request.LogicalResourceId} ${r.status}`).join(', ')} (database user ${pipeline.appUser})`,
   );
   const d = pipeline.deployment;
   if (all || opts.role === 'api') {
@@ -90,15 +82,13 @@ export async function runBundles(opts: {
     console.log('relay: outbox-relay and maintenance bundles on their schedule rules');
   }
   if (all || opts.role === 'consumer') {
-    for (const id of ['reserve-inventory', 'order-results']) {
+    for (const id of Object.values(deployedConsumers.functions)) {
       running.push(
-        transport === 'sqs'
-          ? await startSqsEventSource(d, `${id}-sqs`)
-          : await startAmazonMqEventSource(d, `${id}-rabbitmq`, { amqpUrl: env.AMQP_URL, vhost }),
+        await deployedConsumers.startEventSource(d, id, { amqpUrl: env.AMQP_URL, vhost }),
       );
     }
     console.log(
-      `consumer: both consumer bundles behind their ${transport === 'sqs' ? 'SQS' : 'Amazon MQ'} event sources`,
+      `consumer: both consumer bundles behind their ${deployedConsumers.eventSourceName} event sources`,
     );
   }
   console.log(

@@ -7,8 +7,10 @@ import {
   RABBITMQ_NAMES,
   RabbitManagement,
   RabbitMqBackend,
+  vhostOf,
 } from '../../shared/transport/rabbitmq/index.js';
 import { amazonMqEventSourceOf } from '../lambda/deployedSettings.js';
+import { startAmazonMqEventSource } from '../lambda/eventSources.js';
 import { AmazonMqTrigger } from '../triggers/amazonMqTrigger.js';
 import { watched } from '../triggers/watched.js';
 import type { ConsumerSettings, LocalTransport, ScratchVhost } from './types.js';
@@ -110,5 +112,11 @@ export const rabbitmqLocal: LocalTransport = {
       };
     },
     describe: () => 'Amazon MQ trigger emulation',
+    eventSourceName: 'Amazon MQ',
+    startEventSource: (d, functionId, options) =>
+      startAmazonMqEventSource(d, functionId, {
+        ...options,
+        vhost: options.vhost ?? vhostOf(options.amqpUrl),
+      }),
   },
 };

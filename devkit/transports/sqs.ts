@@ -5,7 +5,7 @@ import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port
 import { createSqsClient, SqsBackend } from '../../shared/transport/sqs/index.js';
 import { ensureLocalSqs } from '../emulators/sqsServer.js';
 import { sqsEventSourceOf } from '../lambda/deployedSettings.js';
-import { SQS_UNSCALED_CONCURRENCY } from '../lambda/eventSources.js';
+import { SQS_UNSCALED_CONCURRENCY, startSqsEventSource } from '../lambda/eventSources.js';
 import { SqsTrigger } from '../triggers/sqsTrigger.js';
 import { watched } from '../triggers/watched.js';
 import type { ConsumerSettings, LocalTransport } from './types.js';
@@ -125,5 +125,11 @@ export const sqsLocal: LocalTransport = {
       };
     },
     describe: (env) => `SQS trigger emulation (${env.SQS_RETRY_MODE} mode)`,
+    eventSourceName: 'SQS',
+    startEventSource: (d, functionId, { logger, onInvocationError }) =>
+      startSqsEventSource(d, functionId, {
+        ...(logger ? { logger } : {}),
+        ...(onInvocationError ? { onInvocationError } : {}),
+      }),
   },
 };

@@ -10,6 +10,8 @@ import type {
 import type { TransportName } from '../../shared/transport/index.js';
 import type { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import type { DeployedSettings } from '../lambda/deployedSettings.js';
+import type { EventSourceOptions, RunningEventSource } from '../lambda/eventSources.js';
+import type { LocalDeployment } from '../lambda/LocalDeployment.js';
 import type { SynthOptions } from '../lambda/synth.js';
 import type { RequiredServices } from '../preflight.js';
 
@@ -100,6 +102,14 @@ export interface DeployedConsumers {
   ): ConsumerSettings;
   /** How the consumer runs, in a few words (`SQS trigger emulation (visibility mode)`). */
   describe(env: Env): string;
+  /** The event source of the deployed bundles (`--bundles`): its mapping, from the template. */
+  startEventSource(
+    deployment: LocalDeployment,
+    functionId: string,
+    options: EventSourceOptions & { amqpUrl: string; vhost?: string | undefined },
+  ): Promise<RunningEventSource>;
+  /** The event source's name in the console's lines (`SQS`, `Amazon MQ`). */
+  eventSourceName: string;
 }
 
 /**

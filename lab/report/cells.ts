@@ -1,4 +1,4 @@
-import { CONFIGURATIONS, type ConfigurationId } from '../configurations.js';
+import { BROKERS, CONFIGURATIONS, type ConfigurationId } from '../configurations.js';
 import type { RunResult } from '../types.js';
 
 /** Shared wording of the reports. */
@@ -40,10 +40,9 @@ export function brokerOf(
   id: ConfigurationId,
   versions: Record<string, string>,
 ): string | undefined {
-  if (CONFIGURATIONS[id].transport === 'rabbitmq') {
-    return versions.rabbitmq ? `RabbitMQ ${versions.rabbitmq}` : undefined;
-  }
-  return versions.fauxqs ? `fauxqs ${versions.fauxqs}` : undefined;
+  const broker = BROKERS[CONFIGURATIONS[id].transport];
+  const version = broker && versions[broker.version];
+  return broker && version ? `${broker.name} ${version}` : undefined;
 }
 
 /** A report column's heading: the configuration and the broker it ran on. */

@@ -1,6 +1,7 @@
-import { type SqsFaultLayer, startSqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
+import { startSqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import { journalEntryOf, LocalPipeline } from '../../devkit/lambda/localPipeline.js';
-import { createScratch } from '../../devkit/scratch.js';
+import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
+import type { TransportName } from '../../shared/transport/index.js';
 import { pipelineOverrides } from '../bundles.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
@@ -16,6 +17,28 @@ export {
   Rig,
   type RigOptions,
 } from './rig.js';
+
+type RigFactory = (
+  configuration: Configuration,
+  settings: LabSettings,
+  services: LabServices,
+  scratch: ScratchEnvironment,
+  options: RigOptions,
+) => Promise<Rig>;
+
+/** The lab's rig of each transport it runs on (a rig closes what its factory started). */
+const RIGS: Partial<Record<TransportName, RigFactory>> = {
+  rabbitmq: async (...args) => new RabbitRig(...args),
+  sqs: async (configuration, settings, services, scratch, options) => {
+    const faults = await startSqsFaultLayer(services.sqsEndpoint);
+    try {
+      return new SqsRig(configuration, settings, services, scratch, options, faults);
+    } catch (err) {
+      await faults.close().catch(() => {});
+      throw err;
+    }
+  },
+};
 
 /**
  * The rig of one run on one configuration: a scratch environment of its own (database, and a
@@ -34,17 +57,15 @@ export async function createRig(
     poolSize: 5,
     transports: [configuration.transport],
   });
+  const create = RIGS[configuration.transport];
+  if (!create) {
+    await scratch.close().catch(() => {});
+    throw new Error(`the lab has no rig for ${configuration.transport}`);
+  }
   let rig: Rig;
-  let sqsFaults: SqsFaultLayer | undefined;
   try {
-    if (configuration.transport === 'rabbitmq') {
-      rig = new RabbitRig(configuration, settings, services, scratch, options);
-    } else {
-      sqsFaults = await startSqsFaultLayer(services.sqsEndpoint);
-      rig = new SqsRig(configuration, settings, services, scratch, options, sqsFaults);
-    }
+    rig = await create(configuration, settings, services, scratch, options);
   } catch (err) {
-    await sqsFaults?.close().catch(() => {});
     await scratch.close().catch(() => {});
     throw err;
   }

@@ -11,7 +11,17 @@ import {
 } from '../../shared/transport/rabbitmq/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import { type ChildOverrides, Rig, type RigOptions } from './rig.js';
+import {
+  type ConsumerLease,
+  type PartialPublish,
+  type PeerBroker,
+  type ProxiedBroker,
+  Rig,
+  type RigOptions,
+} from './rig.js';
+
+/** The heartbeat a frozen consumer is given (s): its connection is closed after ~2×. */
+const HEARTBEAT_S = 1;
 
 /** The order events' routes: `orders` to the inventory queue and to the audit queue. */
 const ROUTES = [
@@ -53,25 +63,50 @@ export class RabbitRig extends Rig {
     };
   }
 
-  protected childBackend(o: ChildOverrides): Record<string, unknown> {
+  protected childBackend(): Record<string, unknown> {
     const { logger: _, ...config } = this.backend.config;
+    return { ...config, connectionName: `lab-child-${this.scratch.name}` };
+  }
+
+  readonly redriveMechanism = 'via inventory.orders.requeue, no copy to audit.orders';
+
+  /** A frozen child loses its deliveries when the broker closes its silent connection. */
+  consumerLease(): ConsumerLease {
     return {
-      ...config,
-      ...(o.amqpUrl ? { url: o.amqpUrl } : {}),
-      ...(o.heartbeatSeconds !== undefined ? { heartbeatSeconds: o.heartbeatSeconds } : {}),
-      connectionName: `lab-child-${this.scratch.name}`,
+      child: { backend: { heartbeatSeconds: HEARTBEAT_S } },
+      text: `its connection's heartbeat timeout (${HEARTBEAT_S} s; the broker closes it after two missed)`,
+      ms: HEARTBEAT_S * 2_000,
     };
   }
 
-  /**
-   * The AMQP URL of this run's vhost through a proxy the scenario controls (cut, hold the
-   * broker's answers), for a child process.
-   */
-  async proxiedAmqp(): Promise<{ url: string; proxy: TcpProxy }> {
+  /** The AMQP URL of this run's vhost through a proxy, for a child process. */
+  override async proxiedBroker(): Promise<ProxiedBroker> {
     const target = new URL(this.services.amqpUrl);
     const proxy = await new TcpProxy(target.hostname, Number(target.port || 5672)).start();
     this.closers.push(() => proxy.close());
-    return { url: amqpUrlVia(this.services.amqpUrl, proxy.port, this.backend.config.vhost), proxy };
+    const url = amqpUrlVia(this.services.amqpUrl, proxy.port, this.backend.config.vhost);
+    return { child: { backend: { url } }, proxy };
+  }
+
+  /**
+   * The cancellations' routes removed: the broker returns them (mandatory) while it confirms the
+   * rest; published without the route check (a lost route, which the check holds back and whose
+   * window it republishes, is not this fault).
+   */
+  override async failPartOfNextPublish(): Promise<PartialPublish> {
+    const publisher = this.uncheckedPublisher();
+    await this.breakCancellations();
+    return {
+      publisher,
+      mark: "the cancellations' routes removed (returned, mandatory)",
+      restore: () => this.restoreRoute(),
+      note: (round) =>
+        `the broker confirmed ${round.published} and returned ${round.failed} (NO_ROUTE) in one confirm window: only the returned rows retried once the routes were back`,
+    };
+  }
+
+  peerBroker(): PeerBroker {
+    return this.scratch.vhost ? { amqpUrl: this.scratch.vhost.amqpUrl } : {};
   }
 
   protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
@@ -103,7 +138,7 @@ export class RabbitRig extends Rig {
    * Only `order.cancelled` becomes unroutable: its binding to the inventory queue is removed and
    * the audit queue's `order.#` narrowed to `order.created` (`restoreRoute` puts them back).
    */
-  async breakCancellations(): Promise<void> {
+  private async breakCancellations(): Promise<void> {
     await this.backend.withChannel(async (ch) => {
       await ch.bindQueue(RABBITMQ_NAMES.auditQueue, RABBITMQ_NAMES.ordersExchange, 'order.created');
       await ch.unbindQueue(RABBITMQ_NAMES.auditQueue, RABBITMQ_NAMES.ordersExchange, 'order.#');
@@ -151,7 +186,7 @@ export class RabbitRig extends Rig {
    * A publisher on the run's vhost without the route check: a publish whose route is gone is
    * returned by the broker (mandatory), never held back or looked at as a lost route.
    */
-  uncheckedPublisher(): Publisher {
+  private uncheckedPublisher(): Publisher {
     const unchecked = this.scratch.backend('rabbitmq', this.backendBase, {
       ...this.connectionSettings(`lab-unchecked-${this.scratch.name}`),
       routeCheck: false,

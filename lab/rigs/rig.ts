@@ -1,17 +1,14 @@
 import { type ConsumerSettings, startConsumer } from '../../devkit/consumers.js';
 import { ReservationFailures } from '../../devkit/dbControls.js';
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
+import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import { type JournalLine, JournalRecorder } from '../../devkit/journalRecorder.js';
-import {
-  type RunningEventSource,
-  startAmazonMqEventSource,
-  startSchedule,
-  startSqsEventSource,
-} from '../../devkit/lambda/eventSources.js';
+import { type RunningEventSource, startSchedule } from '../../devkit/lambda/eventSources.js';
 import type { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
 import { proxiedDatabase, type ScratchEnvironment } from '../../devkit/scratch.js';
 import type { TcpProxy } from '../../devkit/tcpProxy.js';
+import { localTransport } from '../../devkit/transports/index.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';
 import {
@@ -36,7 +33,6 @@ import { type DrainResult, OutboxRelay } from '../../shared/outbox/OutboxRelay.j
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { Backend, ParkingLot, Publisher } from '../../shared/port/types.js';
 import type { BackendBase } from '../../shared/transport/index.js';
-import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import { sleep } from '../../shared/util/async.js';
 import type { LabChildSpec } from '../child.js';
 import type { Configuration } from '../configurations.js';
@@ -62,13 +58,41 @@ export interface AcceptedEvent {
 
 /** What a child process connects through instead of the run's own endpoints. */
 export interface ChildOverrides {
-  /** RabbitMQ: the AMQP URL (a proxy's, a heartbeat setting); default the run's vhost URL. */
-  amqpUrl?: string;
-  /** RabbitMQ: the heartbeat the connection asks for (s): how soon a frozen process loses its deliveries. */
-  heartbeatSeconds?: number;
-  /** SQS: the endpoint (default the run's: the fault layer). */
-  sqsEndpoint?: string;
+  /** Settings of the child's backend over the run's (a proxy's URL, a short heartbeat). */
+  backend?: Record<string, unknown>;
   databaseUrl?: string;
+}
+
+/** The lease a frozen consumer process outlives, and what its child is given for it. */
+export interface ConsumerLease {
+  child: ChildOverrides;
+  /** In words, for the report (`its visibility timeout (6 s)`). */
+  text: string;
+  ms: number;
+}
+
+/** A child's broker connection through a proxy the scenario controls (cut, hold the answers). */
+export interface ProxiedBroker {
+  child: ChildOverrides;
+  proxy: TcpProxy;
+}
+
+/** Part of the next publish round made to fail (`publish-partially-failed`). */
+export interface PartialPublish {
+  /** The publisher the round goes through (default: the rig's). */
+  publisher?: Publisher | undefined;
+  /** The mark on the timeline. */
+  mark: string;
+  /** Makes the failed part publishable again. */
+  restore(): Promise<void>;
+  /** One line on what the broker answered the round, for the note. */
+  note(round: { published: number; failed: number; claimed: number }): string;
+}
+
+/** How the peer libraries reach this run's broker. */
+export interface PeerBroker {
+  sqs?: { client: import('@aws-sdk/client-sqs').SQSClient; endpoint: string; region: string };
+  amqpUrl?: string;
 }
 
 /** The lab's relay: a small row backoff, so a fixed route is seen quickly. */
@@ -171,9 +195,34 @@ export abstract class Rig {
 
   /**
    * The backend configuration a child process (lab/child.ts) builds its own backend from: this
-   * run's, with `overrides` (a proxied URL, a short heartbeat).
+   * run's, without its logger, and the child's own settings.
    */
-  protected abstract childBackend(overrides: ChildOverrides): Record<string, unknown>;
+  protected abstract childBackend(): Record<string, unknown>;
+
+  /** The SQS fault layer every client of the run goes through (SQS runs only). */
+  readonly sqsFaults?: SqsFaultLayer | undefined;
+
+  /** How a frozen consumer process loses its deliveries: the lease, and its child's settings. */
+  abstract consumerLease(): ConsumerLease;
+
+  /**
+   * A broker connection for a child process through a proxy the scenario controls, where the
+   * broker is reached over one connection (undefined: SQS, whose faults the fault layer makes).
+   */
+  async proxiedBroker(): Promise<ProxiedBroker | undefined> {
+    return undefined;
+  }
+
+  /** Part of the next publish round fails; undefined where the broker cannot be made to. */
+  async failPartOfNextPublish(): Promise<PartialPublish | undefined> {
+    return undefined;
+  }
+
+  /** How a redrive moves a parked message back, in a few words (the parking notes). */
+  abstract readonly redriveMechanism: string;
+
+  /** How the peer libraries reach this run's broker. */
+  abstract peerBroker(): PeerBroker;
 
   /** The SQS endpoint this run's clients use (the fault layer's, on SQS). */
   get sqsEndpoint(): string {
@@ -189,7 +238,8 @@ export abstract class Rig {
       transport: this.configuration.transport,
       databaseUrl: overrides.databaseUrl ?? this.scratch.database.url,
       backend: {
-        ...this.childBackend(overrides),
+        ...this.childBackend(),
+        ...overrides.backend,
         budget: this.budget,
       } as LabChildSpec['backend'],
     };
@@ -531,18 +581,14 @@ export abstract class Rig {
       const d = this.bundles.pipeline.deployment;
       const onInvocationError = (err: Error) =>
         this.mark(`${invocationFailed}: ${err.message}`, 'failed-invocation');
-      const source =
-        this.configuration.transport === 'sqs'
-          ? await startSqsEventSource(d, 'reserve-inventory-sqs', {
-              logger: log(),
-              onInvocationError,
-            })
-          : await startAmazonMqEventSource(d, 'reserve-inventory-rabbitmq', {
-              amqpUrl: this.services.amqpUrl,
-              vhost: this.scratch.vhost?.vhost as string,
-              logger: log(),
-              onInvocationError,
-            });
+      const deployed = localTransport(this.configuration.transport).deployed;
+      if (!deployed) throw new Error(`--bundles: nothing deploys ${this.configuration.transport}`);
+      const source = await deployed.startEventSource(d, deployed.functions.inventory, {
+        amqpUrl: this.services.amqpUrl,
+        vhost: this.scratch.vhost?.vhost,
+        logger: log(),
+        onInvocationError,
+      });
       this.closers.push(() => source.stop());
       return;
     }
@@ -576,12 +622,11 @@ export abstract class Rig {
    */
   private async startPeer(options: ConsumerOptions): Promise<void> {
     const id = this.configuration.peer as NonNullable<Configuration['peer']>;
+    const broker = this.peerBroker();
     const side = new PeerSide(id, {
       db: this.db,
-      ...(this.configuration.transport === 'sqs'
-        ? { sqs: (this.backend as unknown as SqsBackend).client }
-        : {}),
-      ...(this.scratch.vhost ? { amqpUrl: this.scratch.vhost.amqpUrl } : {}),
+      ...(broker.sqs ? { sqs: broker.sqs.client } : {}),
+      ...(broker.amqpUrl ? { amqpUrl: broker.amqpUrl } : {}),
     });
     this.peerSide = side;
     this.closers.push(() => side.close());
@@ -608,16 +653,8 @@ export abstract class Rig {
       namespace: `${this.scratch.sqsPrefix}${id.replace('peer-', '')}-`,
       db,
       databaseUrl: (options.db && this.proxiedUrls.get(options.db)) ?? this.scratch.database.url,
-      ...(this.configuration.transport === 'sqs'
-        ? {
-            sqs: {
-              client: (this.backend as unknown as SqsBackend).client,
-              endpoint: this.sqsEndpoint,
-              region: 'us-east-1',
-            },
-          }
-        : {}),
-      ...(this.scratch.vhost ? { amqpUrl: this.scratch.vhost.amqpUrl } : {}),
+      ...(broker.sqs ? { sqs: broker.sqs } : {}),
+      ...(broker.amqpUrl ? { amqpUrl: broker.amqpUrl } : {}),
       redisUrl: REDIS_URL,
       concurrency: options.concurrency ?? 1,
       batchSize: 10,

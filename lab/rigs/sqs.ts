@@ -7,7 +7,13 @@ import type { Publisher } from '../../shared/port/types.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import { type ChildOverrides, Rig, type RigOptions } from './rig.js';
+import {
+  type ConsumerLease,
+  type PartialPublish,
+  type PeerBroker,
+  Rig,
+  type RigOptions,
+} from './rig.js';
 
 /**
  * The SQS backend on the run's queue prefix, and its controls. Every client of the run (ours, a
@@ -24,7 +30,7 @@ export class SqsRig extends Rig {
     services: LabServices,
     scratch: ScratchEnvironment,
     options: RigOptions,
-    readonly sqsFaults: SqsFaultLayer,
+    override readonly sqsFaults: SqsFaultLayer,
   ) {
     super(configuration, settings, services, scratch, options);
     this.closers.push(() => sqsFaults.close());
@@ -53,9 +59,35 @@ export class SqsRig extends Rig {
     return this.sqsFaults.endpoint;
   }
 
-  protected childBackend(o: ChildOverrides): Record<string, unknown> {
+  protected childBackend(): Record<string, unknown> {
     const { logger: _, ...config } = this.backend.config;
-    return { ...config, endpoint: o.sqsEndpoint ?? this.sqsFaults.endpoint };
+    return { ...config, endpoint: this.sqsFaults.endpoint };
+  }
+
+  readonly redriveMechanism =
+    'receive → send to the source → delete; StartMessageMoveTask is not emulated';
+
+  /** A frozen child's messages become visible again when their visibility timeout expires. */
+  consumerLease(): ConsumerLease {
+    const s = this.settings.visibilityTimeoutSeconds;
+    return { child: {}, text: `its visibility timeout (${s} s)`, ms: s * 1000 };
+  }
+
+  /** The fault layer fails every second entry of the next SendMessageBatch. */
+  override async failPartOfNextPublish(): Promise<PartialPublish> {
+    this.sqsFaults.arm({ kind: 'partial-batch', count: 1 });
+    return {
+      mark: 'fault layer: every second entry of the next SendMessageBatch fails',
+      restore: async () => {},
+      note: (round) =>
+        `SendMessageBatch answered 200 with ${round.failed} of ${round.claimed} entries in Failed: those rows charged an attempt and sent again, the ${round.published} successful ones marked at once`,
+    };
+  }
+
+  peerBroker(): PeerBroker {
+    return {
+      sqs: { client: this.backend.client, endpoint: this.sqsEndpoint, region: 'us-east-1' },
+    };
   }
 
   /** No batching window: the SQS trigger's default (none), as the function is deployed. */

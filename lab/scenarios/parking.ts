@@ -234,9 +234,5 @@ export const redriveAfterFix: Scenario = {
       (rig.facts.copies as number) > (rig.facts.moved as number)
         ? ` (${rig.facts.copies} copies: an invocation timed out after parking, its batch was parked again)`
         : ''
-    } (${
-      rig.configuration.transport === 'rabbitmq'
-        ? 'via inventory.orders.requeue, no copy to audit.orders'
-        : 'receive → send to the source → delete; StartMessageMoveTask is not emulated'
-    }) → ${m.effects} reserved once`,
+    } (${rig.redriveMechanism}) → ${m.effects} reserved once`,
 };

@@ -2,7 +2,6 @@ import { holdStockLock } from '../../devkit/dbControls.js';
 import { sleep } from '../../shared/util/async.js';
 import type { Rig } from '../rigs/index.js';
 import type { LabProcess } from '../rigs/processes.js';
-import type { RabbitRig } from '../rigs/rabbitmq.js';
 import type { NotApplicable, Scenario } from '../scenario.js';
 import { check } from '../types.js';
 import {
@@ -28,24 +27,6 @@ const PEERS_IN_PROCESS: NotApplicable = {
   instead:
     'crash-after-commit and slow-processing show how each peer treats a delivery it did not settle in time',
 };
-
-/** The heartbeat a frozen RabbitMQ consumer is given (s): its connection is closed after ~2×. */
-const HEARTBEAT_S = 1;
-
-const childOptions = (rig: Rig) =>
-  rig.configuration.transport === 'rabbitmq' ? { heartbeatSeconds: HEARTBEAT_S } : {};
-
-/** The lease a frozen consumer outlives, in words and in ms. */
-function lease(rig: Rig): { text: string; ms: number } {
-  if (rig.configuration.transport === 'sqs') {
-    const s = rig.settings.visibilityTimeoutSeconds;
-    return { text: `its visibility timeout (${s} s)`, ms: s * 1000 };
-  }
-  return {
-    text: `its connection's heartbeat timeout (${HEARTBEAT_S} s; the broker closes it after two missed)`,
-    ms: HEARTBEAT_S * 2_000,
-  };
-}
 
 /** Waits until `count()` has stopped changing for `quietMs`; returns it. */
 async function settledCount(rig: Rig, count: () => number, quietMs: number): Promise<number> {
@@ -96,7 +77,7 @@ export const consumerPausedPastLease: Scenario = {
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.stock('SKU-P', 10);
-    const a = await rig.startConsumerProcess('consumer A', childOptions(rig));
+    const a = await rig.startConsumerProcess('consumer A', rig.consumerLease().child);
     rig.begin();
     const release = await holdStockLock(rig.db, 'SKU-P');
     rig.mark('stock row locked: processing blocks');
@@ -111,7 +92,7 @@ export const consumerPausedPastLease: Scenario = {
       const pausedAt = Date.now();
       rig.facts.pausedAt = pausedAt;
       rig.mark('consumer A frozen (SIGSTOP) holding the message');
-      b = await rig.startConsumerProcess('consumer B', childOptions(rig));
+      b = await rig.startConsumerProcess('consumer B', rig.consumerLease().child);
       await rig.waitFor(() => b?.receivedIds.includes(eventId), 'B received the same message');
       rig.facts.secondAfterMs = Date.now() - pausedAt;
       rig.mark('consumer B holds the same message');
@@ -141,7 +122,7 @@ export const consumerPausedPastLease: Scenario = {
     ];
   },
   note: (rig, m) =>
-    `A frozen past ${lease(rig).text}: B had the message ${ms(Number(rig.facts.secondAfterMs))} after the freeze; ${m.deliveries} deliveries, ${m.duplicatesAbsorbed} absorbed as duplicate(s), ${m.retries} retried, one reservation`,
+    `A frozen past ${rig.consumerLease().text}: B had the message ${ms(Number(rig.facts.secondAfterMs))} after the freeze; ${m.deliveries} deliveries, ${m.duplicatesAbsorbed} absorbed as duplicate(s), ${m.retries} retried, one reservation`,
 };
 
 const LOAD_ORDERS = 500;
@@ -236,9 +217,9 @@ export const relayKilledMidWindow: Scenario = {
   async run(rig) {
     await rig.stock('SKU-RK', 1_000);
     await rig.startConsumer();
-    const rabbit = rig.configuration.transport === 'rabbitmq';
-    const via = rabbit ? await (rig as RabbitRig).proxiedAmqp() : undefined;
-    const relay = await rig.startRelayProcess('relay 1', via ? { amqpUrl: via.url } : {});
+    // the fault layer holds SQS's answers; elsewhere a proxy on the relay's broker connection
+    const via = rig.sqsFaults ? undefined : await rig.proxiedBroker();
+    const relay = await rig.startRelayProcess('relay 1', via?.child ?? {});
     rig.begin();
     // the relay's connection (and confirm channel) are open: one order through
     const warm = await rig.placeOrder('SKU-RK', 1);

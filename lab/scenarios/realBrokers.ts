@@ -2,10 +2,8 @@ import { holdStockLock } from '../../devkit/dbControls.js';
 import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { RoundResult } from '../../shared/outbox/OutboxRelay.js';
 import type { Publisher } from '../../shared/port/types.js';
-import type { Configuration } from '../configurations.js';
+import { type Configuration, capabilitiesOf } from '../configurations.js';
 import type { Rig } from '../rigs/index.js';
-import type { RabbitRig } from '../rigs/rabbitmq.js';
-import type { SqsRig } from '../rigs/sqs.js';
 import type { NotApplicable, Scenario } from '../scenario.js';
 import { check } from '../types.js';
 import {
@@ -26,7 +24,7 @@ import {
  */
 
 export const faultLayer = (rig: Rig): SqsFaultLayer => {
-  const layer = (rig as SqsRig).sqsFaults;
+  const layer = rig.sqsFaults;
   if (!layer) throw new Error(`${rig.configuration.id}: no SQS fault layer`);
   return layer;
 };
@@ -46,18 +44,27 @@ export function deliveriesOf(rig: Rig, eventId: string): number {
   return n;
 }
 
-const RABBITMQ_NEVER_DUPLICATES: NotApplicable = {
-  reason:
-    'RabbitMQ never hands a message to a second consumer while the first holds it: a copy comes only after that channel or connection closed (redelivered=true)',
-  instead:
-    'see crash-after-commit and consumer-paused-past-lease for the copies RabbitMQ does make',
-};
+/**
+ * Where the broker delivers a message twice on its own (`spontaneousDuplicates`: SQS standard
+ * queues); `why` says what the configuration's broker does instead.
+ */
+const spontaneousDuplicatesOnly = (c: Configuration): NotApplicable | undefined =>
+  capabilitiesOf(c).spontaneousDuplicates
+    ? undefined
+    : {
+        reason: `${c.label} never delivers a message a second time on its own: a copy comes only after a failure (a closed channel or connection, an expired lease), flagged as a redelivery where the broker can`,
+        instead:
+          'see crash-after-commit and consumer-paused-past-lease for the copies it does make',
+      };
 
-/** Standard SQS queues only (FIFO keeps order and deduplicates; RabbitMQ: `rabbitmq`). */
-const standardSqsOnly =
-  (rabbitmq: NotApplicable, fifo: NotApplicable) =>
-  (c: Configuration): NotApplicable | undefined =>
-    c.transport === 'rabbitmq' ? rabbitmq : c.fifo ? fifo : undefined;
+/** Where the broker may deliver a key's messages out of order (`orderedPerKey` false). */
+const unorderedOnly = (c: Configuration): NotApplicable | undefined =>
+  capabilitiesOf(c).orderedPerKey
+    ? {
+        reason: `${c.label} delivers a key's messages in publish order: order changes only through retries and redeliveries`,
+        instead: 'out-of-order shows the reordering a retry causes, on every configuration',
+      }
+    : undefined;
 
 const DUP_ORDERS = 3;
 
@@ -67,11 +74,7 @@ export const sqsSpontaneousDuplicate: Scenario = {
   title: 'SQS delivers a message twice on its own',
   stimulus: `${DUP_ORDERS} orders; the SQS fault layer delivers one of the messages a second time, with a new receipt handle, to the next receive while the first copy is still being processed (at-least-once delivery of standard queues).`,
   invariant: `${DUP_ORDERS} reservations, none twice: the second copy is recognised by the inbox.`,
-  notApplicable: standardSqsOnly(RABBITMQ_NEVER_DUPLICATES, {
-    reason:
-      'a FIFO queue does not deliver spontaneous duplicates: it deduplicates within its 5-minute interval and holds a message group while a message of it is in flight',
-    instead: 'a FIFO message comes back only after its visibility timeout: see crash-after-commit',
-  }),
+  notApplicable: spontaneousDuplicatesOnly,
   async run(rig) {
     const layer = faultLayer(rig);
     await rig.stock('SKU-SD', 100);
@@ -130,18 +133,7 @@ export const sqsReordered: Scenario = {
     'An order is placed and cancelled (v1 created, v2 cancelled, sent in one batch, in order); the SQS fault layer returns them reversed (or holds the first one back behind the next), as a standard queue may (best-effort ordering).',
   invariant:
     'The ordering policy decides, not the arrival order: v2 waits until v1 is applied; final state released at version 2; each applied once.',
-  notApplicable: standardSqsOnly(
-    {
-      reason:
-        'a RabbitMQ queue delivers in publish order: order changes only through requeues and retries',
-      instead: 'out-of-order shows the reordering a retry causes, on every configuration',
-    },
-    {
-      reason:
-        'a FIFO queue keeps the order of a message group (the fault layer, as SQS, never reorders one)',
-      instead: 'out-of-order shows a FIFO group waiting behind its first message',
-    },
-  ),
+  notApplicable: unorderedOnly,
   async run(rig) {
     const layer = faultLayer(rig);
     await rig.stock('SKU-SR', 10);
@@ -196,29 +188,25 @@ export const publishPartiallyFailed: Scenario = {
   stimulus: `${WINDOW / 2} orders placed and ${WINDOW / 2} of them cancelled before one relay round (a window of ${WINDOW}). SQS: the fault layer fails every second entry of the SendMessageBatch (not enqueued, reported in Failed). RabbitMQ: the cancellations' routes are removed, so the broker returns them (mandatory) while it confirms the rest (the relay's route check is off here: a lost route, which the check holds back and whose window it republishes, is not this scenario's fault).`,
   invariant:
     'Exactly the failed part stays unpublished and is published again; nothing published twice by the relay; every event applied once.',
-  notApplicable: fifoOnlyForOrder,
+  notApplicable: (c) => c.cannot?.['partial-publish'] ?? fifoOnlyForOrder(c),
   async run(rig) {
     await rig.stock('SKU-PF', 100);
     await rig.startConsumer();
     rig.begin();
     const placed = await placeOrders(rig, WINDOW / 2, () => ({ sku: 'SKU-PF', quantity: 1 }));
     for (const p of placed) await rig.cancelOrder(p.orderId);
-    let publisher: Publisher | undefined;
-    if (rig.configuration.transport === 'sqs') {
-      faultLayer(rig).arm({ kind: 'partial-batch', count: 1 });
-      rig.mark('fault layer: every second entry of the next SendMessageBatch fails');
-    } else {
-      publisher = (rig as RabbitRig).uncheckedPublisher();
-      await (rig as RabbitRig).breakCancellations();
-      rig.mark("the cancellations' routes removed (returned, mandatory)");
-    }
-    const round: RoundResult = await rig.relay(publisher).runOnce();
+    const partial = await rig.failPartOfNextPublish();
+    if (!partial)
+      throw new Error(`${rig.configuration.id}: part of a publish cannot be made to fail`);
+    rig.mark(partial.mark);
+    const round: RoundResult = await rig.relay(partial.publisher).runOnce();
     rig.facts.round = round;
     rig.facts.unpublishedAfterRound = await rig.unpublished();
     rig.mark(`relay round: ${round.published} confirmed, ${round.failed} failed`);
-    if (rig.configuration.transport === 'rabbitmq') await (rig as RabbitRig).restoreRoute();
+    await partial.restore();
+    rig.facts.brokerAnswer = partial.note(round);
     rig.faultEnded('the failed part can be published');
-    await rig.drainOutbox(publisher);
+    await rig.drainOutbox(partial.publisher);
     const ids = [...rig.accepted.keys()];
     // a cancellation that overtook its order is deferred (acknowledged, retried later): wait for
     // every effect, not only for an acknowledgement of each event
@@ -248,12 +236,7 @@ export const publishPartiallyFailed: Scenario = {
       ...noDoubleEffect(m),
     ];
   },
-  note: (rig, m) => {
-    const round = rig.facts.round as RoundResult;
-    return rig.configuration.transport === 'sqs'
-      ? `SendMessageBatch answered 200 with ${round.failed} of ${round.claimed} entries in Failed: those rows charged an attempt and sent again, the ${round.published} successful ones marked at once; ${m.deliveries} deliveries`
-      : `the broker confirmed ${round.published} and returned ${round.failed} (NO_ROUTE) in one confirm window: only the returned rows retried once the routes were back; ${m.deliveries} deliveries`;
-  },
+  note: (rig, m) => `${rig.facts.brokerAnswer}; ${m.deliveries} deliveries`,
 };
 
 const THROTTLED_ORDERS = 20;
@@ -265,15 +248,7 @@ export const brokerThrottled: Scenario = {
   title: 'Broker throttled',
   stimulus: `SQS answers every request with ThrottlingException for ${THROTTLE_MS / 1000} s (fault layer) while ${THROTTLED_ORDERS} orders are placed and relayed.`,
   invariant: `Nothing lost, nothing applied twice: all ${THROTTLED_ORDERS} reserved once the throttling ends.`,
-  notApplicable: (c) =>
-    c.transport === 'rabbitmq'
-      ? {
-          reason:
-            'RabbitMQ does not throttle requests one by one: it blocks every publishing connection of the broker under a memory or disk alarm (connection.blocked), a broker-wide state that would stall every run sharing it',
-          instead:
-            'a blocked relay gets no confirm within its timeout: the round fails and its rows are retried, as broker-down-relay shows with the broker cut',
-        }
-      : fifoOnlyForOrder(c),
+  notApplicable: (c) => c.cannot?.throttle ?? fifoOnlyForOrder(c),
   async run(rig) {
     const layer = faultLayer(rig);
     await rig.stock('SKU-T', 1_000);
@@ -319,7 +294,7 @@ export const staleAck: Scenario = {
     'The message comes back after its lease and is recognised as a duplicate: one reservation, nothing lost.',
   notApplicable: fifoOnlyForOrder,
   forPeer: (c) =>
-    c.transport === 'rabbitmq'
+    c.brokerFaults === 'proxy'
       ? {
           reason:
             "it cuts the consumer's own broker connection through a proxy of the lab's; a peer opens its connection itself",
@@ -328,7 +303,7 @@ export const staleAck: Scenario = {
       : undefined,
   async run(rig) {
     await rig.stock('SKU-SA', 10);
-    if (rig.configuration.transport === 'sqs') {
+    if (rig.sqsFaults) {
       await rig.startConsumer();
       rig.begin();
       faultLayer(rig).arm({ kind: 'stale-receipt', count: 1 });
@@ -350,9 +325,10 @@ export const staleAck: Scenario = {
       await rig.waitForLine(eventId, 'acked', 2);
       return;
     }
-    const rabbit = rig as RabbitRig;
-    const { url, proxy } = await rabbit.proxiedAmqp();
-    await rig.startConsumerProcess('consumer', { amqpUrl: url });
+    const via = await rig.proxiedBroker();
+    if (!via) throw new Error(`${rig.configuration.id}: no proxied broker connection`);
+    const { proxy } = via;
+    await rig.startConsumerProcess('consumer', via.child);
     rig.begin();
     const release = await holdStockLock(rig.db, 'SKU-SA');
     rig.mark('stock row locked: processing blocks');
@@ -390,7 +366,7 @@ export const staleAck: Scenario = {
     const eventId = String(rig.facts.eventId);
     const [first, second] = rig.linesOf(eventId, 'received');
     const gap = first && second ? ms(second.at - first.at) : '?';
-    return rig.configuration.transport === 'sqs'
+    return rig.sqsFaults
       ? `the delete "succeeded" and deleted nothing: back after ${gap} (its visibility timeout), ${m.duplicatesAbsorbed > 0 ? 'absorbed as a duplicate' : 'not recognised'}`
       : `the broker requeued the delivery when the connection dropped; the late ack went nowhere; delivered again ${gap} after the first delivery, absorbed as a duplicate`;
   },

@@ -23,6 +23,8 @@ export interface TransportModule<C extends object = object, B extends Backend = 
   readonly name: string;
   /** What its backends can do with the default configuration (`Backend.capabilities` is exact). */
   readonly capabilities: Capabilities;
+  /** What a backend with these settings can do, where settings change it (SQS FIFO queues). */
+  capabilitiesOf?(config: Partial<C>): Capabilities;
   /** Checks a configuration before `create` (the registry parses with it). */
   readonly configSchema: z.ZodType<C>;
   /** One line for `--help` and reports: what it is, and where it runs. */
@@ -39,6 +41,9 @@ export const backendBaseSchema = z.looseObject({
   consumer: z.string().min(1),
   logger: z.custom<Logger>().optional(),
 });
+
+/** A URL as the WHATWG parser reads it. */
+export const url = () => z.string().refine((v) => URL.canParse(v), 'a URL');
 
 /** A setting that is a value or a function resolving it (credentials read on first connect). */
 export const resolvable = <T extends z.ZodType>(value: T) =>

@@ -17,7 +17,7 @@ import type {
   RunningConsumer,
   Stream,
 } from '../../port/types.js';
-import { backendBaseSchema, resolvable, type TransportModule } from '../module.js';
+import { backendBaseSchema, resolvable, type TransportModule, url } from '../module.js';
 import { type AmazonMqDelivery, AmazonMqSettle } from './AmazonMqSettle.js';
 import { type BrokerCredentials, withCredentials } from './brokerSecret.js';
 import { ConfirmedChannel } from './ConfirmedChannel.js';
@@ -562,7 +562,7 @@ const positive = z.number().int().positive();
 /** What `RabbitMqBackendConfig` must hold, checked before the backend is built. */
 const configSchema = backendBaseSchema.extend({
   url: resolvable(z.string().regex(/^amqps?:\/\//, 'an amqp:// or amqps:// URL')),
-  managementUrl: resolvable(z.string().url()).optional(),
+  managementUrl: resolvable(url()).optional(),
   vhost: z.string().min(1),
   deliveryLimit: positive.optional(),
   resultsDeliveryLimit: positive.optional(),

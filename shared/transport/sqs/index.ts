@@ -18,7 +18,7 @@ import type {
   RunningConsumer,
   Stream,
 } from '../../port/types.js';
-import { backendBaseSchema, type TransportModule } from '../module.js';
+import { backendBaseSchema, type TransportModule, url } from '../module.js';
 import { createSqsClient } from './client.js';
 import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
 import { sqsParkingLot } from './parking.js';
@@ -422,17 +422,18 @@ const positive = z.number().int().positive();
 
 /** What `SqsBackendConfig` must hold, checked before the backend is built. */
 const configSchema = backendBaseSchema.extend({
-  endpoint: z.string().url().optional(),
+  endpoint: url().optional(),
   region: z.string().min(1),
   prefix: z.string().optional(),
   fifo: z.boolean().optional(),
   mode: z.enum(['visibility', 'resend']),
   visibilityTimeoutSeconds: z.number().int().min(0).max(43_200).optional(),
+  // not checked as URLs: emulators answer hosts a URL parser refuses (`sqs.us-east-1.127.0.0.1`)
   queueUrls: z
     .object({
-      source: z.string().url(),
-      parking: z.string().url().optional(),
-      results: z.string().url().optional(),
+      source: z.string().min(1),
+      parking: z.string().optional(),
+      results: z.string().optional(),
     })
     .optional(),
   client: z.custom<SQSClient>((v) => typeof v === 'object' && v !== null).optional(),
@@ -449,6 +450,7 @@ export const sqsModule: TransportModule<SqsBackendConfig, SqsBackend> = {
   description:
     'Amazon SQS (any SQS-compatible server locally): visibility timeout, redrive policy, a parking queue',
   capabilities: capabilities(false),
+  capabilitiesOf: (config) => capabilities(config.fifo ?? false),
   configSchema,
   fromEnv: sqsConfigFromEnv,
   create: sqsBackend,
