@@ -24,8 +24,9 @@ export const SQS_SERVERS: SqsServer[] = inject('services').sqs;
 
 /**
  * What a server can do, where the emulators differ (capability flags, as in Watermill's suite).
- * `quickBulkSends`: takes 200 SendMessageBatch calls from four relays at once within seconds
- * (moto 5 answers some after more than 2 s, so the relays' sends time out).
+ * `quickBulkSends`: takes 200 SendMessageBatch calls from four relays at once within seconds, and
+ * hands hundreds of messages back as quickly (moto 5 answers some sends after more than 2 s, so
+ * the relays' sends time out, and reading 200 messages took over 15 s on a busy machine).
  */
 export const SQS_FEATURES = {
   fauxqs: { rejectsInvalidCharacters: true, fifoGroupOrder: true, quickBulkSends: true },
