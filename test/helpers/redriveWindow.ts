@@ -39,6 +39,8 @@ export async function redriveStartsAFreshWindow(b: ConsumerBench): Promise<void>
   expect(Date.parse(again.diagnosis.lastRedriveAt ?? '')).toBeGreaterThan(
     Date.parse(old.occurred_at),
   );
+  // the consumer journals the park once the parking lot has the copy
+  await b.waitForLine(old.id, 'parked', 2);
   const parkedLines = b.linesFor(old.id).filter((l) => l.step === 'parked');
   expect(parkedLines.map((l) => [l.outcome, l.redrives])).toEqual([
     ['max_age', undefined],
