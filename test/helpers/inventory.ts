@@ -21,24 +21,39 @@ import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
-import type { MessageHandler, ParkedEntry, RunningConsumer } from '../../shared/port/types.js';
 import type {
-  RabbitMqBackend,
-  RabbitMqBackendConfig,
+  Backend,
+  MessageHandler,
+  ParkedEntry,
+  RunningConsumer,
+} from '../../shared/port/types.js';
+import {
+  RABBITMQ_NAMES,
+  type RabbitMqBackend,
+  type RabbitMqBackendConfig,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import { inboxRows, stockOf } from './db.js';
 import { SERVICES } from './services.js';
 
 /** Who parks in the benches' diagnoses. */
 export const BENCH_CONSUMER = 'inventory@test';
 
+/** How a consumer bench starts its transport's reserve consumer. */
+export interface BenchConsumerOptions {
+  db?: SqlDatabase;
+  /** Pollers at once, where a trigger emulation polls (SQS). */
+  concurrency?: number;
+  /** How long a trigger gathers a batch. */
+  batchWindowMs?: number;
+}
+
 /**
- * What both consumer-side benches share: a scratch environment of their own (database, and a
+ * What every consumer-side bench shares: a scratch environment of its own (database, and a
  * vhost or a queue prefix), a backend prepared on it, a journal recorder, the inventory use case,
- * and readers of the outcome (reservation, stock, inbox, parking lot).
+ * and readers of the outcome (reservation, stock, inbox, parking lot). Each transport's bench
+ * says how its reserve consumer runs (`start`), how a retry comes back, and how the CLI reaches it.
  */
-export class ConsumerBench<B extends RabbitMqBackend | SqsBackend> extends JournalRecorder {
+export abstract class ConsumerBench<B extends Backend = Backend> extends JournalRecorder {
   protected readonly closers: (() => Promise<unknown>)[] = [];
 
   protected constructor(
@@ -53,6 +68,22 @@ export class ConsumerBench<B extends RabbitMqBackend | SqsBackend> extends Journ
   get t(): ScratchDatabase {
     return this.scratch.database;
   }
+
+  /** Starts the reserve consumer as the transport runs it when deployed (stopped at close). */
+  abstract start(options?: BenchConsumerOptions): Promise<RunningConsumer>;
+
+  /**
+   * How a retry comes back: as a new copy, the original acknowledged once the copy is confirmed
+   * (RabbitMQ's retry queues, SQS's resend mode), or as the same message delivered again, flagged
+   * redelivered (SQS's visibility mode).
+   */
+  abstract readonly retryComesBackAs: 'copy' | 'redelivery';
+
+  /** What `bin/cli.ts` needs in its environment to reach this bench's broker. */
+  abstract cliEnv(): Record<string, string>;
+
+  /** Copies of order events a tap kept besides the consumer's queue (RabbitMQ: audit.orders). */
+  tapCopies?(): Promise<number>;
 
   /** A database client through a TCP proxy the test can cut ("database down"). */
   async proxiedDb(): Promise<{ db: PgDatabase; proxy: TcpProxy }> {
@@ -188,6 +219,20 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
 
   get vhost(): ScratchVhost {
     return this.scratch.vhost as ScratchVhost;
+  }
+
+  readonly retryComesBackAs = 'copy';
+
+  start(options: BenchConsumerOptions = {}): Promise<RunningConsumer> {
+    return this.worker(options.db ? { db: options.db } : {});
+  }
+
+  cliEnv(): Record<string, string> {
+    return { AMQP_URL: this.vhost.amqpUrl, RABBITMQ_MANAGEMENT_URL: SERVICES.managementUrl };
+  }
+
+  override tapCopies(): Promise<number> {
+    return this.depth(RABBITMQ_NAMES.auditQueue);
   }
 
   /** Starts a worker-mode consumer (stopped at close). */

@@ -2,11 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { Envelope } from '../../shared/envelope/envelope.js';
-import type { ParkedEntry, RunningConsumer } from '../../shared/port/types.js';
-import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
-import type { SqsBackend } from '../../shared/transport/sqs/index.js';
+import type { ParkedEntry } from '../../shared/port/types.js';
 import type { ConsumerBench } from './inventory.js';
 
 export interface CliRun {
@@ -39,29 +35,28 @@ export const LIMIT_TWO = { REDRIVE_LIMIT: '2', INBOX_RETENTION_MS: String(31 * 8
  * the next redrive is refused at the default limit (1): exit 1, the reason printed, the message
  * still parked with its diagnosis. With `REDRIVE_LIMIT=2` (and an inbox retention to match) it
  * goes through and, the database back, is processed once. `redrive(id, env)` runs the redrive
- * the test is about (by id, or "everything").
+ * the test is about (by id, or "everything"); `env` reaches the broker (default: the bench's).
  */
 export async function redriveRefusedAtTheLimit(
-  b: ConsumerBench<RabbitMqBackend> | ConsumerBench<SqsBackend>,
+  b: ConsumerBench,
   io: {
-    transport: 'rabbitmq' | 'sqs';
-    env: Record<string, string>;
-    publish(e: Envelope): Promise<void>;
-    start(db: PgDatabase): Promise<RunningConsumer>;
+    env?: Record<string, string>;
     /** The refused and the allowed redrive (default: `--ids <id>`). */
     redrive?: (id: string, env: Record<string, string>) => Promise<CliRun>;
-  },
+  } = {},
 ): Promise<{ refused: CliRun; allowed: CliRun }> {
+  const transport = b.backend.transport;
+  const cliEnv = io.env ?? b.cliEnv();
   const redrive =
     io.redrive ??
     ((id: string, env: Record<string, string>) =>
-      runCli(['parked', 'redrive', '--transport', io.transport, '--ids', id], env));
+      runCli(['parked', 'redrive', '--transport', transport, '--ids', id], env));
   await b.stock('SKU-L', 10);
   const { db, proxy } = await b.proxiedDb();
-  await io.start(db);
+  await b.start({ db });
   proxy.cut(); // the database is down until the end
   const order = b.orderCreated('SKU-L', 1);
-  await io.publish(order);
+  await b.publish(order);
   const parkedWith = (count: number) => async () =>
     (await b.parked()).find(
       (p: ParkedEntry) =>
@@ -70,15 +65,15 @@ export async function redriveRefusedAtTheLimit(
   await waitFor(parkedWith(0), { timeoutMs: 20_000, message: 'parked' });
 
   const first = await runCli(
-    ['parked', 'redrive', '--transport', io.transport, '--ids', order.id],
-    io.env,
+    ['parked', 'redrive', '--transport', transport, '--ids', order.id],
+    cliEnv,
   );
   expect(first, first.stderr).toMatchObject({ code: 0 });
   expect(first.stdout).toContain('matched 1, moved 1');
   const again = await waitFor(parkedWith(1), { timeoutMs: 20_000, message: 'parked again' });
 
   // at the limit (REDRIVE_LIMIT unset: 1): refused, still parked with its diagnosis
-  const refused = await redrive(order.id, io.env);
+  const refused = await redrive(order.id, cliEnv);
   expect(refused.code).toBe(1);
   expect(refused.stdout).toContain(
     io.redrive ? ', skipped 1' : 'scanned 1, matched 1, moved 0, skipped 1',
@@ -91,7 +86,7 @@ export async function redriveRefusedAtTheLimit(
 
   // the fix, and a limit of 2 (the inbox retention raised with it): it goes through, once
   proxy.restore();
-  const allowed = await redrive(order.id, { ...io.env, ...LIMIT_TWO });
+  const allowed = await redrive(order.id, { ...cliEnv, ...LIMIT_TWO });
   expect(allowed.code).toBe(0);
   await b.waitForLine(order.id, 'effect-committed', 1, 20_000);
   expect((await b.parked()).some((p) => p.diagnosis.messageId === order.id)).toBe(false);

@@ -1,10 +1,6 @@
 import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { Envelope } from '../../shared/envelope/envelope.js';
-import type { ParkedEntry, RunningConsumer } from '../../shared/port/types.js';
-import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
-import type { SqsBackend } from '../../shared/transport/sqs/index.js';
+import type { ParkedEntry } from '../../shared/port/types.js';
 import type { ConsumerBench } from './inventory.js';
 
 /**
@@ -13,21 +9,15 @@ import type { ConsumerBench } from './inventory.js';
  * whole ladder again (a fresh window from the redrive, same event id) and is parked `exhausted`,
  * its diagnosis and journal saying it was redriven once.
  */
-export async function redriveStartsAFreshWindow(
-  b: ConsumerBench<RabbitMqBackend> | ConsumerBench<SqsBackend>,
-  io: {
-    publish(e: Envelope): Promise<void>;
-    start(db: PgDatabase): Promise<RunningConsumer>;
-  },
-): Promise<void> {
+export async function redriveStartsAFreshWindow(b: ConsumerBench): Promise<void> {
   await b.stock('SKU-W', 10);
   const { db, proxy } = await b.proxiedDb();
-  await io.start(db);
+  await b.start({ db });
   proxy.cut(); // the database stays down
   const old = b.orderCreated('SKU-W', 1, {
     occurred_at: new Date(Date.now() - 2 * b.budget.maxAgeMs).toISOString(),
   });
-  await io.publish(old);
+  await b.publish(old);
   const parkedNow = async () =>
     (await b.parked()).find((p: ParkedEntry) => p.diagnosis.messageId === old.id);
   const first = await waitFor(parkedNow, { timeoutMs: 20_000, message: 'parked for its age' });
@@ -49,6 +39,8 @@ export async function redriveStartsAFreshWindow(
   expect(Date.parse(again.diagnosis.lastRedriveAt ?? '')).toBeGreaterThan(
     Date.parse(old.occurred_at),
   );
+  // the consumer journals the park once the parking lot has the copy
+  await b.waitForLine(old.id, 'parked', 2);
   const parkedLines = b.linesFor(old.id).filter((l) => l.step === 'parked');
   expect(parkedLines.map((l) => [l.outcome, l.redrives])).toEqual([
     ['max_age', undefined],

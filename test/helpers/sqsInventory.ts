@@ -16,7 +16,7 @@ import type {
   SqsRetryMode,
 } from '../../shared/transport/sqs/index.js';
 import type { SqsServer } from '../globalSetup.js';
-import { BENCH_CONSUMER, ConsumerBench } from './inventory.js';
+import { BENCH_CONSUMER, type BenchConsumerOptions, ConsumerBench } from './inventory.js';
 import { SERVICES } from './services.js';
 
 /**
@@ -75,6 +75,18 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
 
   get mode(): SqsRetryMode {
     return this.backend.config.mode;
+  }
+
+  get retryComesBackAs(): 'copy' | 'redelivery' {
+    return this.mode === 'visibility' ? 'redelivery' : 'copy';
+  }
+
+  start(options: BenchConsumerOptions = {}): Promise<RunningConsumer> {
+    return this.trigger(options);
+  }
+
+  cliEnv(): Record<string, string> {
+    return { SQS_ENDPOINT: this.endpoint, SQS_QUEUE_PREFIX: this.prefix };
   }
 
   get client(): SQSClient {

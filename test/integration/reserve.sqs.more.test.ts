@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { holdStockLock } from '../../devkit/dbControls.js';
+import { SqsTriggerConfigError, validateVisibility } from '../../devkit/triggers/sqsTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
+import { setFaults } from '../../shared/config/faults.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
@@ -23,12 +25,21 @@ const event = (
     producer: 'order-service',
   });
 
+/**
+ * What only SQS has: a visibility timeout (a crashed, failed or slow delivery comes back after it,
+ * a failed invocation's whole batch with it), FIFO message groups, a parking queue that can be
+ * deleted. The reserve tests every transport runs are
+ * in reserve.test.ts and reserve.faults.test.ts.
+ */
 describe.each(SQS_SERVERS)(
   'reserve inventory on SQS ($name): crashes, slow work, FIFO, parking',
   (server) => {
     let b: SqsInventoryBench;
     beforeAll(() => devTemplates('sqs'), DEV_TEMPLATES_TIMEOUT_MS);
-    afterEach(() => b?.close());
+    afterEach(async () => {
+      setFaults('');
+      await b?.close();
+    });
 
     it('reserve.after-commit:exit → the message comes back after the visibility timeout → one reservation', async () => {
       b = await SqsInventoryBench.create(server, `sqs_crash_${server.name}`);
@@ -58,6 +69,22 @@ describe.each(SQS_SERVERS)(
       expect(b.linesFor(e.id)[0]?.redelivered).toBe(true);
       expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 1 });
       expect(await b.inboxRows(e.id)).toBe(1);
+    });
+
+    it('a handler that throws leaves the whole batch: every record comes back after its visibility timeout', async () => {
+      b = await SqsInventoryBench.create(server, `sqs_throw_${server.name}`);
+      await b.stock('SKU-T', 100);
+      const batch = Array.from({ length: 10 }, () =>
+        event('order.created', randomUUID(), 1, 'SKU-T'),
+      );
+      await b.send(...batch);
+      setFaults('reserve.after-commit:throw'); // committed, then the invocation fails
+      const trigger = await b.trigger({ concurrency: 1 });
+      await waitFor(() => trigger.stats.givenBack >= 1);
+      setFaults('');
+      for (const e of batch) await b.waitForLine(e.id, 'duplicate', 1, 20_000);
+      for (const e of batch) expect(await b.inboxRows(e.id)).toBe(1);
+      expect(await b.stockOf('SKU-T')).toEqual({ available: 100, reserved: 10 });
     });
 
     it('processing longer than the visibility timeout → a concurrent second delivery → one reservation', async () => {
@@ -145,3 +172,10 @@ describe.each(SQS_SERVERS)(
     });
   },
 );
+
+describe('SQS trigger configuration', () => {
+  it('refuses a visibility timeout under 6 × the function timeout', () => {
+    expect(() => validateVisibility(30, 6_000)).toThrow(SqsTriggerConfigError);
+    expect(() => validateVisibility(36, 6_000)).not.toThrow();
+  });
+});

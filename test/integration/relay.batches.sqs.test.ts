@@ -1,13 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
-import { waitFor } from '../../devkit/waitFor.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../../shared/port/types.js';
-import { SQS_ATTRIBUTES, sqsBackend } from '../../shared/transport/sqs/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
   createSqsFixture,
@@ -25,7 +23,12 @@ const options = {
   retryMaxMs: 200,
 };
 
-describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
+/**
+ * What only SQS has: a batch send that fails entry by entry (SendMessageBatch), FIFO group and
+ * deduplication ids, and an HTTP request lost with its whole batch. The relay tests every
+ * transport runs are in relay.test.ts.
+ */
+describe.each(SQS_SERVERS)('outbox relay → SQS ($name): batches', (server) => {
   let t: TestDatabase;
   let orders: OrderService;
   const fixtures: SqsFixture[] = [];
@@ -39,7 +42,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
     return f;
   };
   beforeAll(async () => {
-    t = await createTestDatabase(`relay_sqs_${server.name}`);
+    t = await createTestDatabase(`relay_sqs_batches_${server.name}`);
     orders = new OrderService({ db: t.db });
   });
   afterAll(async () => {
@@ -56,72 +59,6 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
         )
       ).rows[0]?.n,
     );
-
-  it('publishes with SendMessageBatch; the envelope id, type, schema version and correlation id travel as attributes', async () => {
-    const f = await fixture('relay_sqs_basic');
-    const placed: { eventId: string }[] = [];
-    for (let i = 0; i < 25; i++)
-      placed.push(await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c-${i}` }));
-    const relay = new OutboxRelay({ db: t.db, publisher: f.backend.publisher('outbox') }, options);
-
-    expect(await relay.runOnce()).toMatchObject({ claimed: 25, published: 25, failed: 0 });
-    expect(await unpublished()).toBe(0);
-    const got = await receiveAll(f.client, f.queues.sourceUrl, (m) => m.length >= 25);
-    const first = got.find(
-      (m) => m.MessageAttributes?.[SQS_ATTRIBUTES.eventId]?.StringValue === placed[0]?.eventId,
-    );
-    expect(first?.MessageAttributes?.[SQS_ATTRIBUTES.eventType]?.StringValue).toBe('order.created');
-    expect(first?.MessageAttributes?.[SQS_ATTRIBUTES.schemaVersion]?.StringValue).toBe('1.0');
-    expect(first?.MessageAttributes?.[SQS_ATTRIBUTES.correlationId]?.StringValue).toBe('c-0');
-    expect(JSON.parse(first?.Body ?? '{}')).toMatchObject({
-      id: placed[0]?.eventId,
-      type: 'order.created',
-    });
-    expect(
-      new Set(got.map((m) => m.MessageAttributes?.[SQS_ATTRIBUTES.eventId]?.StringValue)),
-    ).toEqual(new Set(placed.map((p) => p.eventId)));
-  });
-
-  it('endpoint down: rows stay unpublished (no attempt charged while unreachable); all published after it returns', async () => {
-    const proxy = await new TcpProxy('127.0.0.1', Number(new URL(server.endpoint).port)).start();
-    const via = `http://127.0.0.1:${proxy.port}`;
-    const f = await fixture('relay_sqs_down', { endpoint: via, requestTimeoutMs: 500 });
-    const relay = new OutboxRelay(
-      { db: t.db, publisher: f.backend.publisher('outbox') },
-      { ...options, readyTimeoutMs: 300 },
-    );
-    const abort = new AbortController();
-    try {
-      proxy.cut();
-      const draining = relay.drain({ budgetMs: 60_000, idleWaitMs: 20, signal: abort.signal });
-      const ids: string[] = [];
-      for (let i = 0; i < 50; i++)
-        ids.push(
-          (await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'down' })).eventId,
-        );
-      await waitFor(() => proxy.refused >= 2, { message: 'relay kept trying' });
-      expect(await unpublished()).toBe(50);
-      const { rows } = await t.db.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM outbox WHERE attempts > 0',
-      );
-      expect(rows[0]?.n).toBe(0);
-
-      proxy.restore();
-      await waitFor(async () => (await unpublished()) === 0, {
-        timeoutMs: 20_000,
-        message: 'outbox drained',
-      });
-      abort.abort();
-      await draining;
-      const got = await receiveAll(f.client, f.queues.sourceUrl, (m) => m.length >= 50);
-      expect(
-        new Set(got.map((m) => m.MessageAttributes?.[SQS_ATTRIBUTES.eventId]?.StringValue)),
-      ).toEqual(new Set(ids));
-    } finally {
-      abort.abort();
-      await proxy.close();
-    }
-  });
 
   it('endpoint lost in the middle of a round: those rows get an attempt and a backoff, then are published', async () => {
     const proxy = await new TcpProxy('127.0.0.1', Number(new URL(server.endpoint).port)).start();
@@ -189,24 +126,6 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
     },
   );
 
-  it('a missing queue fails the batch as unroutable', async () => {
-    const f = await fixture('relay_sqs_missing');
-    await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'missing' });
-    // the backend as a deployed function configures it, with a source queue URL that does not exist
-    const missing = sqsBackend({
-      ...f.backend.config,
-      queueUrls: { source: `${f.queues.sourceUrl}-nope` },
-    });
-    try {
-      const outcomes = await missing
-        .publisher('outbox')
-        .publish((await store().claimAll()).map((r) => r.envelope));
-      expect(outcomes[0]).toMatchObject({ ok: false, reason: 'unroutable' });
-    } finally {
-      await missing.close();
-    }
-  });
-
   it('FIFO: group id = aggregate id, deduplication id = event id', async () => {
     const f = await fixture('relay_sqs_fifo', { fifo: true });
     const { orderId, eventId } = await orders.place({
@@ -227,9 +146,5 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name)', (server) => {
     expect(got.map((m) => m.Attributes?.MessageGroupId)).toEqual([orderId, orderId]);
     expect(got[0]?.Attributes?.MessageDeduplicationId).toBe(eventId);
     expect(got.map((m) => JSON.parse(m.Body ?? '{}').aggregate.version)).toEqual([1, 2]);
-  });
-
-  const store = () => ({
-    claimAll: () => t.db.transaction((tx) => new OutboxStore('outbox').claim(tx, 100)),
   });
 });

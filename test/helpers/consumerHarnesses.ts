@@ -1,0 +1,57 @@
+import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { SqsRetryMode } from '../../shared/transport/sqs/index.js';
+import { type ConsumerBench, InventoryBench } from './inventory.js';
+import { SQS_SERVERS } from './sqs.js';
+import { SqsInventoryBench } from './sqsInventory.js';
+
+export interface ConsumerBenchOptions {
+  budget?: RetryBudget;
+  /** One of the harness's `retryModes` (default: the first). */
+  retryMode?: string;
+  /** The source queue's visibility timeout, where the transport has one (SQS; default 6 s). */
+  visibilityTimeoutSeconds?: number;
+}
+
+/**
+ * One transport's consumer side as the integration tests run it: a bench of its own (database and
+ * broker namespace) whose `start` runs the reserve consumer as deployed.
+ */
+export interface ConsumerHarness<B extends ConsumerBench = ConsumerBench> {
+  /** Shown in the test names. */
+  name: string;
+  /** The transport's ways of retrying, the default first; the fault tests run each. */
+  retryModes: readonly [string, ...string[]];
+  /** How far from its ladder step a retry may come back (ms early, ms late). */
+  retryDelayTolerance: { earlyMs: number; lateMs: number };
+  /** `label` names the bench's database and namespace: short (an SQS queue prefix has 40 characters at most). */
+  setup(label: string, options?: ConsumerBenchOptions): Promise<B>;
+}
+
+/** RabbitMQ (Amazon MQ), the reserve consumer as a worker. */
+export const RABBITMQ_HARNESS: ConsumerHarness<InventoryBench> = {
+  name: 'RabbitMQ worker',
+  retryModes: ['retry queues'],
+  retryDelayTolerance: { earlyMs: 50, lateMs: 1_500 },
+  setup: (label, options = {}) => InventoryBench.create(label, options.budget ?? TEST_RETRY_BUDGET),
+};
+
+/** SQS, the reserve function behind the trigger emulation, on each SQS server of this run. */
+export const SQS_HARNESSES: ConsumerHarness<SqsInventoryBench>[] = SQS_SERVERS.map((server) => ({
+  name: `SQS ${server.name}`,
+  retryModes: ['visibility', 'resend'],
+  retryDelayTolerance: { earlyMs: 100, lateMs: 2_500 },
+  setup: (label, options = {}) =>
+    SqsInventoryBench.create(server, label, {
+      ...(options.budget ? { budget: options.budget } : {}),
+      ...(options.retryMode ? { mode: options.retryMode as SqsRetryMode } : {}),
+      ...(options.visibilityTimeoutSeconds
+        ? { visibilityTimeoutSeconds: options.visibilityTimeoutSeconds }
+        : {}),
+    }),
+}));
+
+/**
+ * Every transport the transport-agnostic consumer tests run on (`describe.each`). A new transport
+ * adds its entry here.
+ */
+export const CONSUMER_HARNESSES: readonly ConsumerHarness[] = [RABBITMQ_HARNESS, ...SQS_HARNESSES];

@@ -1,0 +1,190 @@
+import type { Message } from '@aws-sdk/client-sqs';
+import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { Backend, Publisher } from '../../shared/port/types.js';
+import {
+  RABBITMQ_NAMES,
+  rabbitmqBackend,
+  SCHEMA_VERSION_HEADER,
+} from '../../shared/transport/rabbitmq/index.js';
+import { SQS_ATTRIBUTES, sqsBackend } from '../../shared/transport/sqs/index.js';
+import type { SqsServer } from '../globalSetup.js';
+import { queueDepth, type ReceivedMessage, readMessages, testConnection } from './amqp.js';
+import { amqpUrlVia, createTestVhost } from './rabbit.js';
+import { AMQP_URL } from './services.js';
+import { createSqsFixture, receiveAll, SQS_FEATURES, SQS_SERVERS } from './sqs.js';
+
+/** A message as it reached a consumer's destination, read alike on every transport. */
+export interface WireMessage {
+  messageId: string | undefined;
+  type: string | undefined;
+  correlationId: string | undefined;
+  schemaVersion: string | undefined;
+  /** Kept on disk by the broker (AMQP delivery mode 2; SQS keeps every message). */
+  durable: boolean;
+  body: Record<string, unknown>;
+}
+
+/** Where the relay publishes to, and a consumer's view of what arrived. */
+export interface RelayRig {
+  /** The relay's backend, prepared for publishing. */
+  backend: Backend;
+  /** The environment `bin/dev.ts` needs (besides DATABASE_URL) to reach the same broker. */
+  devEnv: Record<string, string>;
+  /** Another backend on the same destinations, reaching the broker through a proxy the test cuts. */
+  throughProxy(): Promise<{ backend: Backend; proxy: TcpProxy }>;
+  /** A publisher of `outbox` whose destination does not exist. */
+  missingDestination(): Publisher;
+  /** Takes what reached the order consumer's destination until `done` holds. */
+  orders(done: (messages: WireMessage[]) => boolean): Promise<WireMessage[]>;
+  /** Takes what reached the results destination (from `inventory_outbox`) until `done` holds. */
+  results(done: (messages: WireMessage[]) => boolean): Promise<WireMessage[]>;
+  /** Copies of order events a tap kept besides the consumer's queue (RabbitMQ: audit.orders). */
+  tapCopies?(): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** One transport's publishing side as the relay tests run it. */
+export interface RelayHarness {
+  /** Shown in the test names. */
+  name: string;
+  /** What a publish to a missing destination says (its outcome's `error`). */
+  missingDestinationError: RegExp;
+  /**
+   * Takes thousands of messages from four relays at once within seconds, and hands hundreds back
+   * as quickly (moto does neither: its sends time out, reading 200 takes over 15 s on a busy machine).
+   */
+  quickBulkSends: boolean;
+  /** A rig of its own (a vhost or a queue prefix). */
+  setup(label: string): Promise<RelayRig>;
+}
+
+/** Closes what a rig opened, last first. */
+function closers() {
+  const all: (() => Promise<unknown>)[] = [];
+  return {
+    add: (close: () => Promise<unknown>) => all.push(close),
+    async run() {
+      for (const close of all.reverse()) await close().catch(() => {});
+    },
+  };
+}
+
+/** RabbitMQ (Amazon MQ): the relay publishes to the orders exchange, confirmed. */
+export const RABBITMQ_RELAY: RelayHarness = {
+  name: 'RabbitMQ',
+  missingDestinationError: /NOT_FOUND/,
+  quickBulkSends: true,
+  async setup(label) {
+    const vhost = await createTestVhost(label);
+    const open = closers();
+    open.add(() => vhost.delete());
+    const conn = await testConnection(vhost.amqpUrl);
+    open.add(() => conn.close());
+    const backendAt = (url: string) => {
+      const backend = rabbitmqBackend({
+        url,
+        managementUrl: vhost.managementUrl,
+        vhost: vhost.vhost,
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'relay-test',
+        reconnect: { baseMs: 50, maxMs: 500 },
+        publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
+      });
+      open.add(() => backend.close());
+      return backend;
+    };
+    const backend = backendAt(vhost.amqpUrl);
+    await backend.prepare('publish');
+    const wire = (m: ReceivedMessage): WireMessage => ({
+      messageId: m.messageId,
+      type: m.type,
+      correlationId: m.correlationId,
+      schemaVersion: m.headers[SCHEMA_VERSION_HEADER] as string | undefined,
+      durable: m.deliveryMode === 2,
+      body: m.body,
+    });
+    const read = async (queue: string, done: (messages: WireMessage[]) => boolean) =>
+      (await readMessages(conn, queue, (m) => done(m.map(wire)))).map(wire);
+    return {
+      backend,
+      devEnv: { AMQP_URL: vhost.amqpUrl },
+      async throughProxy() {
+        const proxy = await new TcpProxy(
+          '127.0.0.1',
+          Number(new URL(AMQP_URL).port || 5672),
+        ).start();
+        open.add(() => proxy.close());
+        return { proxy, backend: backendAt(amqpUrlVia(proxy.port, vhost.vhost)) };
+      },
+      missingDestination: () => backend.publisher('outbox', { exchange: 'no-such-exchange' }),
+      orders: (done) => read(RABBITMQ_NAMES.inventoryQueue, done),
+      results: (done) => read(RABBITMQ_NAMES.inventoryResultsQueue, done),
+      tapCopies: () => queueDepth(conn, RABBITMQ_NAMES.auditQueue),
+      close: () => open.run(),
+    };
+  },
+};
+
+/** SQS: the relay sends to the source queue with SendMessageBatch, on one SQS server. */
+export function sqsRelay(server: SqsServer): RelayHarness {
+  return {
+    name: `SQS ${server.name}`,
+    missingDestinationError: /NonExistentQueue|does not exist/i,
+    quickBulkSends: SQS_FEATURES[server.name].quickBulkSends,
+    async setup(label) {
+      const f = await createSqsFixture(server, label);
+      const open = closers();
+      open.add(() => f.close());
+      const at = (attribute: string, m: Message) => m.MessageAttributes?.[attribute]?.StringValue;
+      const wire = (m: Message): WireMessage => ({
+        messageId: at(SQS_ATTRIBUTES.eventId, m),
+        type: at(SQS_ATTRIBUTES.eventType, m),
+        correlationId: at(SQS_ATTRIBUTES.correlationId, m),
+        schemaVersion: at(SQS_ATTRIBUTES.schemaVersion, m),
+        durable: true,
+        body: JSON.parse(m.Body ?? '{}'),
+      });
+      const read = async (queueUrl: string, done: (messages: WireMessage[]) => boolean) =>
+        (await receiveAll(f.client, queueUrl, (m) => done(m.map(wire)))).map(wire);
+      return {
+        backend: f.backend,
+        devEnv: { SQS_ENDPOINT: f.endpoint, SQS_QUEUE_PREFIX: f.prefix },
+        async throughProxy() {
+          const proxy = await new TcpProxy('127.0.0.1', Number(new URL(f.endpoint).port)).start();
+          open.add(() => proxy.close());
+          const backend = sqsBackend({
+            ...f.backend.config,
+            endpoint: `http://127.0.0.1:${proxy.port}`,
+            requestTimeoutMs: 500,
+          });
+          open.add(() => backend.close());
+          await backend.queues(); // looked up while the proxy is open
+          return { proxy, backend };
+        },
+        missingDestination() {
+          // as a deployed function configures it, with a source queue URL that does not exist
+          const missing = sqsBackend({
+            ...f.backend.config,
+            queueUrls: { source: `${f.queues.sourceUrl}-nope` },
+          });
+          open.add(() => missing.close());
+          return missing.publisher('outbox');
+        },
+        orders: (done) => read(f.queues.sourceUrl, done),
+        results: (done) => read(f.queues.resultsUrl, done),
+        close: () => open.run(),
+      };
+    },
+  };
+}
+
+/**
+ * Every transport the transport-agnostic relay tests run on (`describe.each`). A new transport
+ * adds its entry here.
+ */
+export const RELAY_HARNESSES: readonly RelayHarness[] = [
+  RABBITMQ_RELAY,
+  ...SQS_SERVERS.map(sqsRelay),
+];
