@@ -17,6 +17,7 @@ export const CONFIGURATION_IDS = [
   'sqs-visibility',
   'sqs-resend',
   'sqs-fifo',
+  'nats-jetstream',
 ] as const;
 export type OwnConfigurationId = (typeof CONFIGURATION_IDS)[number];
 /** Ours, or a peer library doing the consumer's job (`npm start -- --peers`; peers/). */
@@ -45,6 +46,11 @@ export interface Configuration {
    * queues do that the emulator does not), or a proxy on one client's broker connection.
    */
   brokerFaults: 'fault-layer' | 'proxy';
+  /**
+   * What our retry is: a confirmed copy (delay queues, a resend), or the same message delivered
+   * again. Absent for the peers (their own retry, if any).
+   */
+  retryAs?: 'copy' | 'redelivery';
   /** Broker faults this configuration's broker cannot show, and why: their scenarios do not apply. */
   cannot?: Partial<Record<'throttle' | 'partial-publish', { reason: string; instead: string }>>;
 }
@@ -62,6 +68,7 @@ const RABBITMQ_CANNOT: Configuration['cannot'] = {
 const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   'rabbitmq-worker': {
     id: 'rabbitmq-worker',
+    retryAs: 'copy',
     short: 'RabbitMQ worker',
     label: 'RabbitMQ worker',
     transport: 'rabbitmq',
@@ -75,6 +82,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   },
   'rabbitmq-amazonmq': {
     id: 'rabbitmq-amazonmq',
+    retryAs: 'copy',
     short: 'Amazon MQ trigger',
     label: 'RabbitMQ · Amazon MQ trigger',
     transport: 'rabbitmq',
@@ -89,6 +97,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   },
   'sqs-visibility': {
     id: 'sqs-visibility',
+    retryAs: 'redelivery',
     short: 'SQS visibility',
     label: 'SQS visibility',
     transport: 'sqs',
@@ -102,6 +111,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   },
   'sqs-resend': {
     id: 'sqs-resend',
+    retryAs: 'copy',
     short: 'SQS resend',
     label: 'SQS resend',
     transport: 'sqs',
@@ -114,6 +124,7 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
   },
   'sqs-fifo': {
     id: 'sqs-fifo',
+    retryAs: 'redelivery',
     short: 'SQS FIFO',
     label: 'SQS FIFO',
     transport: 'sqs',
@@ -124,6 +135,34 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     ack: 'not in batchItemFailures: the mapping deletes it',
     retry: 'visibility change; the rest of the message group waits behind the failed record',
     unsettled: 'the whole group waits until the record is visible again',
+  },
+  'nats-jetstream': {
+    id: 'nats-jetstream',
+    retryAs: 'redelivery',
+    short: 'NATS JetStream',
+    label: 'NATS JetStream',
+    transport: 'nats-jetstream',
+    consumer: 'worker',
+    brokerFaults: 'proxy',
+    cannot: {
+      throttle: {
+        reason:
+          'JetStream does not refuse requests one by one for rate: a server over its limits answers every client alike (slow consumers are cut, publishes time out)',
+        instead:
+          'a relay whose publish acks do not come gets a timeout: the round fails and its rows are retried, as broker-down-relay shows with the server cut',
+      },
+      'partial-publish': {
+        reason:
+          'JetStream acknowledges each publish on its own: there is no window or batch the server accepts in part',
+        instead:
+          'one failed publish is the single-message case the relay retries, as broker-down-relay and relay-killed-mid-window show',
+      },
+    },
+    ack: 'AckAck (a confirmed ack) after COMMIT',
+    retry:
+      'nak with the ladder delay: the same message comes back, its attempt from the delivery count',
+    unsettled:
+      'not acknowledged within AckWait, or nak on a give-back: delivered again (redelivered)',
   },
 };
 
@@ -218,6 +257,7 @@ export const PEER_CONFIGURATION_LIST: Configuration[] = PEER_IDS.map(
 export const BROKERS: Partial<Record<TransportName, { name: string; version: string }>> = {
   rabbitmq: { name: 'RabbitMQ', version: 'rabbitmq' },
   sqs: { name: 'fauxqs', version: 'fauxqs' },
+  'nats-jetstream': { name: 'NATS', version: 'nats' },
 };
 
 /** What the configuration's backend can do, as its transport module declares it. */

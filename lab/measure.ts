@@ -22,6 +22,8 @@ export interface Measurements {
   inboxRows: number;
   /** Deliveries the inbox recognised as already processed (journal `duplicate`). */
   duplicatesAbsorbed: number;
+  /** Copies the broker dropped at publish (its deduplication window): they reached no consumer. */
+  droppedCopies: number;
   /** Retries scheduled (journal `retry-scheduled`) and the delay each actually took. */
   retries: number;
   retryDelaysMs: number[];
@@ -120,6 +122,7 @@ export async function measure(rig: Rig): Promise<Measurements> {
     maxEffectsPerMessage: [...perMessage.values()].reduce((a, n) => Math.max(a, n), 0),
     inboxRows: row?.inbox ?? 0,
     duplicatesAbsorbed: by('duplicate').length,
+    droppedCopies: [...rig.droppedCopies.values()].reduce((a, n) => a + n, 0),
     retries: retries.length,
     retryDelaysMs,
     deferrals: by('deferred').length,

@@ -1,9 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { startLoopbackFauxqs } from '../devkit/emulators/sqsServer.js';
 import { withDatabase } from '../devkit/scratch.js';
+import { NATS_URL } from '../devkit/transports/nats.js';
 import type { Env } from '../shared/config/env.js';
 import { RabbitManagement } from '../shared/transport/rabbitmq/index.js';
 import type { LabServices } from './settings.js';
@@ -52,6 +54,7 @@ export async function startLabServices(env: Env): Promise<RunningLabServices> {
   versions.rabbitmq = await new RabbitManagement(env.RABBITMQ_MANAGEMENT_URL)
     .version()
     .catch(() => 'unknown');
+  versions.nats = await natsVersion(NATS_URL).catch(() => 'unknown');
   const client = new pg.Client({ connectionString: withDatabase(env.DATABASE_URL, 'postgres') });
   await client.connect();
   try {
@@ -69,4 +72,14 @@ export async function startLabServices(env: Env): Promise<RunningLabServices> {
     versions,
     stop,
   };
+}
+
+/** The NATS server's version, from its INFO. */
+async function natsVersion(servers: string): Promise<string> {
+  const nc = await connect({ servers: servers.split(','), timeout: 2_000 });
+  try {
+    return nc.info?.version ?? 'unknown';
+  } finally {
+    await nc.close();
+  }
 }

@@ -7,13 +7,14 @@ import {
   RABBITMQ_NAMES,
   RabbitManagement,
   RabbitMqBackend,
+  SCHEMA_VERSION_HEADER,
   vhostOf,
 } from '../../shared/transport/rabbitmq/index.js';
 import { amazonMqEventSourceOf } from '../lambda/deployedSettings.js';
 import { startAmazonMqEventSource } from '../lambda/eventSources.js';
 import { AmazonMqTrigger } from '../triggers/amazonMqTrigger.js';
 import { watched } from '../triggers/watched.js';
-import type { ConsumerSettings, LocalTransport, ScratchVhost } from './types.js';
+import type { ConsumerSettings, LocalTransport, RawMessage, ScratchVhost } from './types.js';
 
 /** Creates virtual host `name` (the management user gets full permissions on it). */
 export async function createScratchVhost(
@@ -78,10 +79,33 @@ async function startAmazonMqTrigger(
   return trigger;
 }
 
+/** To the `orders` exchange on a confirm channel, the confirms awaited. */
+async function publishRawRabbit(backend: Backend, messages: readonly RawMessage[]): Promise<void> {
+  if (!(backend instanceof RabbitMqBackend)) throw new Error('not a RabbitMQ backend');
+  await backend.withChannel(async (ch) => {
+    for (const m of messages) {
+      ch.publish(
+        RABBITMQ_NAMES.ordersExchange,
+        m.routingKey ?? m.type ?? 'order.created',
+        Buffer.from(m.body),
+        {
+          persistent: true,
+          contentType: 'application/json',
+          ...(m.messageId ? { messageId: m.messageId } : {}),
+          ...(m.type ? { type: m.type } : {}),
+          headers: m.schemaVersion ? { [SCHEMA_VERSION_HEADER]: m.schemaVersion } : {},
+        },
+      );
+    }
+    await ch.waitForConfirms();
+  });
+}
+
 /** RabbitMQ locally: the broker and its management API; a virtual host per scratch environment. */
 export const rabbitmqLocal: LocalTransport = {
   name: 'rabbitmq',
   shared: true,
+  publishRaw: publishRawRabbit,
   required: (env, scope) => ({
     rabbitmq: env.AMQP_URL,
     ...(scope === 'consume' ? { rabbitManagement: env.RABBITMQ_MANAGEMENT_URL } : {}),

@@ -1,14 +1,23 @@
-import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
+import {
+  GetQueueAttributesCommand,
+  type MessageAttributeValue,
+  SendMessageBatchCommand,
+} from '@aws-sdk/client-sqs';
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
-import { createSqsClient, SqsBackend } from '../../shared/transport/sqs/index.js';
+import {
+  createSqsClient,
+  SQS_ATTRIBUTES,
+  SQS_LIMITS,
+  SqsBackend,
+} from '../../shared/transport/sqs/index.js';
 import { ensureLocalSqs } from '../emulators/sqsServer.js';
 import { sqsEventSourceOf } from '../lambda/deployedSettings.js';
 import { SQS_UNSCALED_CONCURRENCY, startSqsEventSource } from '../lambda/eventSources.js';
 import { SqsTrigger } from '../triggers/sqsTrigger.js';
 import { watched } from '../triggers/watched.js';
-import type { ConsumerSettings, LocalTransport } from './types.js';
+import type { ConsumerSettings, LocalTransport, RawMessage } from './types.js';
 
 const FUNCTIONS = { inventory: 'reserve-inventory-sqs', results: 'order-results-sqs' };
 
@@ -77,6 +86,34 @@ async function startSqsTrigger(
   };
 }
 
+/** To the source queue in batches (a failed entry throws). */
+async function publishRawSqs(backend: Backend, messages: readonly RawMessage[]): Promise<void> {
+  if (!(backend instanceof SqsBackend)) throw new Error('not an SQS backend');
+  const { sourceUrl } = await backend.queues();
+  const str = (v: string): MessageAttributeValue => ({ DataType: 'String', StringValue: v });
+  const entries = messages.map((m, k) => ({
+    Id: String(k),
+    MessageBody: m.body.toString(),
+    MessageAttributes: {
+      ...(m.messageId ? { [SQS_ATTRIBUTES.eventId]: str(m.messageId) } : {}),
+      ...(m.type ? { [SQS_ATTRIBUTES.eventType]: str(m.type) } : {}),
+      ...(m.schemaVersion ? { [SQS_ATTRIBUTES.schemaVersion]: str(m.schemaVersion) } : {}),
+    },
+    ...(backend.fifo
+      ? { MessageGroupId: 'raw', MessageDeduplicationId: `${Date.now()}-${k}` }
+      : {}),
+  }));
+  for (let i = 0; i < entries.length; i += SQS_LIMITS.batchEntries) {
+    const out = await backend.client.send(
+      new SendMessageBatchCommand({
+        QueueUrl: sourceUrl,
+        Entries: entries.slice(i, i + SQS_LIMITS.batchEntries),
+      }),
+    );
+    if (out.Failed?.length) throw new Error(`send failed: ${JSON.stringify(out.Failed)}`);
+  }
+}
+
 /**
  * SQS locally: `SQS_ENDPOINT`, or an embedded fauxqs server every local role shares; a queue-name
  * prefix per scratch environment.
@@ -84,6 +121,7 @@ async function startSqsTrigger(
 export const sqsLocal: LocalTransport = {
   name: 'sqs',
   shared: true,
+  publishRaw: publishRawSqs,
   required: () => ({}),
   async startLocal(env) {
     const local = await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT });

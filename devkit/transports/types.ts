@@ -56,8 +56,30 @@ export interface LocalTransport {
   startLocal?(env: Env): Promise<LocalServer>;
   /** Its namespace in a scratch environment (a vhost, a queue or stream prefix). */
   namespace(services: Services, name: string): Promise<Namespace>;
+  /**
+   * Puts messages on the transport as they are, where the relay publishes order events (poison
+   * messages for the lab and the tests), and waits until the broker took them.
+   */
+  publishRaw?(backend: Backend, messages: readonly RawMessage[]): Promise<void>;
   /** The stacks deploy it: its consumer functions and their event source. Absent: local only. */
   deployed?: DeployedConsumers;
+}
+
+/**
+ * A message put on the transport as it is, bypassing the outbox and the publisher: poison
+ * messages (a body that is not JSON, an envelope missing fields), or envelopes the relay did not
+ * write.
+ */
+export interface RawMessage {
+  body: Buffer | string;
+  /** The transport's message id (AMQP `message_id`, SQS `event_id`); none when unset. */
+  messageId?: string;
+  /** The event type (AMQP `type`, SQS `event_type`). */
+  type?: string;
+  /** The envelope schema version (header or attribute). */
+  schemaVersion?: string;
+  /** RabbitMQ and NATS: the routing key or subject's last part. Default: the type, else `order.created`. */
+  routingKey?: string;
 }
 
 /** A server started for local runs. */

@@ -5,6 +5,7 @@ import type { TransportName } from '../../shared/transport/index.js';
 import { pipelineOverrides } from '../bundles.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
+import { NatsRig } from './nats.js';
 import { RabbitRig } from './rabbitmq.js';
 import type { Rig, RigOptions } from './rig.js';
 import { SqsRig } from './sqs.js';
@@ -29,6 +30,7 @@ type RigFactory = (
 /** The lab's rig of each transport it runs on (a rig closes what its factory started). */
 const RIGS: Partial<Record<TransportName, RigFactory>> = {
   rabbitmq: async (...args) => new RabbitRig(...args),
+  'nats-jetstream': async (...args) => new NatsRig(...args),
   sqs: async (configuration, settings, services, scratch, options) => {
     const faults = await startSqsFaultLayer(services.sqsEndpoint);
     try {

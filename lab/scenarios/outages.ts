@@ -160,8 +160,8 @@ export const retryAckLost: Scenario = {
     await rig.drainOutbox();
     await rig.waitFor(() => rig.faults.fired.length > 0, 'the fault after the retry publish');
     await rig.waitForLine(eventId, 'effect-committed');
-    // A retry copy exists except in SQS visibility mode, where a retry is the same message.
-    const copies = rig.configuration.sqsMode === 'visibility' ? 1 : 2;
+    // A retry copy exists unless a retry is the same message delivered again.
+    const copies = rig.configuration.retryAs === 'redelivery' ? 1 : 2;
     await rig.waitForLine(eventId, 'acked', copies);
     rig.facts.copies = copies;
   },
@@ -177,7 +177,7 @@ export const retryAckLost: Scenario = {
   },
   note: (rig, m) =>
     Number(rig.facts.copies) === 1
-      ? `no copy exists (the retry is a visibility change on the same message): ${m.deliveries} deliveries, nothing to absorb`
+      ? `no copy exists (the retry is the same message delivered again): ${m.deliveries} deliveries, nothing to absorb`
       : `original and retry copy both delivered (${m.deliveries} deliveries): ${m.duplicatesAbsorbed} absorbed by the inbox`,
 };
 

@@ -155,7 +155,8 @@ export const relayCrash: Scenario = {
     if (crashed !== undefined) rig.faultEnded('the relay failed; the next round runs', crashed);
     for (const id of ids) {
       await rig.waitForLine(id, 'effect-committed');
-      await rig.waitForLine(id, 'duplicate');
+      // a copy the broker dropped (its deduplication window) never reaches the inbox
+      if (!rig.droppedCopies.has(id)) await rig.waitForLine(id, 'duplicate');
     }
   },
   check(rig, m) {
@@ -164,12 +165,12 @@ export const relayCrash: Scenario = {
       check(m.outboxUnpublished === 0, 'every row marked published in the end'),
       check(m.effects === CRASHED, `${CRASHED} reservations (got ${m.effects})`),
       check(
-        m.duplicatesAbsorbed >= CRASHED,
-        `${CRASHED} copies absorbed (got ${m.duplicatesAbsorbed})`,
+        m.duplicatesAbsorbed + m.droppedCopies >= CRASHED,
+        `${CRASHED} copies absorbed (${m.duplicatesAbsorbed} by the inbox, ${m.droppedCopies} dropped by the broker's deduplication)`,
       ),
       ...noDoubleEffect(m),
     ];
   },
   note: (_rig, m) =>
-    `the round rolled back after the confirm; the next one published the same ids again: ${m.deliveries} deliveries, ${m.duplicatesAbsorbed} absorbed, ${m.effects} reserved`,
+    `the round rolled back after the confirm; the next one published the same ids again: ${m.deliveries} deliveries, ${m.duplicatesAbsorbed} absorbed by the inbox, ${m.droppedCopies} dropped by the broker, ${m.effects} reserved`,
 };

@@ -32,7 +32,15 @@ export type PublishFailureReason =
   | 'connection';
 
 export type PublishOutcome =
-  | { id: string; ok: true }
+  | {
+      id: string;
+      ok: true;
+      /**
+       * The broker already held a message with this id and dropped this one (its deduplication
+       * window: JetStream's `Nats-Msg-Id`): confirmed, delivered once.
+       */
+      duplicate?: boolean;
+    }
   | { id: string; ok: false; reason: PublishFailureReason; error: string };
 
 /**

@@ -32,6 +32,8 @@ interface Connected {
 export class NatsClient {
   private connected: Promise<Connected> | undefined;
   private closed = false;
+  /** Between a `disconnect` and the next `reconnect` status of the open connection. */
+  private down = false;
 
   constructor(
     private readonly options: NatsClientOptions,
@@ -48,6 +50,7 @@ export class NatsClient {
         maxReconnectAttempts: -1,
       });
       const timeout = this.options.requestTimeoutMs;
+      // checks that JetStream answers on this account (an account info request)
       const jsm = await jetstreamManager(nc, { timeout }).catch(async (err: unknown) => {
         await nc.close();
         throw err;
@@ -55,6 +58,7 @@ export class NatsClient {
       void nc.closed().then(() => {
         if (this.connected === opening) this.connected = undefined;
       });
+      void this.watch(nc);
       this.logger?.info('NATS connected', { server: nc.getServer(), version: nc.info?.version });
       return { nc, js: jetstream(nc, { timeout }), jsm };
     })();
@@ -62,6 +66,14 @@ export class NatsClient {
       if (this.connected === opening) this.connected = undefined;
     });
     return opening;
+  }
+
+  /** Follows the connection's status: down from a disconnect until it reconnected. */
+  private async watch(nc: NatsConnection): Promise<void> {
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect') this.down = true;
+      if (status.type === 'reconnect') this.down = false;
+    }
   }
 
   private current(): Promise<Connected> {
@@ -82,15 +94,16 @@ export class NatsClient {
   }
 
   /**
-   * The server's version once JetStream answers (an account info request), or a
-   * `TransportUnavailableError` within `timeoutMs`.
+   * Resolves while the connection is up (JetStream answered when it opened: an account info
+   * request), as a RabbitMQ channel that is open; rejects with `TransportUnavailableError` within
+   * `timeoutMs` when it cannot be opened or is down.
    */
   async ready(timeoutMs: number): Promise<string> {
     try {
       return await withTimeout(
         (async () => {
-          const { nc, jsm } = await this.current();
-          await jsm.getAccountInfo();
+          const { nc } = await this.current();
+          if (this.down || nc.isClosed()) throw new Error('disconnected, reconnecting');
           return nc.info?.version ?? 'unknown';
         })(),
         timeoutMs,

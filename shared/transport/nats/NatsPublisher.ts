@@ -69,12 +69,12 @@ export class NatsPublisher implements Publisher {
   ): Promise<PublishOutcome> {
     const subject = `${this.options.subjectRoot}.${e.type}`;
     try {
-      await js.publish(subject, encodeEnvelope(e), {
+      const ack = await js.publish(subject, encodeEnvelope(e), {
         msgID: e.id,
         headers: envelopeHeaders(e),
         timeout: this.options.timeoutMs,
       });
-      return { id: e.id, ok: true };
+      return ack.duplicate ? { id: e.id, ok: true, duplicate: true } : { id: e.id, ok: true };
     } catch (err) {
       const reason = natsFailureReason(err);
       const error =

@@ -1,0 +1,132 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import type { ConsumerSettings } from '../../devkit/consumers.js';
+import type { ScratchEnvironment } from '../../devkit/scratch.js';
+import { TcpProxy } from '../../devkit/tcpProxy.js';
+import type { Publisher } from '../../shared/port/types.js';
+import { NATS_NAMES, OUTBOX_STREAM } from '../../shared/transport/nats/constants.js';
+import type { NatsBackend } from '../../shared/transport/nats/index.js';
+import type { Configuration } from '../configurations.js';
+import type { LabServices, LabSettings } from '../settings.js';
+import {
+  type ConsumerLease,
+  type PeerBroker,
+  type ProxiedBroker,
+  Rig,
+  type RigOptions,
+} from './rig.js';
+
+/**
+ * The NATS JetStream backend on the run's name prefix, and its broker controls. Its lease is
+ * AckWait, set to the SQS visibility timeout of the run so that the two compare; a frozen or
+ * crashed worker's messages come back when it expires.
+ */
+export class NatsRig extends Rig {
+  readonly backend: NatsBackend;
+  readonly redriveMechanism =
+    'republished to its subject with a fresh Nats-Msg-Id, then deleted from the parking stream';
+
+  constructor(
+    configuration: Configuration,
+    settings: LabSettings,
+    services: LabServices,
+    scratch: ScratchEnvironment,
+    options: RigOptions,
+  ) {
+    super(configuration, settings, services, scratch, options);
+    this.backend = scratch.backend('nats-jetstream', this.backendBase, {
+      ackWaitMs: settings.visibilityTimeoutSeconds * 1000,
+      connectionName: `lab-${scratch.name}`,
+      reconnect: { baseMs: 100, maxMs: 1_000 },
+      publish: { timeoutMs: 5_000 },
+      connectTimeoutMs: 1_000,
+    });
+  }
+
+  private get prefix(): string {
+    return this.backend.config.prefix ?? '';
+  }
+
+  private get servers(): string[] {
+    const s = this.backend.config.servers;
+    return Array.isArray(s) ? s : [s];
+  }
+
+  protected childBackend(): Record<string, unknown> {
+    const { logger: _, ...config } = this.backend.config;
+    return { ...config, connectionName: `lab-child-${this.scratch.name}` };
+  }
+
+  protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
+    return { invocationFailed: 'batch given back' };
+  }
+
+  consumerLease(): ConsumerLease {
+    const s = this.settings.visibilityTimeoutSeconds;
+    return { child: {}, text: `its AckWait (${s} s)`, ms: s * 1000 };
+  }
+
+  /** A proxy in front of the NATS server, and a child's server list through it. */
+  override async proxiedBroker(): Promise<ProxiedBroker> {
+    const proxy = await this.proxy();
+    return { child: { backend: { servers: [`nats://127.0.0.1:${proxy.port}`] } }, proxy };
+  }
+
+  private async proxy(): Promise<TcpProxy> {
+    const target = new URL(this.servers[0] as string);
+    const proxy = await new TcpProxy(target.hostname, Number(target.port || 4222)).start();
+    this.closers.push(() => proxy.close());
+    return proxy;
+  }
+
+  peerBroker(): PeerBroker {
+    return {};
+  }
+
+  /** Runs `fn` with the server's JetStream manager on a connection of its own. */
+  private async manage(fn: (jsm: Awaited<ReturnType<typeof jetstreamManager>>) => Promise<void>) {
+    const nc = await connect({ servers: this.servers, timeout: 2_000 });
+    try {
+      await fn(await jetstreamManager(nc));
+    } finally {
+      await nc.close();
+    }
+  }
+
+  /** The order events' stream deleted: a publish finds no stream (no responders). */
+  async breakRoute(): Promise<void> {
+    await this.manage(async (jsm) => {
+      await jsm.streams.delete(`${this.prefix}${OUTBOX_STREAM.outbox.stream}`);
+    });
+  }
+
+  /** Declares the streams and consumers again (empty: what the stream held is gone). */
+  async restoreRoute(): Promise<void> {
+    await this.backend.prepare();
+  }
+
+  /** The parking stream deleted: a park copy finds no stream and is refused. */
+  async breakParking(): Promise<void> {
+    await this.manage(async (jsm) => {
+      await jsm.streams.delete(`${this.prefix}${NATS_NAMES.parkingStream}`);
+    });
+  }
+
+  async restoreParking(): Promise<void> {
+    await this.backend.prepare();
+  }
+
+  /** A second backend on the run's streams whose connection goes through a proxy. */
+  async proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }> {
+    const proxy = await this.proxy();
+    const proxied = this.scratch.backend('nats-jetstream', this.backendBase, {
+      prefix: this.prefix,
+      servers: [`nats://127.0.0.1:${proxy.port}`],
+      connectionName: `lab-relay-${this.scratch.name}`,
+      publish: { timeoutMs: 1_000 },
+      connectTimeoutMs: 500,
+    });
+    this.closers.push(() => proxied.close());
+    return { publisher: proxied.publisher('outbox'), proxy };
+  }
+}
