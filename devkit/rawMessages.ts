@@ -1,11 +1,9 @@
 import { type MessageAttributeValue, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import type { Backend } from '../shared/port/types.js';
-import {
-  RABBITMQ_NAMES,
-  RabbitMqBackend,
-  SCHEMA_VERSION_HEADER,
-} from '../shared/transport/rabbitmq/index.js';
-import { SQS_ATTRIBUTES, SQS_LIMITS, SqsBackend } from '../shared/transport/sqs/index.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
+import { RabbitMqBackend } from '../shared/transport/rabbitmq/index.js';
+import { SQS_ATTRIBUTES, SQS_LIMITS } from '../shared/transport/sqs/constants.js';
+import { SqsBackend } from '../shared/transport/sqs/index.js';
 
 /**
  * A message put on the transport as it is, bypassing the outbox and the publisher: poison

@@ -1,10 +1,9 @@
 import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
+import { AMAZON_MQ_TRIGGER, RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import {
-  AMAZON_MQ_TRIGGER,
   amqpUrlForVhost,
-  RABBITMQ_NAMES,
   RabbitManagement,
   RabbitMqBackend,
   vhostOf,

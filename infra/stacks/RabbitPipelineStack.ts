@@ -25,11 +25,11 @@ import {
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
 import {
-  declaredTopology,
   QUEUE_BOUNDS,
   RABBITMQ_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import { deployProvider } from '../constructs/deployProvider.js';
