@@ -32,6 +32,7 @@ import {
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
+import { type DatabaseAccess, dataApiSettings } from '../constructs/databaseAccess.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
@@ -39,7 +40,6 @@ import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
 import { recursiveLoop } from '../constructs/recursiveLoop.js';
-import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
   config: PipelineConfig;

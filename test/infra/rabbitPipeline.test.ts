@@ -12,9 +12,9 @@ import {
   mqBatchingWindowSeconds,
   pipelineConfig,
 } from '../../infra/config.js';
+import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import { dataApiAccess } from '../../infra/stacks/SqsPipelineStack.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import {
   AMAZON_MQ_TRIGGER,

@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
  *   `index.ts` (its module and public surface) and `constants.ts` (its pinned names, no I/O, so
  *   that the configuration and the stacks can read them without loading the backend's client)
  *   are imported; the tests of a backend's parts (`test/`) import its other files directly;
+ * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`;
  * - tooling is shared through `devkit/`: tests import `lab/` or `soak/` only in the tests of the
  *   lab and the soak; `lab/`, `soak/`, `bench/`, `bin/`, `devkit/` never import `test/`; `devkit/`
  *   imports none of the programs built on it.
@@ -151,6 +152,16 @@ describe('the import rules', () => {
           i.target !== `${folder}constants.ts`
         );
       }),
+    );
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('no stack imports another stack', () => {
+    const bad = all.filter(
+      (i) =>
+        i.file.startsWith('infra/stacks/') &&
+        i.target.startsWith('infra/stacks/') &&
+        i.target !== i.file,
     );
     expect(show(bad)).toEqual([]);
   });
