@@ -25,7 +25,7 @@ import { createLogger } from '../shared/logger.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import type { Backend } from '../shared/port/types.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { progress } from './progress.js';

@@ -16,7 +16,7 @@ import {
 } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
 import { sleep } from '../shared/util/async.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';

@@ -6,7 +6,7 @@ import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { progress } from './progress.js';
 import { type BenchFigure, median } from './report.js';

@@ -9,7 +9,7 @@ import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 import { BENCH_BACKEND, untilAcked, withBenchEnvironment } from './environment.js';
 import { progress } from './progress.js';
 import { type BenchFigure, median } from './report.js';

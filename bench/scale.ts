@@ -9,7 +9,7 @@ import { setStock } from '../shared/inventory/stock.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import type { InboundMessage } from '../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { quantile, round2 } from './load.js';
 import { benchPinnedHorizon } from './pinnedHorizon.js';

@@ -12,8 +12,8 @@ import {
   AMAZON_MQ_TRIGGER,
   RABBITMQ_NAMES,
   RETRY_NAMES,
-} from '../shared/transport/rabbitmq/index.js';
-import { SQS_NAMES } from '../shared/transport/sqs/index.js';
+} from '../shared/transport/rabbitmq/constants.js';
+import { SQS_NAMES } from '../shared/transport/sqs/constants.js';
 
 /**
  * The deployed pipeline's settings, derived from the same config module the local runtime uses

@@ -6,9 +6,10 @@ import {
   type BrokerSettings,
   pipelineConfigFromContext,
 } from './config.js';
+import { dataApiAccess } from './constructs/databaseAccess.js';
 import { DataStack } from './stacks/DataStack.js';
 import { RabbitPipelineStack } from './stacks/RabbitPipelineStack.js';
-import { dataApiAccess, SqsPipelineStack } from './stacks/SqsPipelineStack.js';
+import { SqsPipelineStack } from './stacks/SqsPipelineStack.js';
 
 /**
  * The stacks of the CDK app, from its context: `-c transport=sqs|rabbitmq`. The data stack holds

@@ -5,7 +5,7 @@ import {
   type TransportName,
   transportModule,
 } from '../shared/transport/index.js';
-import type { SqsRetryMode } from '../shared/transport/sqs/index.js';
+import type { SqsRetryMode } from '../shared/transport/sqs/constants.js';
 
 /**
  * The transport configurations the lab compares. Each one runs the same use case

@@ -1,7 +1,7 @@
 import { LOCAL_PIPELINE_DEFAULTS } from '../devkit/lambda/synth.js';
 import type { PipelineConfig } from '../infra/config.js';
 import { DEFAULT_CAPACITY } from '../infra/stacks/DataStack.js';
-import { AMAZON_MQ_TRIGGER, RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/index.js';
+import { AMAZON_MQ_TRIGGER, RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 import type { LabSettings } from './settings.js';
 
 /**

@@ -2,7 +2,7 @@ import type { DeployedAssembly } from '../devkit/lambda/assembly.js';
 import { type PipelineConfig, type PipelineOverrides, pipelineConfig } from '../infra/config.js';
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { TransportName } from '../shared/transport/index.js';
-import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 
 /** Where the lab finds its services. */
 export interface LabServices {

@@ -15,7 +15,7 @@ import {
   type TransactionalMessageHandler,
 } from 'pg-transactional-outbox';
 import { decodeEnvelope, type Envelope } from '../shared/envelope/envelope.js';
-import { SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/index.js';
+import { SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 import { eventIdOf } from './effect.js';
 import type { PeerConsumer, PeerContext, PeerDelivery } from './types.js';
 

@@ -7,8 +7,9 @@ import { CODE_VERSION } from '../../shared/config/version.js';
 import { reservationQuarantineNotice } from '../../shared/inventory/quarantine.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import type { Backend, Diagnosis, ParkingLot, RedriveSelection } from '../../shared/port/types.js';
-import { backendFromEnv } from '../../shared/transport/index.js';
-import { SqsBackend, sqsBackend, sqsQueueNames } from '../../shared/transport/sqs/index.js';
+import { backendFromEnv, createBackend } from '../../shared/transport/index.js';
+import { sqsQueueNames } from '../../shared/transport/sqs/constants.js';
+import { SqsBackend } from '../../shared/transport/sqs/index.js';
 import { env } from './common.js';
 import { describeStack, stackOption } from './stack.js';
 
@@ -51,7 +52,7 @@ async function withParkingLot<T>(
     : (env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`);
   const backend =
     region && client
-      ? sqsBackend({ ...base, region, mode: env.SQS_RETRY_MODE, client })
+      ? createBackend('sqs', { ...base, region, mode: env.SQS_RETRY_MODE, client })
       : backendFromEnv(transport as 'rabbitmq' | 'sqs', env, {
           ...base,
           connectionName: 'cli-parked',

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { StockError, setStock } from '../../shared/inventory/stock.js';
+import { StockError } from '../../shared/inventory/errors.js';
+import { setStock } from '../../shared/inventory/stock.js';
 import { withDb } from './common.js';
 import { stackOption } from './stack.js';
 

@@ -3,11 +3,13 @@ import { createLogger } from '../../shared/logger.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
 import {
   AMAZON_MQ_TRIGGER,
-  amqpUrlForVhost,
   RABBITMQ_NAMES,
+  SCHEMA_VERSION_HEADER,
+} from '../../shared/transport/rabbitmq/constants.js';
+import {
+  amqpUrlForVhost,
   RabbitManagement,
   RabbitMqBackend,
-  SCHEMA_VERSION_HEADER,
   vhostOf,
 } from '../../shared/transport/rabbitmq/index.js';
 import { amazonMqEventSourceOf } from '../lambda/deployedSettings.js';

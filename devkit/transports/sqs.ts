@@ -6,12 +6,8 @@ import {
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
-import {
-  createSqsClient,
-  SQS_ATTRIBUTES,
-  SQS_LIMITS,
-  SqsBackend,
-} from '../../shared/transport/sqs/index.js';
+import { SQS_ATTRIBUTES, SQS_LIMITS } from '../../shared/transport/sqs/constants.js';
+import { createSqsClient, SqsBackend } from '../../shared/transport/sqs/index.js';
 import { ensureLocalSqs } from '../emulators/sqsServer.js';
 import { sqsEventSourceOf } from '../lambda/deployedSettings.js';
 import { SQS_UNSCALED_CONCURRENCY, startSqsEventSource } from '../lambda/eventSources.js';

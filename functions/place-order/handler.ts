@@ -19,11 +19,8 @@ import type { Logger } from '../../shared/logger.js';
 import { correlationId } from '../../shared/middleware/correlationId.js';
 import { httpBodyLimit } from '../../shared/middleware/httpBodyLimit.js';
 import { httpJsonErrors } from '../../shared/middleware/httpJsonErrors.js';
-import {
-  OrderConflictError,
-  OrderNotFoundError,
-  type OrderService,
-} from '../../shared/orders/OrderService.js';
+import { OrderConflictError, OrderNotFoundError } from '../../shared/orders/errors.js';
+import type { OrderService } from '../../shared/orders/OrderService.js';
 import { parseOrderId, parsePlaceOrderBody } from '../../shared/orders/validation.js';
 
 /** Bodies above this size are refused with 413 before parsing. */

@@ -9,11 +9,8 @@ import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { ConsumerDriver } from '../../shared/consumer/driver.js';
 import type { Logger } from '../../shared/logger.js';
-import {
-  type SqsDelivery,
-  type SqsRetryMode,
-  sqsDelivery,
-} from '../../shared/transport/sqs/index.js';
+import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
+import { type SqsDelivery, sqsDelivery } from '../../shared/transport/sqs/index.js';
 
 /** A record reported in batchItemFailures: SQS delivers it again later. */
 class ReportedFailure extends Error {

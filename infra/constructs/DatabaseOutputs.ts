@@ -1,6 +1,6 @@
 import { CfnOutput, type Stack } from 'aws-cdk-lib';
 import { DATABASE_LOGIN_OUTPUTS, type DatabaseLogin, STACK_OUTPUTS } from '../stackOutputs.js';
-import type { DatabaseAccess } from '../stacks/SqsPipelineStack.js';
+import type { DatabaseAccess } from './databaseAccess.js';
 
 /**
  * What the CLI needs to reach the database of a deployment through the Data API (docs/cli.md):

@@ -17,7 +17,7 @@ import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consumer/metrics.js';
 import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
-import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
+import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import { addQueueBoundAlarms, type QueueBoundAlarmsProps } from './QueueBoundAlarms.js';
 import { alarmDescription, type RunbookValues } from './runbook.js';
 

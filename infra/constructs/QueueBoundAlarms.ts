@@ -11,7 +11,7 @@ import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { METRICS_NAMESPACE } from '../../shared/config/constants.js';
-import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
+import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import { alarmDescription, type RunbookValues } from './runbook.js';
 
 /** Queues that are bounded rather than drained, and the routes a consumer depends on. */

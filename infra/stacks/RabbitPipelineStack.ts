@@ -25,13 +25,14 @@ import {
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
 import {
-  declaredTopology,
   QUEUE_BOUNDS,
   RABBITMQ_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
+import { type DatabaseAccess, dataApiSettings } from '../constructs/databaseAccess.js';
 import { deployProvider } from '../constructs/deployProvider.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
@@ -39,7 +40,6 @@ import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
 import { relayTriggers } from '../constructs/RelayTriggers.js';
 import { recursiveLoop } from '../constructs/recursiveLoop.js';
-import { type DatabaseAccess, dataApiSettings } from './SqsPipelineStack.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
   config: PipelineConfig;

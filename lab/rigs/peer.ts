@@ -11,7 +11,7 @@ import type { PeerContext, PeerId, PeerInput, RunningPeer } from '../../peers/ty
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, encodeEnvelope } from '../../shared/envelope/envelope.js';
 import type { Publisher, PublishOutcome } from '../../shared/port/types.js';
-import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/index.js';
+import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/constants.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/index.js';
 import type { ParkedSummary } from '../types.js';
 

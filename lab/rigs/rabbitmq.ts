@@ -3,11 +3,10 @@ import type { ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
 import { amqpUrlVia } from '../../devkit/transports/rabbitmq.js';
 import type { Publisher } from '../../shared/port/types.js';
-import {
-  RABBITMQ_NAMES,
-  type RabbitMqBackend,
-  type RabbitMqBackendConfig,
-  RETRY_NAMES,
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import type {
+  RabbitMqBackend,
+  RabbitMqBackendConfig,
 } from '../../shared/transport/rabbitmq/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';

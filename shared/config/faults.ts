@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { z } from 'zod';
-import { ConfigError } from './errors.js';
+import { ConfigError, InjectedFaultError } from './errors.js';
 
 /**
  * Fault points. `FAULTS="point:action,…"` with action `throw` (an error at that point) or `exit`
@@ -51,15 +51,6 @@ export const faultSpecSchema = z.string().transform((spec, ctx): FaultSpec => {
   }
   return faults;
 });
-
-export class InjectedFaultError extends Error {
-  readonly point: FaultPoint;
-  constructor(point: FaultPoint) {
-    super(`injected fault at ${point}`);
-    this.name = 'InjectedFaultError';
-    this.point = point;
-  }
-}
 
 /** Parses a `FAULTS` spec; a `ConfigError` naming `FAULTS` and the bad point or action. */
 export function parseFaults(spec: string | undefined): Map<FaultPoint, FaultAction> {

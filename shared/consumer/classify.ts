@@ -1,14 +1,7 @@
 import { DbError, TransientDbError } from '../db/errors.js';
-import { EnvelopeError } from '../envelope/envelope.js';
+import { EnvelopeError } from '../envelope/errors.js';
 import type { ErrorClass } from '../port/types.js';
-
-/** A message that can never be processed as it is (missing id, wrong type, bad data…). */
-export class PermanentMessageError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'PermanentMessageError';
-  }
-}
+import { PermanentMessageError } from './errors.js';
 
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED',

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { decodeEnvelope, type Envelope, schemaMajor } from '../envelope/envelope.js';
 import { dataSchemaFor } from '../envelope/events.js';
 import type { InboundMessage } from '../port/types.js';
-import { PermanentMessageError } from './classify.js';
+import { PermanentMessageError } from './errors.js';
 
 export interface DecodeRules {
   /** The consumer, named in the error for an event type it does not handle. */

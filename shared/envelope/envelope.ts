@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { EnvelopeError } from './errors.js';
 import { currentTraceId } from './trace.js';
 
 /** The schema major versions this code understands. Anything else is a permanent error. */
@@ -38,23 +39,6 @@ export const envelopeSchema = z.looseObject({
 });
 
 export type Envelope = z.infer<typeof envelopeSchema>;
-
-export class EnvelopeError extends Error {
-  /** The first offending field, dotted (`aggregate.version`), or `body` when it is not JSON at all. */
-  readonly field: string;
-  /** True when the schema major is unknown (as opposed to a malformed envelope). */
-  readonly unsupportedVersion: boolean;
-  constructor(
-    message: string,
-    field: string,
-    options?: ErrorOptions & { unsupportedVersion?: boolean },
-  ) {
-    super(message, options);
-    this.name = 'EnvelopeError';
-    this.field = field;
-    this.unsupportedVersion = options?.unsupportedVersion ?? false;
-  }
-}
 
 export function schemaMajor(version: string): number {
   return Number.parseInt(version.split('.')[0] ?? '', 10);

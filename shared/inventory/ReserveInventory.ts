@@ -1,8 +1,9 @@
 import type { RetryBudget } from '../config/budget.js';
 import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { fault } from '../config/faults.js';
-import { isInfrastructureError, PermanentMessageError, shortError } from '../consumer/classify.js';
+import { isInfrastructureError, shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
+import { PermanentMessageError } from '../consumer/errors.js';
 import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';

@@ -1,17 +1,11 @@
 import { ConstraintViolationError } from '../db/errors.js';
 import type { SqlExecutor } from '../db/types.js';
+import { StockError } from './errors.js';
 
 export interface StockLevel {
   sku: string;
   available: number;
   reserved: number;
-}
-
-export class StockError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'StockError';
-  }
 }
 
 /** Sets the units on hand for a SKU (creating it). Refused when below what is already reserved. */

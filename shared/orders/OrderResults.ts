@@ -1,6 +1,7 @@
 import { EVENT_TYPES } from '../config/constants.js';
-import { PermanentMessageError, shortError } from '../consumer/classify.js';
+import { shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
+import { PermanentMessageError } from '../consumer/errors.js';
 import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';

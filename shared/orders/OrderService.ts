@@ -4,6 +4,7 @@ import { fault } from '../config/faults.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { newEnvelope } from '../envelope/envelope.js';
 import { OutboxStore } from '../outbox/OutboxStore.js';
+import { OrderConflictError, OrderNotFoundError } from './errors.js';
 
 export interface PlaceOrderCommand {
   sku: string;
@@ -36,30 +37,6 @@ export interface OrderView {
   updatedAt: string;
   /** `parkedAt` (ISO) only while `quarantined`: when inventory parked the order's event. */
   reservation: { status: ReservationStatus; reason: string | null; parkedAt?: string };
-}
-
-/** Base class of the order use cases' errors. */
-export class OrderError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'OrderError';
-  }
-}
-export class OrderNotFoundError extends OrderError {
-  constructor(readonly orderId: string) {
-    super(`order ${orderId} does not exist`);
-    this.name = 'OrderNotFoundError';
-  }
-}
-/** The same orderId was placed before with a different sku or quantity. */
-export class OrderConflictError extends OrderError {
-  constructor(
-    readonly orderId: string,
-    readonly field: 'sku' | 'quantity',
-  ) {
-    super(`order ${orderId} already exists with a different ${field}`);
-    this.name = 'OrderConflictError';
-  }
 }
 
 interface OrderRow {

@@ -3,7 +3,7 @@ import { deleteNatsStreams, NATS_URL } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackendConfig } from '../../shared/transport/nats/index.js';
-import type { SqsRetryMode } from '../../shared/transport/sqs/index.js';
+import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import type { SqsServer } from '../globalSetup.js';
 import { createTestVhost } from '../helpers/rabbit.js';
 import { uniqueName } from '../helpers/services.js';

@@ -1,5 +1,5 @@
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import type { SqsRetryMode } from '../../shared/transport/sqs/index.js';
+import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import { type ConsumerBench, InventoryBench } from './inventory.js';
 import { SQS_SERVERS } from './sqs.js';
 import { SqsInventoryBench } from './sqsInventory.js';

@@ -27,10 +27,10 @@ import type {
   ParkedEntry,
   RunningConsumer,
 } from '../../shared/port/types.js';
-import {
-  RABBITMQ_NAMES,
-  type RabbitMqBackend,
-  type RabbitMqBackendConfig,
+import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import type {
+  RabbitMqBackend,
+  RabbitMqBackendConfig,
 } from '../../shared/transport/rabbitmq/index.js';
 import { inboxRows, stockOf } from './db.js';
 import { SERVICES } from './services.js';

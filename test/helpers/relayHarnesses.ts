@@ -4,10 +4,11 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import type { Backend, Publisher } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
-  rabbitmqBackend,
   SCHEMA_VERSION_HEADER,
-} from '../../shared/transport/rabbitmq/index.js';
-import { SQS_ATTRIBUTES, sqsBackend } from '../../shared/transport/sqs/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { rabbitmqBackend } from '../../shared/transport/rabbitmq/RabbitMqBackend.js';
+import { SQS_ATTRIBUTES } from '../../shared/transport/sqs/constants.js';
+import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import type { SqsServer } from '../globalSetup.js';
 import { queueDepth, type ReceivedMessage, readMessages, testConnection } from './amqp.js';
 import { amqpUrlVia, createTestVhost } from './rabbit.js';

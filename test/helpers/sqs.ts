@@ -11,11 +11,8 @@ import {
   type RetryBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
-import {
-  type SqsBackend,
-  type SqsPipelineQueues,
-  sqsBackend,
-} from '../../shared/transport/sqs/index.js';
+import type { SqsBackend } from '../../shared/transport/sqs/index.js';
+import { type SqsPipelineQueues, sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import type { SqsServer } from '../globalSetup.js';
 import { uniqueName } from './services.js';
 

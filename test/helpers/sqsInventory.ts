@@ -9,12 +9,10 @@ import {
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
-import type {
-  SqsBackend,
-  SqsBackendConfig,
-  SqsPipelineQueues,
-  SqsRetryMode,
-} from '../../shared/transport/sqs/index.js';
+import type { SqsBackendConfig } from '../../shared/transport/sqs/config.js';
+import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
+import type { SqsBackend } from '../../shared/transport/sqs/index.js';
+import type { SqsPipelineQueues } from '../../shared/transport/sqs/SqsBackend.js';
 import type { SqsServer } from '../globalSetup.js';
 import { BENCH_CONSUMER, type BenchConsumerOptions, ConsumerBench } from './inventory.js';
 import { SERVICES } from './services.js';

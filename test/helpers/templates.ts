@@ -1,9 +1,10 @@
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { type PipelineConfig, pipelineConfig } from '../../infra/config.js';
+import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
+import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
 
 /**
  * The data stack and both pipeline stacks synthesized in-process with `config` (default: what

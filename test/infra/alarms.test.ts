@@ -9,7 +9,7 @@ import {
   QUEUE_METRICS,
   RABBITMQ_NAMES,
   RETRY_NAMES,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
 import { synthPipelines } from '../helpers/templates.js';
 
 /**

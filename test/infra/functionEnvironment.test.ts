@@ -2,9 +2,10 @@ import { App, type Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { type PipelineConfig, pipelineConfig, validatePipelineConfig } from '../../infra/config.js';
+import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import { dataApiAccess, SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
+import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
 import {
   DEFAULT_REDRIVE_WINDOW_MS,
   type Retention,

@@ -9,13 +9,10 @@ import {
   pipelineConfig,
   pipelineConfigFromContext,
 } from '../../infra/config.js';
+import { type DatabaseAccess, dataApiAccess } from '../../infra/constructs/databaseAccess.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import {
-  type DatabaseAccess,
-  dataApiAccess,
-  SqsPipelineStack,
-} from '../../infra/stacks/SqsPipelineStack.js';
+import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
 import { DB_SECRET_ENV } from '../../shared/config/env.js';
 import { APP_LOGIN_USER, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 

@@ -3,12 +3,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
 import {
-  declaredTopology,
   QUEUE_BOUNDS,
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { synthPipelines } from '../helpers/templates.js';
 
 const config = pipelineConfig();

@@ -12,16 +12,16 @@ import {
   mqBatchingWindowSeconds,
   pipelineConfig,
 } from '../../infra/config.js';
+import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import { dataApiAccess } from '../../infra/stacks/SqsPipelineStack.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import {
   AMAZON_MQ_TRIGGER,
-  declaredTopology,
   RABBITMQ_NAMES,
   RETRY_NAMES,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 
 const config = pipelineConfig();
 

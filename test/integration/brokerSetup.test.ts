@@ -9,15 +9,15 @@ import {
   rabbitRetryDelays,
 } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
+import { pipelinePermissions } from '../../shared/transport/rabbitmq/brokerUsers.js';
 import {
-  declaredTopology,
-  parseBrokerSecret,
-  pipelinePermissions,
-  publishQueueMetrics,
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from '../helpers/services.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';

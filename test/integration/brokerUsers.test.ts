@@ -4,16 +4,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import {
-  declaredTopology,
-  ensurePipelineUser,
   PIPELINE_USER_TAGS,
   pipelinePermissions,
-  RABBITMQ_NAMES,
+} from '../../shared/transport/rabbitmq/brokerUsers.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import {
+  declaredTopology,
+  ensurePipelineUser,
   RabbitManagement,
   type RabbitMqBackend,
-  RETRY_NAMES,
-  rabbitmqBackend,
 } from '../../shared/transport/rabbitmq/index.js';
+import { rabbitmqBackend } from '../../shared/transport/rabbitmq/RabbitMqBackend.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { RABBITMQ_MANAGEMENT_URL, uniqueName } from '../helpers/services.js';
 

@@ -4,7 +4,7 @@ import { startSqsEventSource } from '../../devkit/lambda/eventSources.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
-import { sqsBackend } from '../../shared/transport/sqs/index.js';
+import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import { type BundleFixture, bundleFixture } from '../helpers/bundles.js';
 
 /**

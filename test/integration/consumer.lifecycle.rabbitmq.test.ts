@@ -7,7 +7,7 @@ import {
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('RabbitMQ consumer: topology, policies, lifecycle', () => {

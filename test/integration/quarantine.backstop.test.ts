@@ -7,7 +7,7 @@ import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { createRelays } from '../../shared/outbox/relays.js';
 import type { Backend, RunningConsumer } from '../../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { type ConsumerBench, InventoryBench } from '../helpers/inventory.js';
 import { runCli } from '../helpers/redriveLimit.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';

@@ -2,12 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { QUEUE_METRICS, RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
-import {
-  QUEUE_METRICS,
-  RABBITMQ_NAMES,
-  reportQueueMetrics,
-} from '../../shared/transport/rabbitmq/index.js';
+import { reportQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { captureEmf } from '../helpers/emf.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, SERVICES } from '../helpers/services.js';

@@ -8,17 +8,15 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import {
-  applyPolicies,
-  declaredTopology,
-  publishQueueMetrics,
   QUEUE_BOUNDS,
   RABBITMQ_DEFAULTS,
   RABBITMQ_NAMES,
-  type RabbitMqBackend,
   RETRY_NAMES,
-  requiredRoutes,
-  topicMatches,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology, type RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
+import { requiredRoutes, topicMatches } from '../../shared/transport/rabbitmq/routes.js';
+import { applyPolicies } from '../../shared/transport/rabbitmq/topology.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import { SERVICES } from '../helpers/services.js';
 

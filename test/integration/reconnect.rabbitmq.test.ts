@@ -6,12 +6,9 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import type { Logger } from '../../shared/logger.js';
 import type { MessageHandler } from '../../shared/port/types.js';
-import {
-  RABBITMQ_NAMES,
-  RabbitConnection,
-  type RabbitMqBackend,
-  rabbitmqBackend,
-} from '../../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import { RabbitConnection, type RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import { rabbitmqBackend } from '../../shared/transport/rabbitmq/RabbitMqBackend.js';
 import { amqpUrlVia, createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';
 

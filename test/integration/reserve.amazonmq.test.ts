@@ -11,10 +11,9 @@ import { createLogger } from '../../shared/logger.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
-  type RabbitMQEvent,
-  type RabbitMqBackend,
   SCHEMA_VERSION_HEADER,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import type { RabbitMQEvent, RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { BENCH_CONSUMER, InventoryBench } from '../helpers/inventory.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';

@@ -1,10 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import {
-  publishQueueMetrics,
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-} from '../../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { InventoryBench } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {

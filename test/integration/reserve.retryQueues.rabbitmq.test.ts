@@ -2,12 +2,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
 import {
-  applyPolicies,
-  declaredTopology,
   RABBITMQ_NAMES,
   RETRY_NAMES,
   retryQueueName,
-} from '../../shared/transport/rabbitmq/index.js';
+} from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import { applyPolicies } from '../../shared/transport/rabbitmq/topology.js';
 import { RABBITMQ_HARNESS } from '../helpers/consumerHarnesses.js';
 import type { InventoryBench } from '../helpers/inventory.js';
 

@@ -6,11 +6,9 @@ import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
-import {
-  publishQueueMetrics,
-  RABBITMQ_NAMES,
-  type RabbitMqBackend,
-} from '../../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { SERVICES } from '../helpers/services.js';
 
 /**

@@ -10,12 +10,10 @@ import { toSqsRecord } from '../../devkit/triggers/sqsTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { RetryBudget } from '../../shared/config/budget.js';
 import type { Outcome } from '../../shared/port/types.js';
-import {
-  type SqsRetryMode,
-  SqsSettle,
-  sqsBackend,
-  sqsDelivery,
-} from '../../shared/transport/sqs/index.js';
+import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
+import { sqsDelivery } from '../../shared/transport/sqs/index.js';
+import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
+import { SqsSettle } from '../../shared/transport/sqs/SqsSettle.js';
 import { createSqsFixture, SQS_SERVERS, type SqsFixture } from '../helpers/sqs.js';
 
 /**

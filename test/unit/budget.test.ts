@@ -15,7 +15,7 @@ import {
   shortError,
 } from '../../shared/consumer/classify.js';
 import { TransientDbError, UniqueViolationError } from '../../shared/db/errors.js';
-import { EnvelopeError } from '../../shared/envelope/envelope.js';
+import { EnvelopeError } from '../../shared/envelope/errors.js';
 import { uuidV5 } from '../../shared/util/uuid.js';
 
 describe('retry budget', () => {

@@ -1,11 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import {
-  decodeEnvelope,
-  EnvelopeError,
-  newEnvelope,
-  parseEnvelope,
-} from '../../shared/envelope/envelope.js';
+import { decodeEnvelope, newEnvelope, parseEnvelope } from '../../shared/envelope/envelope.js';
+import { EnvelopeError } from '../../shared/envelope/errors.js';
 
 const valid = () =>
   newEnvelope({

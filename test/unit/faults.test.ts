@@ -1,11 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  FaultScope,
-  fault,
-  InjectedFaultError,
-  parseFaults,
-  setFaults,
-} from '../../shared/config/faults.js';
+import { InjectedFaultError } from '../../shared/config/errors.js';
+import { FaultScope, fault, parseFaults, setFaults } from '../../shared/config/faults.js';
 
 describe('Fault points', () => {
   afterEach(() => setFaults(''));

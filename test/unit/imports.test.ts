@@ -9,10 +9,11 @@ import { describe, expect, it } from 'vitest';
  *   devDependency (type-only imports are erased and allowed), and never `node:child_process`;
  * - inside `shared/`, imports run down the layers only (below): a layer imports nothing above it
  *   nor beside it, so there is no circle between folders; the port imports only the envelope;
- * - outside a backend's folder (`shared/transport/<backend>/`), only that backend's `index.ts`
- *   (its composition module and public surface) and `constants.ts` (its pinned names, no I/O, so
+ * - outside a backend's folder (`shared/transport/<backend>/`) and `test/`, only that backend's
+ *   `index.ts` (its module and public surface) and `constants.ts` (its pinned names, no I/O, so
  *   that the configuration and the stacks can read them without loading the backend's client)
- *   are imported;
+ *   are imported; the tests of a backend's parts (`test/`) import its other files directly;
+ * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`;
  * - tooling is shared through `devkit/`: tests import `lab/` or `soak/` only in the tests of the
  *   lab and the soak; `lab/`, `soak/`, `bench/`, `bin/`, `devkit/` never import `test/`; `devkit/`
  *   imports none of the programs built on it.
@@ -139,17 +140,28 @@ describe('the import rules', () => {
     expect(show(port)).toEqual([]);
   });
 
-  it("outside a backend's folder only its index.ts and constants.ts are imported", () => {
+  it("outside a backend's folder and test/, only its index.ts and constants.ts are imported", () => {
     const bad = all.filter((i) =>
       BACKENDS.some((b) => {
         const folder = `shared/transport/${b}/`;
         return (
           i.target.startsWith(folder) &&
           !i.file.startsWith(folder) &&
+          top(i.file) !== 'test' &&
           i.target !== `${folder}index.ts` &&
           i.target !== `${folder}constants.ts`
         );
       }),
+    );
+    expect(show(bad)).toEqual([]);
+  });
+
+  it('no stack imports another stack', () => {
+    const bad = all.filter(
+      (i) =>
+        i.file.startsWith('infra/stacks/') &&
+        i.target.startsWith('infra/stacks/') &&
+        i.target !== i.file,
     );
     expect(show(bad)).toEqual([]);
   });

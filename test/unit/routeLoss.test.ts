@@ -2,12 +2,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import type { Publisher } from '../../shared/port/types.js';
-import {
-  declaredTopology,
-  RABBITMQ_NAMES,
-  type RabbitManagement,
-  RouteCheck,
-} from '../../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import { declaredTopology, type RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
+import { RouteCheck } from '../../shared/transport/rabbitmq/routes.js';
 import { sqlRecorder } from '../helpers/sqlRecorder.js';
 
 const ORDERS = RABBITMQ_NAMES.ordersExchange;

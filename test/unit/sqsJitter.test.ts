@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sqsRetryDelaySeconds } from '../../shared/transport/sqs/index.js';
+import { sqsRetryDelaySeconds } from '../../shared/transport/sqs/SqsSettle.js';
 
 describe('sqsRetryDelaySeconds: the ladder step with the budget jitter, in whole seconds', () => {
   it('without jitter: the step rounded up, as before', () => {

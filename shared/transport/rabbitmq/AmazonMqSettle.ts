@@ -1,19 +1,11 @@
-import { TransportError } from '../../port/errors.js';
 import type { Delivery, Diagnosis, RetryRequest, Settle, Settled } from '../../port/types.js';
 import { type RabbitMQEvent, rawFromRmqMessage } from './amazonMqEvent.js';
 import { inboundFromRaw, type RabbitCopies, type RawMessage } from './copies.js';
+import { BatchNotSettledError } from './errors.js';
 
 /** A message of the Amazon MQ trigger's event. */
 export interface AmazonMqDelivery extends Delivery {
   raw: RawMessage;
-}
-
-/** Thrown to make the event source mapping hand the whole batch back to the broker. */
-export class BatchNotSettledError extends TransportError {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'BatchNotSettledError';
-  }
 }
 
 /** The messages of an Amazon MQ (RabbitMQ) event, in order, as deliveries. */

@@ -76,6 +76,25 @@ export const HEADERS = {
 /** Longest error text carried in a header. */
 export const MAX_ERROR_HEADER = 256;
 
+/** Queue metrics the RabbitMQ pipeline's alarms watch (namespace ReliableMessaging, dimension Queue). */
+export const QUEUE_METRICS = {
+  /** Ready + unacknowledged messages. */
+  depth: 'QueueDepth',
+  ready: 'QueueReady',
+  /** Declared bindings of a consumer queue that the broker does not have (0 when every route exists). */
+  routeMissing: 'RouteMissing',
+  /**
+   * 1 when an invocation read every depth and route from the broker, 0 when it could not (no
+   * `Queue` dimension): the depth alarms' missing data then means "unavailable", not "breaching".
+   */
+  available: 'QueueMetricsAvailable',
+  /**
+   * Messages of `inventory.orders` the broker holds for dead lettering: parking refused them
+   * (its DLX route, or the parking queue at its bound), so they are neither deliverable nor parked.
+   */
+  heldForDeadLettering: 'HeldForDeadLettering',
+} as const;
+
 /**
  * The Amazon MQ event source's batching (AWS defaults: 100 messages, 500 ms): the deployed event
  * source mapping and the local trigger emulation both read it.

@@ -1,9 +1,9 @@
 import type { Message } from 'amqplib';
 import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
-import { TransportError } from '../../port/errors.js';
 import type { Diagnosis, InboundMessage, Origin, Redrive, RetryRequest } from '../../port/types.js';
 import type { ConfirmedChannel } from './ConfirmedChannel.js';
 import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './constants.js';
+import { SettlePublishError } from './errors.js';
 
 /** What the backend needs of a received message to read it and to publish a copy of it. */
 export interface RawMessage {
@@ -18,14 +18,6 @@ export interface RawMessage {
     timestamp?: number | undefined;
     headers: Record<string, unknown>;
   };
-}
-
-/** A copy was refused or lost: the original must not be acknowledged. */
-export class SettlePublishError extends TransportError {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'SettlePublishError';
-  }
 }
 
 /** The properties a copy keeps, from AMQP properties (absent and null both become undefined). */

@@ -2,27 +2,8 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS_NAMESPACE } from '../../config/constants.js';
 import type { Logger } from '../../logger.js';
 import type { Inspection } from '../../port/types.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from './constants.js';
+import { QUEUE_METRICS, RABBITMQ_NAMES, RETRY_NAMES } from './constants.js';
 import type { RouteStatus } from './routes.js';
-
-/** Queue metrics the RabbitMQ pipeline's alarms watch (namespace ReliableMessaging, dimension Queue). */
-export const QUEUE_METRICS = {
-  /** Ready + unacknowledged messages. */
-  depth: 'QueueDepth',
-  ready: 'QueueReady',
-  /** Declared bindings of a consumer queue that the broker does not have (0 when every route exists). */
-  routeMissing: 'RouteMissing',
-  /**
-   * 1 when an invocation read every depth and route from the broker, 0 when it could not (no
-   * `Queue` dimension): the depth alarms' missing data then means "unavailable", not "breaching".
-   */
-  available: 'QueueMetricsAvailable',
-  /**
-   * Messages of `inventory.orders` the broker holds for dead lettering: parking refused them
-   * (its DLX route, or the parking queue at its bound), so they are neither deliverable nor parked.
-   */
-  heldForDeadLettering: 'HeldForDeadLettering',
-} as const;
 
 /** What the RabbitMQ backend's `inspect()` adds for the metrics. */
 export interface RabbitInspection extends Inspection {

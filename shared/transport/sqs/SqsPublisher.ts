@@ -177,3 +177,49 @@ export class SqsPublisher implements Publisher {
 
   async close(): Promise<void> {}
 }
+
+/** A publisher whose queue URL is resolved on first use. */
+export class LazySqsPublisher implements Publisher {
+  private inner: Promise<SqsPublisher> | undefined;
+
+  constructor(
+    private readonly client: SQSClient,
+    private readonly target: () => Promise<{ queueUrl: string; fifo: boolean }>,
+  ) {}
+
+  private get(): Promise<SqsPublisher> {
+    this.inner ??= this.target()
+      .then((t) => new SqsPublisher({ client: this.client }, t))
+      .catch((err: unknown) => {
+        this.inner = undefined;
+        throw err;
+      });
+    return this.inner;
+  }
+
+  async ready(timeoutMs?: number): Promise<void> {
+    let p: SqsPublisher;
+    try {
+      p = await this.get();
+    } catch (err) {
+      throw new TransportUnavailableError(`SQS not reachable: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    await p.ready(timeoutMs);
+  }
+
+  async publish(envelopes: Parameters<Publisher['publish']>[0]) {
+    let p: SqsPublisher;
+    try {
+      p = await this.get();
+    } catch (err) {
+      const error = `SQS queue not resolved: ${(err as Error).message}`;
+      const reason = sqsFailureReason(err);
+      return envelopes.map((e) => ({ id: e.id, ok: false as const, reason, error }));
+    }
+    return p.publish(envelopes);
+  }
+
+  async close(): Promise<void> {}
+}

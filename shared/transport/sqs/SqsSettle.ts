@@ -5,7 +5,6 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import { TransportError } from '../../port/errors.js';
 import type {
   Delivery,
   Diagnosis,
@@ -15,6 +14,7 @@ import type {
   Settled,
 } from '../../port/types.js';
 import { SQS_ATTRIBUTES, SQS_DIAGNOSIS, SQS_LIMITS, type SqsRetryMode } from './constants.js';
+import { SqsGiveBackError } from './errors.js';
 import { encodePackedDiagnosis, receivedRedrive, redriveAttributes } from './redrive.js';
 import { identityAttributes } from './SqsPublisher.js';
 
@@ -33,14 +33,6 @@ export function queueOfArn(arn: string | undefined): string | null {
 /** A record of the Lambda SQS trigger's event. */
 export interface SqsDelivery extends Delivery {
   record: SQSRecord;
-}
-
-/** Thrown to hand records back: the trigger keeps them and they become visible again later. */
-export class SqsGiveBackError extends TransportError {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = 'SqsGiveBackError';
-  }
 }
 
 /**

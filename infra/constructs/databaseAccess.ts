@@ -1,0 +1,67 @@
+import type { IGrantable } from 'aws-cdk-lib/aws-iam';
+import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
+import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { FunctionSettings } from '../../shared/config/functionEnvironment.js';
+import type { DbSide } from '../../shared/db/appRole.js';
+
+/**
+ * How the functions reach the database: a cluster's Data API with one login per side (or, for
+ * emulators, plain ARNs). Each function gets its side's secret and nothing else.
+ */
+export interface DatabaseAccess {
+  clusterArn: string;
+  databaseName: string;
+  /** Each side's login secret (ARN): the Data API reads the username and password from it. */
+  secretArns: Record<DbSide, string>;
+  /** rds-data on the cluster and read of `side`'s secret, for one function. */
+  grant(fn: IGrantable, side: DbSide): void;
+}
+
+/** The Data API settings of a function of `side` that reaches the database through `access`. */
+export function dataApiSettings(access: DatabaseAccess, side: DbSide): FunctionSettings['dataApi'] {
+  return {
+    resourceArn: access.clusterArn,
+    secretArn: access.secretArns[side],
+    database: access.databaseName,
+  };
+}
+
+/**
+ * The functions reach the cluster's Data API as their side's login (`secrets`: the data stack's
+ * `dbSecrets`, each a member of its side's group role, migration 0006), never as the master
+ * user, whose secret only the migrate function reads.
+ */
+export function dataApiAccess(
+  cluster: DatabaseCluster,
+  databaseName: string,
+  secrets: Record<DbSide, ISecret>,
+): DatabaseAccess {
+  return {
+    clusterArn: cluster.clusterArn,
+    secretArns: {
+      orders: secrets.orders.secretArn,
+      inventory: secrets.inventory.secretArn,
+      relay: secrets.relay.secretArn,
+      maintenance: secrets.maintenance.secretArn,
+    },
+    databaseName,
+    grant: (fn, side) => {
+      // rds-data:* on this cluster and read of the side's secret (grantDataApiAccess would add the
+      // master's)
+      fn.grantPrincipal.addToPrincipalPolicy(
+        new PolicyStatement({
+          actions: [
+            'rds-data:BatchExecuteStatement',
+            'rds-data:BeginTransaction',
+            'rds-data:CommitTransaction',
+            'rds-data:ExecuteStatement',
+            'rds-data:RollbackTransaction',
+          ],
+          resources: [cluster.clusterArn],
+        }),
+      );
+      secrets[side].grantRead(fn);
+    },
+  };
+}

@@ -1,0 +1,292 @@
+import { GetQueueAttributesCommand, GetQueueUrlCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { DEFAULT_REDRIVE_LIMIT } from '../../config/env.js';
+import { ConsumerDriver } from '../../consumer/driver.js';
+import { TransportUnavailableError } from '../../port/errors.js';
+import type {
+  Backend,
+  Capabilities,
+  DeliveryJournal,
+  Inspection,
+  MessageHandler,
+  ParkingLot,
+  ParkNotices,
+  PrepareReport,
+  Publisher,
+  RunningConsumer,
+  Stream,
+} from '../../port/types.js';
+import { createSqsClient } from './client.js';
+import type { SqsBackendConfig } from './config.js';
+import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
+import { sqsParkingLot } from './parking.js';
+import { defaultSqsQueueSettings, ensureQueue, ensureSqsQueues } from './queues.js';
+import { LazySqsPublisher } from './SqsPublisher.js';
+import { type SqsDelivery, SqsSettle } from './SqsSettle.js';
+
+/** The queues of the SQS pipeline, resolved. */
+export interface SqsPipelineQueues {
+  sourceUrl: string;
+  sourceArn: string;
+  parkingUrl: string;
+  parkingArn: string;
+  /** Where the relay sends inventory results (from inventory_outbox). */
+  resultsUrl: string;
+}
+
+/** What the SQS backend can do on a standard or a FIFO queue. */
+export const sqsCapabilities = (fifo: boolean): Capabilities => ({
+  orderedPerKey: fifo,
+  perMessageDelay: true,
+  partialBatchResponse: true,
+  redeliveryFlag: false,
+  // a standard queue delivers at least once by design; FIFO's exactly-once processing does not
+  spontaneousDuplicates: !fifo,
+  brokerParking: true,
+  publishDeduplication: fifo,
+  consumeModes: ['lambda'],
+});
+
+/**
+ * The SQS backend, composed from configuration: the client, the queues (source with its
+ * RedrivePolicy to parking, parking, results), publishers, the consumer side behind the Lambda
+ * SQS trigger, the parking lot and `inspect()`.
+ */
+export class SqsBackend implements Backend {
+  readonly transport = 'sqs';
+  readonly capabilities: Capabilities;
+  readonly client: SQSClient;
+  private readonly ownsClient: boolean;
+  private resolved: Promise<SqsPipelineQueues> | undefined;
+  private readonly publishers = new Map<string, Publisher>();
+
+  constructor(readonly config: SqsBackendConfig) {
+    this.capabilities = sqsCapabilities(config.fifo ?? false);
+    this.ownsClient = !config.client;
+    this.client =
+      config.client ??
+      createSqsClient({
+        endpoint: config.endpoint,
+        region: config.region,
+        ...(config.requestTimeoutMs ? { requestTimeoutMs: config.requestTimeoutMs } : {}),
+        ...(config.maxAttempts ? { maxAttempts: config.maxAttempts } : {}),
+      });
+  }
+
+  get fifo(): boolean {
+    return this.config.fifo ?? false;
+  }
+
+  private names() {
+    return sqsQueueNames(this.config.prefix ?? '', this.fifo);
+  }
+
+  /**
+   * Creates (or updates) every queue of the pipeline. Idempotent. A deployed pipeline's queues
+   * (`queueUrls` given) are its stack's: nothing is declared.
+   */
+  async prepare(): Promise<PrepareReport> {
+    if (this.config.queueUrls) return { queues: 0, policies: 0 };
+    const visibilityTimeoutSeconds =
+      this.config.visibilityTimeoutSeconds ?? SQS_DEFAULTS.visibilityTimeoutSeconds;
+    const queues = await ensureSqsQueues(this.client, this.names(), this.config.retention, {
+      ...defaultSqsQueueSettings(this.config.budget),
+      visibilityTimeoutSeconds,
+    });
+    // read by the order-results function through the same kind of mapping as the source queue:
+    // the same visibility timeout (≥ 6 × its timeout), as the stack gives it
+    const resultsUrl = await ensureQueue(
+      this.client,
+      `${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`,
+      { VisibilityTimeout: String(visibilityTimeoutSeconds) },
+    );
+    const all = { ...queues, resultsUrl };
+    this.resolved = Promise.resolve(all);
+    return { queues: 3, policies: 0 };
+  }
+
+  /** The queues' URLs and ARNs: as configured, as prepared, or looked up by name. */
+  queues(): Promise<SqsPipelineQueues> {
+    this.resolved ??= this.lookUp().catch((err: unknown) => {
+      this.resolved = undefined;
+      throw err;
+    });
+    return this.resolved;
+  }
+
+  private async lookUp(): Promise<SqsPipelineQueues> {
+    const names = this.names();
+    const given = this.config.queueUrls;
+    const url = async (name: string, configured?: string) =>
+      configured ??
+      ((await this.client.send(new GetQueueUrlCommand({ QueueName: name }))).QueueUrl as string);
+    const arn = async (queueUrl: string) =>
+      (
+        await this.client.send(
+          new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['QueueArn'] }),
+        )
+      ).Attributes?.QueueArn as string;
+    const sourceUrl = await url(names.source, given?.source);
+    const parkingUrl = await url(names.parking, given?.parking);
+    const resultsUrl = given
+      ? (given.results ?? '')
+      : await url(`${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`);
+    return {
+      sourceUrl,
+      parkingUrl,
+      resultsUrl,
+      // Deployed functions are given URLs and need no ARNs: no extra call at cold start.
+      sourceArn: given ? '' : await arn(sourceUrl),
+      parkingArn: given ? '' : await arn(parkingUrl),
+    };
+  }
+
+  async ready(timeoutMs = 2_000): Promise<void> {
+    await this.publisher('outbox').ready(timeoutMs);
+  }
+
+  /** The publisher of a stream: order events to inventory's queue, results to the order side's. */
+  publisher(stream: Stream = 'outbox'): Publisher {
+    let p = this.publishers.get(stream);
+    if (!p) {
+      if (stream !== 'outbox' && stream !== 'inventory_outbox') {
+        throw new Error(`no SQS queue for stream "${stream}"`);
+      }
+      p = new LazySqsPublisher(this.client, async () => {
+        const q = await this.queues();
+        const url = stream === 'outbox' ? q.sourceUrl : q.resultsUrl;
+        if (!url) throw new TransportUnavailableError(`no queue URL for stream "${stream}"`);
+        return { queueUrl: url, fifo: stream === 'outbox' && url.endsWith('.fifo') };
+      });
+      this.publishers.set(stream, p);
+    }
+    return p;
+  }
+
+  /** The settle contract and consumer driver behind the Lambda SQS trigger. */
+  async lambdaDriver(
+    handler: MessageHandler,
+    options: {
+      journal?: DeliveryJournal | undefined;
+      /**
+       * `inventory` (default): the inventory queue, with its retries and parking queue;
+       * `results`: the order side's results queue (its handler only acknowledges or gives back).
+       */
+      queue?: 'inventory' | 'results';
+      /** The use case's notices of parked messages (published through this backend). */
+      notices?: ParkNotices | undefined;
+    } = {},
+  ): Promise<{ driver: ConsumerDriver<SqsDelivery>; mode: SqsRetryMode; fifo: boolean }> {
+    const q = await this.queues();
+    const results = options.queue === 'results';
+    if (results && !q.resultsUrl) throw new Error('the SQS backend has no results queue URL');
+    const sourceUrl = results ? q.resultsUrl : q.sourceUrl;
+    const fifo = sourceUrl.endsWith('.fifo');
+    const settle = new SqsSettle(
+      { client: this.client },
+      // The results queue has no parking queue of ours: a park there is refused (returned).
+      {
+        sourceUrl,
+        parkingUrl: results ? '' : q.parkingUrl,
+        mode: this.config.mode,
+        fifo,
+        jitter: this.config.budget.jitter,
+      },
+    );
+    return {
+      driver: new ConsumerDriver(
+        {
+          handler,
+          settle,
+          journal: options.journal,
+          logger: this.config.logger,
+          ...(options.notices
+            ? {
+                notices: {
+                  build: options.notices.build,
+                  publisher: this.publisher(options.notices.stream),
+                },
+              }
+            : {}),
+        },
+        { consumer: this.config.consumer, onParkRefused: this.config.onParkRefused },
+      ),
+      mode: this.config.mode,
+      fifo,
+    };
+  }
+
+  /** SQS's consumer runs behind the Lambda SQS event source only (`lambdaDriver`). */
+  async consume(): Promise<RunningConsumer> {
+    throw new Error(
+      'the SQS backend has no in-process consumer: it runs behind the Lambda SQS event source (lambdaDriver)',
+    );
+  }
+
+  parkingLot(): ParkingLot {
+    const lot = (async () => {
+      const q = await this.queues();
+      return sqsParkingLot({
+        client: this.client,
+        sourceUrl: q.sourceUrl,
+        parkingUrl: q.parkingUrl,
+        ...(q.parkingArn ? { parkingArn: q.parkingArn } : {}),
+        redriveLimit: this.config.retention.redriveLimit ?? DEFAULT_REDRIVE_LIMIT,
+      });
+    })();
+    lot.catch(() => {});
+    return {
+      list: async (limit) => (await lot).list(limit),
+      redrive: async (selection, options) => (await lot).redrive(selection, options),
+    };
+  }
+
+  /**
+   * SQS's approximate counts (eventually consistent, about a minute behind on AWS): visible,
+   * not visible (in flight, and visibility-mode retries), delayed (resend-mode retries), and the
+   * parking queue's visible messages. The age of the oldest message is a CloudWatch metric only.
+   */
+  async inspect(): Promise<Inspection> {
+    const q = await this.queues();
+    const attrs = async (url: string) =>
+      (
+        await this.client.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: url,
+            AttributeNames: [
+              'ApproximateNumberOfMessages',
+              'ApproximateNumberOfMessagesNotVisible',
+              'ApproximateNumberOfMessagesDelayed',
+            ],
+          }),
+        )
+      ).Attributes ?? {};
+    // A queue that is gone (deleted by an operator, or a lab control) counts as empty.
+    const [source, parking] = await Promise.all(
+      [q.sourceUrl, q.parkingUrl].map((url) =>
+        attrs(url).catch((): Record<string, string> => ({})),
+      ),
+    );
+    const n = (v: string | undefined) => Number(v ?? 0);
+    return {
+      ready: n(source?.ApproximateNumberOfMessages),
+      inFlight: n(source?.ApproximateNumberOfMessagesNotVisible),
+      retrying: n(source?.ApproximateNumberOfMessagesDelayed),
+      parked: n(parking?.ApproximateNumberOfMessages),
+      heldForDeadLettering: 0,
+    };
+  }
+
+  private closed = false;
+
+  /** Idempotent; a client given in the configuration is left to its owner. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.ownsClient) this.client.destroy();
+  }
+}
+
+/** The SQS backend from its configuration. */
+export function sqsBackend(config: SqsBackendConfig): SqsBackend {
+  return new SqsBackend(config);
+}

@@ -1,0 +1,95 @@
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { z } from 'zod';
+import type { Retention, RetryBudget } from '../../config/budget.js';
+import type { Env } from '../../config/env.js';
+import type { ParkRefused } from '../../consumer/driver.js';
+import type { Logger } from '../../logger.js';
+import { backendBaseSchema, url } from '../module.js';
+import type { SqsRetryMode } from './constants.js';
+
+/** Where the queues are and how this backend uses them. */
+export interface SqsBackendConfig {
+  /** An SQS-compatible endpoint (fauxqs, moto); unset = AWS. */
+  endpoint?: string | undefined;
+  region: string;
+  /** Queue name prefix (tests and labs sharing one server). */
+  prefix?: string;
+  /** The FIFO variant of the inventory queues (MessageGroupId = aggregate id). */
+  fifo?: boolean;
+  /** How "retry later" is done. */
+  mode: SqsRetryMode;
+  budget: RetryBudget;
+  retention: Retention;
+  /** The source queue's visibility timeout (s), set by `prepare`. */
+  visibilityTimeoutSeconds?: number;
+  /** Who parks, for diagnoses (`inventory@<version>`). */
+  consumer: string;
+  /**
+   * The queue URLs of a deployed pipeline (no `prepare`). Unset: `prepare` creates the queues,
+   * or they are looked up by name.
+   */
+  queueUrls?: { source: string; parking?: string; results?: string };
+  /** A client to use instead of one built from `endpoint` (closed by its owner). */
+  client?: SQSClient;
+  requestTimeoutMs?: number;
+  maxAttempts?: number;
+  /** Called when the parking queue refused a consumer's copy (deployed: the `ParkRefused` metric). */
+  onParkRefused?: (refused: ParkRefused) => void;
+  logger?: Logger;
+}
+
+/**
+ * The SQS backend's configuration from the runtime environment: a deployed pipeline's queue
+ * URLs when `SOURCE_QUEUE_URL` is set (FIFO when it ends in `.fifo`), else the pinned names with
+ * `SQS_QUEUE_PREFIX` on `SQS_ENDPOINT` (unset: AWS).
+ */
+export function sqsConfigFromEnv(
+  env: Env,
+  base: Pick<SqsBackendConfig, 'budget' | 'retention' | 'consumer'> & Partial<SqsBackendConfig>,
+): SqsBackendConfig {
+  const source = env.SOURCE_QUEUE_URL;
+  return {
+    endpoint: env.SQS_ENDPOINT,
+    region: env.AWS_REGION,
+    prefix: env.SQS_QUEUE_PREFIX,
+    mode: env.SQS_RETRY_MODE,
+    visibilityTimeoutSeconds: env.SQS_VISIBILITY_TIMEOUT_S,
+    ...(source
+      ? {
+          fifo: source.endsWith('.fifo'),
+          queueUrls: {
+            source,
+            ...(env.PARKING_QUEUE_URL ? { parking: env.PARKING_QUEUE_URL } : {}),
+            ...(env.RESULTS_QUEUE_URL ? { results: env.RESULTS_QUEUE_URL } : {}),
+          },
+        }
+      : {}),
+    ...base,
+  };
+}
+
+const positive = z.number().int().positive();
+
+/** What `SqsBackendConfig` must hold, checked before the backend is built. */
+export const sqsConfigSchema = backendBaseSchema.extend({
+  endpoint: url().optional(),
+  region: z.string().min(1),
+  prefix: z.string().optional(),
+  fifo: z.boolean().optional(),
+  mode: z.enum(['visibility', 'resend']),
+  visibilityTimeoutSeconds: z.number().int().min(0).max(43_200).optional(),
+  // not checked as URLs: emulators answer hosts a URL parser refuses (`sqs.us-east-1.127.0.0.1`)
+  queueUrls: z
+    .object({
+      source: z.string().min(1),
+      parking: z.string().optional(),
+      results: z.string().optional(),
+    })
+    .optional(),
+  client: z.custom<SQSClient>((v) => typeof v === 'object' && v !== null).optional(),
+  requestTimeoutMs: positive.optional(),
+  maxAttempts: positive.optional(),
+  onParkRefused: z
+    .custom<(refused: ParkRefused) => void>((v) => typeof v === 'function')
+    .optional(),
+});
