@@ -93,14 +93,19 @@ export class NatsRig extends Rig {
     }
   }
 
-  /** The order events' stream deleted: a publish finds no stream (no responders). */
+  /**
+   * The order events' stream takes other subjects: a publish finds no stream (no responders),
+   * while the stream and its consumer stay (a worker would declare a deleted stream again).
+   */
   async breakRoute(): Promise<void> {
+    const name = `${this.prefix}${OUTBOX_STREAM.outbox.stream}`;
     await this.manage(async (jsm) => {
-      await jsm.streams.delete(`${this.prefix}${OUTBOX_STREAM.outbox.stream}`);
+      const { config } = await jsm.streams.info(name);
+      await jsm.streams.update(name, { ...config, subjects: [`${this.prefix}unrouted.>`] });
     });
   }
 
-  /** Declares the streams and consumers again (empty: what the stream held is gone). */
+  /** Declares the streams again: their subjects back. */
   async restoreRoute(): Promise<void> {
     await this.backend.prepare();
   }

@@ -1,7 +1,6 @@
 import { holdStockLock } from '../../devkit/dbControls.js';
 import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { RoundResult } from '../../shared/outbox/OutboxRelay.js';
-import type { Publisher } from '../../shared/port/types.js';
 import { type Configuration, capabilitiesOf } from '../configurations.js';
 import type { Rig } from '../rigs/index.js';
 import type { NotApplicable, Scenario } from '../scenario.js';
