@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Command, Option } from 'commander';
 import { requireServices } from '../devkit/preflight.js';
+import { localTransport } from '../devkit/transports/index.js';
 import { loadEnv } from '../shared/config/env.js';
 import {
   type BrokerFault,
@@ -105,12 +106,12 @@ const [gapMin, gapMax] = opts.faultGap.split('-').map(Number);
 if (!gapMin || !gapMax || gapMin > gapMax) program.error('--fault-gap must look like 1500-4000');
 const seed = opts.seed ? Number(opts.seed) : Math.floor(Math.random() * 2 ** 31);
 const env = loadEnv();
-await requireServices({
-  postgres: env.DATABASE_URL,
-  ...(transports.includes('rabbitmq')
-    ? { rabbitmq: env.AMQP_URL, rabbitManagement: env.RABBITMQ_MANAGEMENT_URL }
-    : {}),
-});
+await requireServices(
+  Object.assign(
+    { postgres: env.DATABASE_URL },
+    ...transports.map((t) => localTransport(t).required(env, 'consume')),
+  ),
+);
 
 const progress = (line: string) =>
   process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`);

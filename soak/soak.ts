@@ -8,7 +8,7 @@ import {
 } from '../devkit/emulators/dataApiServer.js';
 import { freePort } from '../devkit/freePort.js';
 import { type Exit, Supervised } from '../devkit/processes.js';
-import { createScratch } from '../devkit/scratch.js';
+import { createScratch, type ScratchEnvironment } from '../devkit/scratch.js';
 import { calm, dbPause, type Roles, startChaos } from './chaos.js';
 import { drain } from './drain.js';
 import { type Placement, placeOrders, seedStock } from './load.js';
@@ -25,7 +25,15 @@ import { readJournals, type SoakVerdict, verify } from './verify.js';
 
 export type { BrokerFault, RabbitConsumer } from './transports.js';
 
-export type Transport = 'rabbitmq' | 'sqs';
+/** How the soak stands up each transport it runs on (`--transport`). */
+const SOAK_TRANSPORTS = {
+  rabbitmq: (scratch: ScratchEnvironment, o: SoakOptions) =>
+    rabbitmqTransport(scratch, o.brokerFault, o.consumer),
+  sqs: (scratch: ScratchEnvironment, _o: SoakOptions, logDir: string) =>
+    sqsTransport(scratch, logDir),
+} as const;
+
+export type Transport = keyof typeof SOAK_TRANSPORTS;
 
 export interface SoakOptions {
   transport: Transport;
@@ -112,7 +120,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const scratch = await createScratch(
     {
       ...o.services,
-      ...(o.transport === 'sqs' ? { sqsEndpoint: `http://127.0.0.1:${await freePort()}` } : {}),
+      // where the SQS soak starts its own server (unused elsewhere)
+      sqsEndpoint: `http://127.0.0.1:${await freePort()}`,
     },
     'soak',
     {
@@ -128,10 +137,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const children: Supervised[] = [];
   try {
     await seedStock(db, plan);
-    transport =
-      o.transport === 'rabbitmq'
-        ? await rabbitmqTransport(scratch, o.brokerFault, o.consumer)
-        : await sqsTransport(scratch, logDir);
+    transport = await SOAK_TRANSPORTS[o.transport](scratch, o, logDir);
 
     // --- the database through the Data API: one endpoint for every role, its cluster pausable
     const resumeMs = o.resumeMs ?? AURORA_AUTO_PAUSE.resumeMs;
@@ -194,8 +200,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           }
         : undefined,
     );
-    const consumerDbTerminations =
-      o.consumerDbTerminations ?? (o.transport === 'rabbitmq' && o.consumer === 'amazonmq' ? 3 : 0);
+    const consumerDbTerminations = o.consumerDbTerminations ?? (o.consumer === 'amazonmq' ? 3 : 0);
     const chaos = startChaos({
       o: { ...o, badRows: o.badRows ?? 3, consumerDbTerminations, dbPauses: o.dbPauses ?? 2 },
       transport,

@@ -1,21 +1,23 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { type Command, Option } from 'commander';
 import { requireServices } from '../../devkit/preflight.js';
+import { localTransport, SHARED_TRANSPORTS } from '../../devkit/transports/index.js';
 import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import { reservationQuarantineNotice } from '../../shared/inventory/quarantine.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import type { Backend, Diagnosis, ParkingLot, RedriveSelection } from '../../shared/port/types.js';
-import { backendFromEnv, createBackend } from '../../shared/transport/index.js';
-import { sqsQueueNames } from '../../shared/transport/sqs/constants.js';
-import { SqsBackend } from '../../shared/transport/sqs/index.js';
+import {
+  backendFromConfig,
+  backendFromEnv,
+  type TransportName,
+} from '../../shared/transport/index.js';
 import { env } from './common.js';
 import { describeStack, stackOption } from './stack.js';
 
 const transportOption = () =>
   new Option('--transport <transport>', 'which parking lot')
-    .choices(['rabbitmq', 'sqs'])
+    .choices(SHARED_TRANSPORTS)
     .makeOptionMandatory();
 
 /**
@@ -28,54 +30,44 @@ async function withParkingLot<T>(
   stack: string | undefined,
   fn: (lot: ParkingLot, backend: Backend) => Promise<T>,
 ): Promise<T> {
+  const local = localTransport(transport);
   const deployed = stack ? await describeStack(stack) : undefined;
-  if (deployed && transport === 'rabbitmq') {
-    console.error(
-      `--stack ${deployed.name}: the Amazon MQ broker is private and admits only the stack's operator security group, so the parking lot is reached at AMQP_URL and RABBITMQ_MANAGEMENT_URL from inside the stack's VPC, as without --stack (docs/cli.md)`,
-    );
-  }
-  if (transport === 'rabbitmq') await requireServices({ rabbitmq: env.AMQP_URL });
+  const access = deployed && local.deployed?.operator(deployed, env);
+  if (access && 'note' in access) console.error(access.note);
+  const onStack = access && 'config' in access ? access : undefined;
+  if (!onStack) await requireServices(local.required(env, 'publish'));
   const retention = loadRetention();
   const base = {
     budget: loadBudget(process.env, undefined, retention),
     retention,
     consumer: `cli@${CODE_VERSION}`,
   };
-  // the deployment's queues: pinned names (no prefix), the stack's region, the SDK's endpoint
-  // (AWS's, or AWS_ENDPOINT_URL_SQS), never a queue URL's host
-  const region = deployed && transport === 'sqs' ? deployed.region : undefined;
-  const client = region
-    ? new SQSClient({ region, useQueueUrlAsEndpoint: false, maxAttempts: 2 })
-    : undefined;
-  const endpoint = region
-    ? `SQS in ${region}`
-    : (env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`);
-  const backend =
-    region && client
-      ? createBackend('sqs', { ...base, region, mode: env.SQS_RETRY_MODE, client })
-      : backendFromEnv(transport as 'rabbitmq' | 'sqs', env, {
-          ...base,
-          connectionName: 'cli-parked',
-          endpoint,
-          maxAttempts: 1,
-        });
-  try {
-    if (backend instanceof SqsBackend) {
-      await backend.queues().catch((err: unknown) => {
-        const names = sqsQueueNames(client ? '' : env.SQS_QUEUE_PREFIX);
-        console.error(
-          `SQS queues ${names.source} / ${names.parking} not reachable at ${endpoint} (${(err as Error).message}); ` +
-            (client
-              ? `are they stack ${deployed?.name}'s? (sqs:GetQueueUrl on them)`
-              : 'set SQS_ENDPOINT, or start the local pipeline with `npm run dev -- --transport sqs`'),
-        );
-        process.exit(2);
+  const server = onStack
+    ? undefined
+    : { endpoint: env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}` };
+  const backend = onStack
+    ? backendFromConfig(transport, { ...base, ...onStack.config })
+    : backendFromEnv(transport as TransportName, env, {
+        ...base,
+        connectionName: 'cli-parked',
+        ...server,
+        maxAttempts: 1,
       });
-    }
+  try {
+    await backend.ready(5_000).catch((err: unknown) => {
+      console.error(
+        `${transport}: the parking lot is not reachable (${(err as Error).message}); ${
+          onStack && deployed
+            ? local.deployed?.unreachable(deployed.name)
+            : `start the local pipeline with \`npm run dev -- --transport ${transport}\``
+        }`,
+      );
+      process.exit(2);
+    });
     return await fn(backend.parkingLot(), backend);
   } finally {
     await backend.close();
-    client?.destroy();
+    onStack?.close();
   }
 }
 

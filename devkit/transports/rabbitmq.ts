@@ -139,6 +139,10 @@ export const rabbitmqLocal: LocalTransport = {
     },
     describe: () => 'Amazon MQ trigger emulation',
     eventSourceName: 'Amazon MQ',
+    operator: (stack) => ({
+      note: `--stack ${stack.name}: the Amazon MQ broker is private and admits only the stack's operator security group, so the parking lot is reached at AMQP_URL and RABBITMQ_MANAGEMENT_URL from inside the stack's VPC, as without --stack (docs/cli.md)`,
+    }),
+    unreachable: () => "is AMQP_URL the broker, from inside the stack's VPC?",
     startEventSource: (d, functionId, options) =>
       startAmazonMqEventSource(d, functionId, {
         ...options,

@@ -2,6 +2,7 @@ import {
   GetQueueAttributesCommand,
   type MessageAttributeValue,
   SendMessageBatchCommand,
+  SQSClient,
 } from '@aws-sdk/client-sqs';
 import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { createLogger } from '../../shared/logger.js';
@@ -160,6 +161,20 @@ export const sqsLocal: LocalTransport = {
     },
     describe: (env) => `SQS trigger emulation (${env.SQS_RETRY_MODE} mode)`,
     eventSourceName: 'SQS',
+    // the deployment's queues: pinned names (no prefix), the stack's region, the SDK's endpoint
+    // (AWS's, or AWS_ENDPOINT_URL_SQS), never a queue URL's host
+    operator: (stack, env) => {
+      const client = new SQSClient({
+        region: stack.region,
+        useQueueUrlAsEndpoint: false,
+        maxAttempts: 2,
+      });
+      return {
+        config: { region: stack.region, mode: env.SQS_RETRY_MODE, client, prefix: '' },
+        close: () => client.destroy(),
+      };
+    },
+    unreachable: (stack) => `are they stack ${stack}'s? (sqs:GetQueueUrl on them)`,
     startEventSource: (d, functionId, { logger, onInvocationError }) =>
       startSqsEventSource(d, functionId, {
         ...(logger ? { logger } : {}),

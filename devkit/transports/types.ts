@@ -132,7 +132,17 @@ export interface DeployedConsumers {
   ): Promise<RunningEventSource>;
   /** The event source's name in the console's lines (`SQS`, `Amazon MQ`). */
   eventSourceName: string;
+  /**
+   * How an operator outside the stack reaches its broker (`--stack`): the configuration of a
+   * backend on the deployment's resources, or why it is reached as locally instead.
+   */
+  operator(stack: { name: string; region: string }, env: Env): OperatorAccess;
+  /** What to check when the deployment's resources do not answer (one line). */
+  unreachable: (stack: string) => string;
 }
+
+/** An operator's backend on a deployment, or a note that the local settings reach it. */
+export type OperatorAccess = { config: Record<string, unknown>; close(): void } | { note: string };
 
 /**
  * How a consumer runs locally:
