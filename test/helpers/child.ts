@@ -1,5 +1,6 @@
 import { templatesFor } from '../../devkit/lambda/synth.js';
 import { startNode } from '../../devkit/processes.js';
+import { localTransport } from '../../devkit/transports/index.js';
 import type { JournalEntry } from '../../shared/consumer/journal.js';
 import { RABBITMQ_MANAGEMENT_URL } from './services.js';
 
@@ -29,6 +30,16 @@ export async function devTemplates(...transports: ('sqs' | 'rabbitmq')[]): Promi
 }
 
 /**
+ * The templates dev reads its settings from: those of the stacks that deploy the transport of
+ * `args` (dev's default: RabbitMQ); none for a transport no stack deploys.
+ */
+async function templatesOf(args: string[]): Promise<void> {
+  const at = args.indexOf('--transport');
+  const deployed = localTransport(at >= 0 ? (args[at + 1] ?? '') : 'rabbitmq').deployed;
+  if (deployed) await templatesFor({ transport: deployed.stack });
+}
+
+/**
  * Runs `npm run dev` roles in a child process, as a separate deployment would; `done` resolves when
  * it exits (tests use `FAULTS=…:exit` to make it die at a fault point). dev reads its settings
  * from the synthesized templates: they are made (or found cached) here first, so that the
@@ -39,8 +50,7 @@ export function startDev(
   env: Record<string, string>,
   timeoutMs = 30_000,
 ): RunningChild {
-  const transport = args[args.indexOf('--transport') + 1] === 'sqs' ? 'sqs' : 'rabbitmq';
-  const started = templatesFor({ transport }).then(() =>
+  const started = templatesOf(args).then(() =>
     startNode({
       name: `dev ${args.join(' ')}`,
       args: ['--import', 'tsx', 'bin/dev.ts', ...args],

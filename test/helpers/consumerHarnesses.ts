@@ -1,6 +1,7 @@
 import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import { type ConsumerBench, InventoryBench } from './inventory.js';
+import { NatsInventoryBench } from './natsInventory.js';
 import { SQS_SERVERS } from './sqs.js';
 import { SqsInventoryBench } from './sqsInventory.js';
 
@@ -50,8 +51,21 @@ export const SQS_HARNESSES: ConsumerHarness<SqsInventoryBench>[] = SQS_SERVERS.m
     }),
 }));
 
+/** NATS JetStream, the reserve consumer as a worker (its only mode); a retry is a nak delay. */
+export const NATS_HARNESS: ConsumerHarness<NatsInventoryBench> = {
+  name: 'NATS JetStream worker',
+  retryModes: ['nak delay'],
+  retryDelayTolerance: { earlyMs: 50, lateMs: 1_500 },
+  setup: (label, options = {}) =>
+    NatsInventoryBench.create(label, options.budget ?? TEST_RETRY_BUDGET),
+};
+
 /**
  * Every transport the transport-agnostic consumer tests run on (`describe.each`). A new transport
  * adds its entry here.
  */
-export const CONSUMER_HARNESSES: readonly ConsumerHarness[] = [RABBITMQ_HARNESS, ...SQS_HARNESSES];
+export const CONSUMER_HARNESSES: readonly ConsumerHarness[] = [
+  RABBITMQ_HARNESS,
+  ...SQS_HARNESSES,
+  NATS_HARNESS,
+];

@@ -1,7 +1,14 @@
 import type { Message } from '@aws-sdk/client-sqs';
+import { type JsMsg, jetstreamManager, StorageType } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { NATS_URL, natsLocal } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Backend, Publisher } from '../../shared/port/types.js';
+import { createBackend } from '../../shared/transport/index.js';
+import { NATS_HEADERS } from '../../shared/transport/nats/constants.js';
+import { header } from '../../shared/transport/nats/messages.js';
+import { natsNames } from '../../shared/transport/nats/topology.js';
 import {
   RABBITMQ_NAMES,
   SCHEMA_VERSION_HEADER,
@@ -11,8 +18,9 @@ import { SQS_ATTRIBUTES } from '../../shared/transport/sqs/constants.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import type { SqsServer } from '../globalSetup.js';
 import { queueDepth, type ReceivedMessage, readMessages, testConnection } from './amqp.js';
+import { readNatsMessages } from './nats.js';
 import { amqpUrlVia, createTestVhost } from './rabbit.js';
-import { AMQP_URL } from './services.js';
+import { AMQP_URL, SERVICES, uniqueName } from './services.js';
 import { createSqsFixture, receiveAll, SQS_FEATURES, SQS_SERVERS } from './sqs.js';
 
 /** A message as it reached a consumer's destination, read alike on every transport. */
@@ -21,7 +29,10 @@ export interface WireMessage {
   type: string | undefined;
   correlationId: string | undefined;
   schemaVersion: string | undefined;
-  /** Kept on disk by the broker (AMQP delivery mode 2; SQS keeps every message). */
+  /**
+   * Kept on disk by the broker (AMQP delivery mode 2; SQS keeps every message; a JetStream
+   * stream whose storage is a file).
+   */
   durable: boolean;
   body: Record<string, unknown>;
 }
@@ -181,6 +192,74 @@ export function sqsRelay(server: SqsServer): RelayHarness {
   };
 }
 
+/** NATS JetStream: the relay publishes to the order events' stream, each publish ack awaited. */
+export const NATS_RELAY: RelayHarness = {
+  name: 'NATS JetStream',
+  missingDestinationError: /no stream takes subject/,
+  quickBulkSends: true,
+  async setup(label) {
+    const namespace = await natsLocal.namespace(SERVICES, uniqueName(label));
+    const open = closers();
+    open.add(() => namespace.delete());
+    const prefix = namespace.config.prefix as string;
+    const backendAt = (servers: string, namespacePrefix = prefix) => {
+      const backend = createBackend('nats-jetstream', {
+        servers,
+        prefix: namespacePrefix,
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'relay-test',
+        reconnect: { baseMs: 50, maxMs: 500 },
+        publish: { timeoutMs: 5_000 },
+        connectTimeoutMs: 1_000,
+      });
+      open.add(() => backend.close());
+      return backend;
+    };
+    const backend = backendAt(NATS_URL);
+    // the consumers too: what reached a destination is read, and counted, through them
+    await backend.prepare();
+    const nc = await connect({ servers: NATS_URL.split(','), timeout: 2_000 });
+    open.add(() => nc.close());
+    const names = natsNames(prefix);
+    const jsm = await jetstreamManager(nc);
+    // a stream keeps its messages on disk when its storage is a file
+    const onFile = async (stream: string) =>
+      (await jsm.streams.info(stream)).config.storage === StorageType.File;
+    const wire = (m: JsMsg, durable: boolean): WireMessage => ({
+      messageId: header(m.headers, NATS_HEADERS.eventId),
+      type: header(m.headers, NATS_HEADERS.eventType),
+      correlationId: header(m.headers, NATS_HEADERS.correlationId),
+      schemaVersion: header(m.headers, NATS_HEADERS.schemaVersion),
+      durable,
+      body: m.json(),
+    });
+    const read = async (
+      consumer: keyof typeof names.consumers,
+      done: (messages: WireMessage[]) => boolean,
+    ) => {
+      const durable = await onFile(names.consumers[consumer].stream);
+      const of = (messages: JsMsg[]) => messages.map((m) => wire(m, durable));
+      return of(await readNatsMessages(nc, names.consumers[consumer], (m) => done(of(m))));
+    };
+    return {
+      backend,
+      devEnv: { NATS_URL, NATS_PREFIX: prefix },
+      async throughProxy() {
+        const server = new URL(NATS_URL.split(',')[0] ?? NATS_URL);
+        const proxy = await new TcpProxy(server.hostname, Number(server.port || 4222)).start();
+        open.add(() => proxy.close());
+        return { proxy, backend: backendAt(`nats://127.0.0.1:${proxy.port}`) };
+      },
+      // never prepared: no stream takes its subjects
+      missingDestination: () => backendAt(NATS_URL, `${prefix}missing_`).publisher('outbox'),
+      orders: (done) => read('inventory', done),
+      results: (done) => read('results', done),
+      close: () => open.run(),
+    };
+  },
+};
+
 /**
  * Every transport the transport-agnostic relay tests run on (`describe.each`). A new transport
  * adds its entry here.
@@ -188,4 +267,5 @@ export function sqsRelay(server: SqsServer): RelayHarness {
 export const RELAY_HARNESSES: readonly RelayHarness[] = [
   RABBITMQ_RELAY,
   ...SQS_SERVERS.map(sqsRelay),
+  NATS_RELAY,
 ];
