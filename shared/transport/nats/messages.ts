@@ -146,7 +146,9 @@ export function parkedEntry(m: StoredMsg): ParkedEntry {
     via: 'consumer',
     body: Buffer.from(m.data),
     diagnosis: {
-      messageId: header(h, NATS_HEADERS.eventId) ?? body.id ?? null,
+      // the transport's id only, as on the other backends: a message parked for having none
+      // is listed without one, not under an id its body claims
+      messageId: header(h, NATS_HEADERS.eventId) ?? null,
       type: header(h, NATS_HEADERS.eventType) ?? body.type ?? null,
       schemaVersion: header(h, NATS_HEADERS.schemaVersion) ?? body.schemaVersion ?? null,
       correlationId: header(h, NATS_HEADERS.correlationId) ?? body.correlationId ?? null,
