@@ -33,7 +33,7 @@ import { loadEnv } from '../shared/config/env.js';
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 
 const program = new Command('lab')
-  .description('run the fault scenarios on RabbitMQ and SQS side by side')
+  .description('run the fault scenarios on every transport configuration side by side')
   .option('--scenario <ids>', `comma list of scenarios (${SCENARIOS.map((s) => s.id).join(', ')})`)
   .option('--config <ids>', `comma list of configurations (${ALL_CONFIGURATION_IDS.join(', ')})`)
   .option(

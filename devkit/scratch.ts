@@ -9,7 +9,7 @@ import {
   TRANSPORT_NAMES,
   type TransportName,
 } from '../shared/transport/index.js';
-import { TcpProxy } from './tcpProxy.js';
+import { TcpProxy } from './TcpProxy.js';
 import { localTransport, type Namespace, type Services } from './transports/index.js';
 import type { ScratchVhost } from './transports/types.js';
 

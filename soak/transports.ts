@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { type SqsFaultLayer, startSqsFaultLayer } from '../devkit/emulators/sqsFaults.js';
 import { Supervised } from '../devkit/processes.js';
 import type { ScratchEnvironment } from '../devkit/scratch.js';
-import { TcpProxy } from '../devkit/tcpProxy.js';
+import { TcpProxy } from '../devkit/TcpProxy.js';
 import { amqpUrlVia } from '../devkit/transports/rabbitmq.js';
 import { DEFAULT_RETENTION, loadBudget } from '../shared/config/budget.js';
 import type { Diagnosis } from '../shared/port/types.js';

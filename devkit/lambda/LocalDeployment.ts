@@ -24,10 +24,10 @@ import {
 } from './deployedSettings.js';
 import type { StackScope } from './intrinsics.js';
 import { type LambdaFunction, type LambdaRuntimeOptions, writable } from './LambdaFunction.js';
-import { LocalFunctions } from './localFunctions.js';
+import { LocalFunctions } from './LocalFunctions.js';
+import { LocalParameters } from './LocalParameters.js';
+import { LocalQueues } from './LocalQueues.js';
 import { startLocalHttpApi } from './localHttpApi.js';
-import { LocalParameters } from './localParameters.js';
-import { LocalQueues } from './localQueues.js';
 import { LOCAL_ACCOUNT, type LocalQueue, LocalResolver } from './localReferences.js';
 import { LocalSecrets, type SecretValueOf } from './localSecrets.js';
 import { linkRuntimeSdk } from './runtimeDir.js';

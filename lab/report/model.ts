@@ -103,7 +103,7 @@ export interface NotApplicableRunView extends RunViewBase {
 
 export type RunView = AppliedRunView | NotApplicableRunView;
 
-const TITLE = 'Comparison lab: the same faults on RabbitMQ and SQS';
+const TITLE = 'Comparison lab: the same faults on RabbitMQ, SQS and NATS JetStream';
 
 /** The model of a lab run's report, built from its results. */
 export function reportModel(report: LabReport): ReportModel {

@@ -2,7 +2,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { NATS_NAMES, OUTBOX_STREAM } from '../../shared/transport/nats/constants.js';
 import type { NatsBackend } from '../../shared/transport/nats/index.js';

@@ -1,6 +1,6 @@
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { amqpUrlVia } from '../../devkit/transports/rabbitmq.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';

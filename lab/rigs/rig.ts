@@ -7,7 +7,7 @@ import { type RunningEventSource, startSchedule } from '../../devkit/lambda/even
 import type { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
 import { proxiedDatabase, type ScratchEnvironment } from '../../devkit/scratch.js';
-import type { TcpProxy } from '../../devkit/tcpProxy.js';
+import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import { localTransport } from '../../devkit/transports/index.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';

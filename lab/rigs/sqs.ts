@@ -2,7 +2,7 @@ import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { Publisher } from '../../shared/port/types.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Configuration } from '../configurations.js';

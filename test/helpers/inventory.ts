@@ -8,7 +8,7 @@ import {
   type ScratchDatabase,
   type ScratchEnvironment,
 } from '../../devkit/scratch.js';
-import type { TcpProxy } from '../../devkit/tcpProxy.js';
+import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { ScratchVhost } from '../../devkit/transports/types.js';
 import {
   DEFAULT_RETENTION,

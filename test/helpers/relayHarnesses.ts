@@ -1,7 +1,7 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import { type JsMsg, jetstreamManager, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { NATS_URL, natsLocal } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Backend, Publisher } from '../../shared/port/types.js';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';

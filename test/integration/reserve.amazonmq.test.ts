@@ -1,6 +1,6 @@
 import type { Context } from 'aws-lambda';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TcpProxy } from '../../devkit/tcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { AmazonMqTrigger } from '../../devkit/triggers/amazonMqTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
