@@ -60,7 +60,7 @@ describe('NATS JetStream backend', () => {
     const publisher = backend.publisher('outbox');
     expect(await publisher.publish([e])).toEqual([{ id: e.id, ok: true }]);
     // the relay's second try of a message whose ack it missed: confirmed, not stored again
-    expect(await publisher.publish([e])).toEqual([{ id: e.id, ok: true }]);
+    expect(await publisher.publish([e])).toEqual([{ id: e.id, ok: true, duplicate: true }]);
     expect(await backend.inspect()).toMatchObject({ ready: 1, inFlight: 0, parked: 0 });
 
     const { seen } = await consume(h, (m) =>
