@@ -9,7 +9,7 @@ import { templatesFor } from '../devkit/lambda/synth.js';
 import { scratchName } from '../devkit/scratch.js';
 import { scheduledEvent } from '../devkit/triggers/scheduleTrigger.js';
 import type { Env } from '../shared/config/env.js';
-import { deployForBench } from './deployed.js';
+import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
 import { PRICES, type PriceId } from './prices.js';
 import { progress } from './progress.js';
 
@@ -39,7 +39,7 @@ export const AT_REST_CONFIGURATIONS = [
 ] as const satisfies readonly {
   id: string;
   label: string;
-  transport: 'sqs' | 'rabbitmq';
+  transport: DeployedTransport;
   context: Record<string, string>;
 }[];
 
@@ -165,7 +165,7 @@ export interface InvocationAtRest {
 
 /** The functions that run with no orders, measured on one transport's deployed bundles. */
 export interface AtRestUsage {
-  transport: 'sqs' | 'rabbitmq';
+  transport: DeployedTransport;
   measuredAt: string;
   /** The relay's tick that reads the outboxes (due once an hour). */
   sweep: InvocationAtRest;
@@ -222,7 +222,7 @@ const NAT_SERVICES = ['rds-data', 'secrets-manager', 'ssm', 'lambda', 'sqs'];
  * maintenance run, each invoked as its schedule rule invokes it, every AWS request counted and
  * every log line kept. A first tick before them warms the relay up (it sweeps: no state yet).
  */
-export async function measureAtRest(env: Env, transport: 'sqs' | 'rabbitmq'): Promise<AtRestUsage> {
+export async function measureAtRest(env: Env, transport: DeployedTransport): Promise<AtRestUsage> {
   const { assembly } = await synthesizedAssembly({ transport, log: progress });
   const lines = new Map<string, string[]>();
   const name = scratchName(`bench_rest_${transport}`);
@@ -297,9 +297,7 @@ async function invokeMeasured(
       measured: 1,
       billedMs,
       calls,
-      sqsUnits: Object.entries(units)
-        .filter(([k]) => k.startsWith('sqs:'))
-        .reduce((n, [, v]) => n + v, 0),
+      sqsUnits: ofService(units, 'sqs'),
       natBytes: throughNat
         ? NAT_SERVICES.reduce((n, s) => n + (bytes[s]?.sent ?? 0) + (bytes[s]?.received ?? 0), 0)
         : 0,
@@ -574,19 +572,14 @@ function addUsage(
     'measured',
     `billed durations ${measured}; this machine's, slower than AWS's; init not counted`,
   );
-  const callsOf = (prefix: string) =>
-    sum(
-      (r) =>
-        r.n *
-        Object.entries(r.u.calls).reduce((a, [k, v]) => a + (k.startsWith(prefix) ? v : 0), 0),
-    );
-  const dataApi = callsOf('rds-data:');
+  const callsOf = (service: string) => sum((r) => r.n * ofService(r.u.calls, service));
+  const dataApi = callsOf('rds-data');
   add('RDS Data API requests', dataApi, n0(dataApi), 'dataApiRequest', 'measured', measured);
   const sqs = sum((r) => r.n * r.u.sqsUnits);
-  if (usage.transport === 'sqs') {
+  if (BROKER_BILLING[usage.transport] === 'requests') {
     add('SQS requests (the relay)', sqs, n0(sqs), 'sqsStandardRequest', 'measured', measured);
   }
-  const secrets = callsOf('secrets-manager:');
+  const secrets = callsOf('secrets-manager');
   add(
     'Secrets Manager API calls',
     secrets,
@@ -595,7 +588,7 @@ function addUsage(
     'measured',
     `${measured} (the Data API reads the login secrets itself; a cold relay on RabbitMQ reads the broker’s once, not counted)`,
   );
-  const ssm = callsOf('ssm:');
+  const ssm = callsOf('ssm');
   add(
     'SSM parameter calls (the relay state)',
     ssm,
@@ -703,7 +696,7 @@ function addUsage(
 /** Each configuration's month: the templates synthesized in-process, the usage when measured. */
 export async function benchCostAtRest(
   env: Env,
-  transports: ('sqs' | 'rabbitmq')[],
+  transports: DeployedTransport[],
 ): Promise<{ months: AtRestMonth[]; usage: AtRestUsage[] }> {
   const usage: AtRestUsage[] = [];
   for (const t of transports) usage.push(await measureAtRest(env, t));

@@ -10,15 +10,19 @@ import { synthesizedAssembly } from '../devkit/lambda/localPipeline.js';
 import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import type { SqlExecutor } from '../shared/db/types.js';
-import { deployForBench } from './deployed.js';
+import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
+import { atMost } from './load.js';
 import { PRICES, type PriceId } from './prices.js';
 import { progress } from './progress.js';
 
-/** The deployed configurations costed: the two stacks as `cdk deploy` creates them. */
-export type CostedConfiguration = 'sqs' | 'rabbitmq';
+/** The deployed configurations costed, the stacks as `cdk deploy` creates them: id and label. */
+const COSTED: Record<DeployedTransport, { configuration: string; label: string }> = {
+  sqs: { configuration: 'sqs-visibility', label: 'SQS stack' },
+  rabbitmq: { configuration: 'rabbitmq-amazonmq', label: 'RabbitMQ stack (Amazon MQ trigger)' },
+};
 
 export interface CostOptions {
-  transports: CostedConfiguration[];
+  transports: DeployedTransport[];
   /** Orders per second offered through the HTTP API during the measured window. */
   rate: number;
   seconds: number;
@@ -79,7 +83,7 @@ export async function benchCost(env: Env, o: CostOptions): Promise<Configuration
 async function costOf(
   env: Env,
   o: CostOptions,
-  transport: CostedConfiguration,
+  transport: DeployedTransport,
 ): Promise<ConfigurationCost> {
   const { assembly } = await synthesizedAssembly({
     transport,
@@ -180,7 +184,7 @@ class OrderPlacer {
 async function settled(
   d: LocalDeployment,
   db: SqlExecutor,
-  transport: CostedConfiguration,
+  transport: DeployedTransport,
   expected: number,
 ): Promise<void> {
   const until = Date.now() + SETTLE_TIMEOUT_MS;
@@ -207,27 +211,12 @@ async function offerOrders(
 ): Promise<number[]> {
   const started = Date.now();
   const pending: Promise<number>[] = [];
-  let inFlight = 0;
-  const slots: (() => void)[] = [];
+  const limited = atMost(MAX_IN_FLIGHT, place);
   const total = Math.round(rate * seconds);
   let sent = 0;
   while (sent < total) {
     const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate));
-    while (sent < due) {
-      const i = sent++;
-      pending.push(
-        (async () => {
-          while (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((r) => slots.push(r));
-          inFlight++;
-          try {
-            return await place(i);
-          } finally {
-            inFlight--;
-            slots.shift()?.();
-          }
-        })(),
-      );
-    }
+    while (sent < due) pending.push(limited(sent++));
     await sleep(20);
   }
   return Promise.all(pending);
@@ -301,22 +290,11 @@ const API_CALLS: readonly { item: string; price: PriceId; service: string }[] = 
   { item: 'Lambda Invoke API calls (the kick)', price: 'lambdaInvokeApi', service: 'lambda' },
 ];
 
-/** Calls of a service (`sqs`, `rds-data`, …), summed over its operations. */
-function ofService(rec: Record<string, number>, service: string): number {
-  return Object.entries(rec)
-    .filter(([k]) => k.startsWith(`${service}:`))
-    .reduce((a, [, n]) => a + n, 0);
-}
-
 /**
  * The window's counts as billable items per million orders: those that scale with orders from
  * the counts, the hourly ones over the hours a million orders take at `throughput` per second.
  */
-function costLines(
-  transport: CostedConfiguration,
-  c: WindowCounts,
-  throughput: number,
-): CostLine[] {
+function costLines(transport: DeployedTransport, c: WindowCounts, throughput: number): CostLine[] {
   const perOrder = 1e6 / Math.max(1, c.orders);
   const hours = 1e6 / throughput / 3600;
   const lines: CostLine[] = [];
@@ -344,7 +322,7 @@ function costLines(
     (c.scheduleInvocations / c.windowSeconds) * hours * 3600,
     'time',
   );
-  if (transport === 'rabbitmq') {
+  if (BROKER_BILLING[transport] === 'broker-hours') {
     add('Amazon MQ broker hours', 'amazonMqBrokerHour', hours, 'time');
     add('NAT gateway hours', 'natGatewayHour', hours, 'time');
     // what the functions in the VPC send to AWS APIs and get back goes through the NAT gateway
@@ -379,14 +357,14 @@ function costLine(
 
 /** The configuration's cost: its items, their priced total, and the calls behind them. */
 function configurationCost(
-  transport: CostedConfiguration,
+  transport: DeployedTransport,
   o: CostOptions,
   c: WindowCounts,
 ): ConfigurationCost {
   const lines = costLines(transport, c, o.throughput);
   return {
-    configuration: transport === 'sqs' ? 'sqs-visibility' : 'rabbitmq-amazonmq',
-    label: o.label ?? (transport === 'sqs' ? 'SQS stack' : 'RabbitMQ stack (Amazon MQ trigger)'),
+    configuration: COSTED[transport].configuration,
+    label: o.label ?? COSTED[transport].label,
     orders: c.orders,
     windowSeconds: round(c.windowSeconds),
     offeredPerSecond: round(c.offeredPerSecond),

@@ -2,9 +2,10 @@ import { type Memory, type NodeProcess, readMemory } from '../devkit/processes.j
 import type { Env } from '../shared/config/env.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { setStock } from '../shared/inventory/stock.js';
+import type { DeployedTransport } from './deployed.js';
 import { rawBaselines, saturation } from './e2eBaselines.js';
 import { memoryFigures, pipelineFigures } from './e2eFigures.js';
-import { type Pipeline, roleEnvironment, startPipeline, startSqsServer } from './e2ePipeline.js';
+import { E2E_BROKERS, type Pipeline, roleEnvironment, startPipeline } from './e2ePipeline.js';
 import { type SearchSettings, stepUpSearch } from './e2eSearch.js';
 import { backlog, drained, windowStats } from './e2eStats.js';
 import { withBenchEnvironment } from './environment.js';
@@ -21,10 +22,8 @@ import type { BenchFigure } from './report.js';
  * (bench/e2eFigures.ts).
  */
 
-export type Transport = 'rabbitmq' | 'sqs';
-
 export interface E2eOptions {
-  transports: Transport[];
+  transports: DeployedTransport[];
   /** Orders per second of the fixed-rate run. */
   rate: number;
   /** Measured seconds of the fixed-rate run, after `warmupSeconds` at the same rate. */
@@ -51,7 +50,7 @@ const orderBody = (skus: number) => (i: number) => `{"sku":"SKU-${i % skus}","qu
 
 async function runTransport(
   env: Env,
-  transport: Transport,
+  transport: DeployedTransport,
   o: E2eOptions,
   bundle: string,
 ): Promise<Record<string, BenchFigure>> {
@@ -60,41 +59,26 @@ async function runTransport(
     `e2e_${transport}`,
     async (scratch) => {
       const db = scratch.database.db;
-      const amqpUrl = scratch.vhost?.amqpUrl as string;
       const started: NodeProcess[] = [];
       const say = (line: string) => progress(`  [${transport}] ${line}`);
       try {
         for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000_000);
+        const broker = await E2E_BROKERS[transport]({ scratch, region: env.AWS_REGION, started });
         const childEnv: NodeJS.ProcessEnv = {
           DATABASE_URL: scratch.database.url,
-          AMQP_URL: amqpUrl,
+          AMQP_URL: scratch.vhost?.amqpUrl,
           RABBITMQ_MANAGEMENT_URL: env.RABBITMQ_MANAGEMENT_URL,
           POWERTOOLS_LOG_LEVEL: o.logLevel,
           FAULTS: '',
+          ...broker.env,
         };
-        let sqsEndpoint: string | undefined;
-        if (transport === 'sqs') {
-          sqsEndpoint = await startSqsServer(started);
-          Object.assign(childEnv, {
-            SQS_ENDPOINT: sqsEndpoint,
-            SQS_QUEUE_PREFIX: scratch.sqsPrefix,
-          });
-        }
 
         // Raw baselines first, alone on the machine.
         const raw = await rawBaselines({
-          transport,
           rate: o.rate,
           seconds: o.rawSeconds,
           body: orderBody(o.skus),
-          amqpUrl,
-          sqs: sqsEndpoint
-            ? {
-                endpoint: sqsEndpoint,
-                region: env.AWS_REGION,
-                queueName: `${scratch.sqsPrefix}raw`,
-              }
-            : undefined,
+          rawLatency: broker.rawLatency,
           started,
           say,
         });

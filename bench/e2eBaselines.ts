@@ -1,9 +1,8 @@
 import { freePort } from '../devkit/freePort.js';
 import { type Memory, type NodeProcess, readMemory } from '../devkit/processes.js';
-import { createSqsClient } from '../shared/transport/sqs/index.js';
 import { type FixedRateResult, fixedRateLoad, maxThroughput } from './load.js';
 import { RAW_HTTP_SERVER, startRole } from './processes.js';
-import { type RawLatency, rawRabbitLatency, rawSqsLatency } from './rawLatency.js';
+import type { RawLatency } from './rawLatency.js';
 
 /**
  * The raw baselines of the end-to-end figures, measured in the same run: a trivial node:http
@@ -20,14 +19,11 @@ export interface RawBaselines {
 }
 
 export async function rawBaselines(c: {
-  transport: 'rabbitmq' | 'sqs';
   rate: number;
   seconds: number;
   body: (i: number) => string;
-  /** The run's virtual host (RabbitMQ). */
-  amqpUrl: string;
-  /** The run's SQS server and a queue name of its own (SQS). */
-  sqs?: { endpoint: string; region: string; queueName: string } | undefined;
+  /** The run's bare broker (bench/e2ePipeline.ts, `E2E_BROKERS`). */
+  rawLatency: (rate: number, seconds: number) => Promise<RawLatency>;
   started: NodeProcess[];
   say: (line: string) => void;
 }): Promise<RawBaselines> {
@@ -52,21 +48,7 @@ export async function rawBaselines(c: {
     `  ${rawLoad.achieved} req/s, p50 ${rawLoad.latencyMs.p50} ms, p99 ${rawLoad.latencyMs.p99} ms, peak RSS ${rawMemory.peakMb} MB`,
   );
   c.say(`raw broker latency at ${c.rate}/s for ${c.seconds} s`);
-  let rawBroker: RawLatency;
-  if (c.transport === 'rabbitmq') {
-    rawBroker = await rawRabbitLatency(c.amqpUrl, c.rate, c.seconds);
-  } else {
-    const sqs = c.sqs;
-    if (!sqs) throw new Error('the raw SQS baseline needs an SQS server');
-    const client = createSqsClient({
-      endpoint: sqs.endpoint,
-      region: sqs.region,
-      requestTimeoutMs: 25_000,
-    });
-    rawBroker = await rawSqsLatency(client, sqs.queueName, c.rate, c.seconds).finally(() =>
-      client.destroy(),
-    );
-  }
+  const rawBroker = await c.rawLatency(c.rate, c.seconds);
   c.say(
     `  confirm p50 ${rawBroker.confirmMs.p50} / p99 ${rawBroker.confirmMs.p99} ms, delivery p50 ${rawBroker.deliverMs.p50} / p99 ${rawBroker.deliverMs.p99} ms`,
   );

@@ -1,4 +1,5 @@
 import type { Memory } from '../devkit/processes.js';
+import type { DeployedTransport } from './deployed.js';
 import type { RawBaselines } from './e2eBaselines.js';
 import type { SearchSettings, Step } from './e2eSearch.js';
 import type { WindowStats } from './e2eStats.js';
@@ -7,11 +8,17 @@ import { type BenchFigure, figure } from './report.js';
 
 /** What every end-to-end figure of a transport carries. */
 interface Common {
-  transport: 'rabbitmq' | 'sqs';
+  transport: DeployedTransport;
   rate: number;
   seconds: number;
   warmupSeconds: number;
 }
+
+/** The latency goals (ms) by figure (`p99`, `lag.p99`), per transport: RabbitMQ's. */
+const LATENCY_GOALS_MS: Record<DeployedTransport, Partial<Record<string, number>>> = {
+  rabbitmq: { p99: 500, 'lag.p99': 250 },
+  sqs: {},
+};
 
 /** Peak RSS of each role after the fixed-rate run, beside the raw server's. */
 export function memoryFigures(
@@ -74,15 +81,13 @@ export function pipelineFigures(c: {
     baseline: number,
     baselineName: string,
     what: string,
-    goalMs: number | undefined,
   ) => {
+    const goalMs = LATENCY_GOALS_MS[transport][key];
     figures[`e2e.${transport}.${key}`] = figure(value, 'ms', baseline, {
       better: 'lower',
       baselineName,
       what,
-      ...(goalMs !== undefined && transport === 'rabbitmq'
-        ? { goal: { on: 'value', max: goalMs } }
-        : {}),
+      ...(goalMs !== undefined ? { goal: { on: 'value', max: goalMs } } : {}),
       ...common,
     });
   };
@@ -92,10 +97,10 @@ export function pipelineFigures(c: {
   const e2eWhat =
     'order commit → reservation commit (outbox.occurred_at → reservations.created_at)';
   const lagWhat = 'order commit → broker confirm (outbox.occurred_at → published_at)';
-  latency('p50', stats.e2eMs.p50, rawBroker.deliverMs.p50, deliver, e2eWhat, undefined);
-  latency('p99', stats.e2eMs.p99, rawBroker.deliverMs.p99, deliver, e2eWhat, 500);
-  latency('lag.p50', stats.lagMs.p50, rawBroker.confirmMs.p50, confirm, lagWhat, undefined);
-  latency('lag.p99', stats.lagMs.p99, rawBroker.confirmMs.p99, confirm, lagWhat, 250);
+  latency('p50', stats.e2eMs.p50, rawBroker.deliverMs.p50, deliver, e2eWhat);
+  latency('p99', stats.e2eMs.p99, rawBroker.deliverMs.p99, deliver, e2eWhat);
+  latency('lag.p50', stats.lagMs.p50, rawBroker.confirmMs.p50, confirm, lagWhat);
+  latency('lag.p99', stats.lagMs.p99, rawBroker.confirmMs.p99, confirm, lagWhat);
   if (c.search) {
     const sustainable = c.steps.filter((s) => s.sustainable).at(-1)?.rate ?? 0;
     figures[`e2e.${transport}.sustainable`] = figure(

@@ -1,6 +1,10 @@
 import { freePort } from '../devkit/freePort.js';
 import type { NodeProcess } from '../devkit/processes.js';
+import type { ScratchEnvironment } from '../devkit/scratch.js';
+import { createSqsClient } from '../shared/transport/sqs/index.js';
+import type { DeployedTransport } from './deployed.js';
 import { FAUXQS_SERVER, startRole } from './processes.js';
+import { type RawLatency, rawRabbitLatency, rawSqsLatency } from './rawLatency.js';
 
 /**
  * The processes of an end-to-end run: an SQS server of its own (SQS only) and the pipeline's
@@ -8,19 +12,39 @@ import { FAUXQS_SERVER, startRole } from './processes.js';
  * to `started`, which the run stops, last first, whatever happens.
  */
 
-/** Starts fauxqs in a process of its own, so its CPU is not the bench's; returns its endpoint. */
-export async function startSqsServer(started: NodeProcess[]): Promise<string> {
-  const port = await freePort();
-  started.push(
-    await startRole(
-      'fauxqs',
-      ['--input-type=module', '-e', FAUXQS_SERVER],
-      { PORT: String(port) },
-      'listening',
-    ),
-  );
-  return `http://127.0.0.1:${port}`;
-}
+/**
+ * Each transport's broker in an end-to-end run (RabbitMQ: the run's virtual host; SQS: a server
+ * of the run's own): the roles' variables beyond the pipeline's, and the bare broker's latency.
+ */
+export const E2E_BROKERS: Record<
+  DeployedTransport,
+  (c: { scratch: ScratchEnvironment; region: string; started: NodeProcess[] }) => Promise<{
+    env: NodeJS.ProcessEnv;
+    rawLatency(rate: number, seconds: number): Promise<RawLatency>;
+  }>
+> = {
+  rabbitmq: async ({ scratch }) => ({
+    env: {},
+    rawLatency: (rate, seconds) =>
+      rawRabbitLatency(scratch.vhost?.amqpUrl as string, rate, seconds),
+  }),
+  // fauxqs in a process of its own, so that its CPU is not the bench's
+  sqs: async ({ scratch, region, started }) => {
+    const port = await freePort();
+    const args = ['--input-type=module', '-e', FAUXQS_SERVER];
+    started.push(await startRole('fauxqs', args, { PORT: String(port) }, 'listening'));
+    const endpoint = `http://127.0.0.1:${port}`;
+    return {
+      env: { SQS_ENDPOINT: endpoint, SQS_QUEUE_PREFIX: scratch.sqsPrefix },
+      rawLatency: (rate, seconds) => {
+        const client = createSqsClient({ endpoint, region, requestTimeoutMs: 25_000 });
+        return rawSqsLatency(client, `${scratch.sqsPrefix}raw`, rate, seconds).finally(() =>
+          client.destroy(),
+        );
+      },
+    };
+  },
+};
 
 export interface Pipeline {
   api: NodeProcess;

@@ -9,6 +9,25 @@ export function quantile(sorted: readonly number[], q: number): number {
   return sorted[rank] as number;
 }
 
+/** `fn`, at most `max` calls of it running at once (the others wait their turn, in order). */
+export function atMost<A extends unknown[], T>(
+  max: number,
+  fn: (...args: A) => Promise<T>,
+): (...args: A) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (...args) => {
+    while (running >= max) await new Promise<void>((r) => waiting.push(r));
+    running++;
+    try {
+      return await fn(...args);
+    } finally {
+      running--;
+      waiting.shift()?.();
+    }
+  };
+}
+
 export const round1 = (n: number) => Math.round(n * 10) / 10;
 export const round2 = (n: number) => Math.round(n * 100) / 100;
 

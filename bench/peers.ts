@@ -1,8 +1,8 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import amqp from 'amqplib';
 import { startConsumer } from '../devkit/consumers.js';
-import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
 import type { ScratchEnvironment } from '../devkit/scratch.js';
+import { localTransport } from '../devkit/transports/index.js';
 import { waitFor } from '../devkit/waitFor.js';
 import {
   effectCounts,
@@ -27,7 +27,9 @@ import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import type { Backend } from '../shared/port/types.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
+import type { DeployedTransport } from './deployed.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
+import { quantile } from './load.js';
 import { progress } from './progress.js';
 import { orderQueuesPurger } from './relay.js';
 import { median, type PeerRowLike } from './report.js';
@@ -45,7 +47,7 @@ export interface PeersBenchOptions {
   concurrency: number;
   batchSize: number;
   skus: number;
-  transports: ('sqs' | 'rabbitmq')[];
+  transports: DeployedTransport[];
   /** Limit to these peers (default: all that apply to the transports). */
   peers?: string[];
   /** Relay lag run: events per second offered, for `lagSeconds`. */
@@ -65,12 +67,30 @@ let measurement = 0;
 
 const ratio = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 100) / 100 : Number.NaN);
 
-/** Sends the envelopes to an SQS queue, 10 per call, 8 calls in flight (not timed). */
-async function sendSqs(client: SQSClient, queueUrl: string, envelopes: Envelope[]): Promise<void> {
-  await rawSend(client, queueUrl, envelopes);
+/** Where the envelopes go: the run's virtual host, its SQS server. */
+interface Destinations {
+  scratch: ScratchEnvironment;
+  sqs: SQSClient | undefined;
 }
 
-/** Publishes the envelopes on a confirm channel (persistent, JSON, message id), not timed. */
+type Send<I extends PeerInput = PeerInput> = (
+  input: I,
+  envelopes: Envelope[],
+  to: Destinations,
+) => Promise<unknown>;
+
+/**
+ * Sends the envelopes to a consumer's input, not timed, by its kind: to an SQS queue 10 per call,
+ * 8 calls in flight; on an AMQP confirm channel (persistent, JSON, message id).
+ */
+const SENDS: { [K in PeerInput['kind']]: Send<Extract<PeerInput, { kind: K }>> } = {
+  sqs: (input, envelopes, to) => rawSend(to.sqs as SQSClient, input.queueUrl, envelopes),
+  amqp: (input, envelopes, to) =>
+    publishAmqp(to.scratch.vhost?.amqpUrl as string, input, envelopes),
+};
+const sendTo: Send = (input, envelopes, to) => (SENDS[input.kind] as Send)(input, envelopes, to);
+
+/** Publishes the envelopes on a confirm channel (persistent, JSON, message id). */
 async function publishAmqp(
   amqpUrl: string,
   input: { exchange: string; routingKey: string },
@@ -130,49 +150,53 @@ interface ConsumerRun {
   lost: number;
 }
 
+/** Our backend on each transport, prepared on queues of its own, and its consumer's input. */
+const OURS: Record<
+  DeployedTransport,
+  (to: Destinations, round: number) => Promise<{ backend: Backend; input: PeerInput }>
+> = {
+  sqs: async ({ scratch, sqs }, round) => {
+    const backend = scratch.backend('sqs', BENCH_BACKEND, {
+      ...(sqs ? { client: sqs } : {}),
+      prefix: `${scratch.sqsPrefix}ours${round}-`,
+      visibilityTimeoutSeconds: 60,
+    });
+    await backend.prepare();
+    return { backend, input: { kind: 'sqs', queueUrl: (await backend.queues()).sourceUrl } };
+  },
+  rabbitmq: async ({ scratch }, round) => {
+    const backend = scratch.backend('rabbitmq', BENCH_BACKEND, {
+      connectionName: `bench-ours-${round}`,
+    });
+    await backend.prepare();
+    const { ordersExchange: exchange, inventoryQueue: queue } = RABBITMQ_NAMES;
+    return { backend, input: { kind: 'amqp', exchange, routingKey: 'order.created', queue } };
+  },
+};
+
 /**
- * Our consumer on this transport (the Lambda trigger emulation on SQS, the worker on RabbitMQ),
- * `messages` already queued: messages/s until every reservation is committed.
+ * Our consumer on this transport (its first consume mode: the Lambda trigger emulation on SQS,
+ * the worker on RabbitMQ), `messages` already queued: messages/s until every reservation is
+ * committed.
  */
 async function oursConsumer(
-  scratch: ScratchEnvironment,
-  transport: 'sqs' | 'rabbitmq',
+  to: Destinations,
+  transport: DeployedTransport,
   o: PeersBenchOptions,
-  sqs: SQSClient | undefined,
   round: number,
 ): Promise<ConsumerRun> {
-  const db = new PgDatabase({ connectionString: scratch.database.url, max: o.concurrency + 2 });
+  const db = new PgDatabase({ connectionString: to.scratch.database.url, max: o.concurrency + 2 });
   try {
     await db.query('TRUNCATE processed_messages, reservations, inventory_outbox');
     await db.query('UPDATE stock SET reserved = 0');
     const envelopes = orderEvents(o.messages, o.skus);
-    let backend: Backend;
-    if (transport === 'sqs') {
-      const sqsBackend = scratch.backend('sqs', BENCH_BACKEND, {
-        ...(sqs ? { client: sqs } : {}),
-        prefix: `${scratch.sqsPrefix}ours${round}-`,
-        visibilityTimeoutSeconds: 60,
-      });
-      await sqsBackend.prepare();
-      await sendSqs(sqs as SQSClient, (await sqsBackend.queues()).sourceUrl, envelopes);
-      backend = sqsBackend;
-    } else {
-      const rabbit = scratch.backend('rabbitmq', BENCH_BACKEND, {
-        connectionName: `bench-ours-${round}`,
-      });
-      await rabbit.prepare();
-      await publishAmqp(
-        scratch.vhost?.amqpUrl as string,
-        { exchange: RABBITMQ_NAMES.ordersExchange, routingKey: 'order.created' },
-        envelopes,
-      );
-      backend = rabbit;
-    }
+    const { backend, input } = await OURS[transport](to, round);
+    await sendTo(input, envelopes, to);
     const journal = new Journal();
     const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
     const started = performance.now();
     const consumer = await startConsumer(backend, (m) => useCase.process(m), {
-      mode: transport === 'sqs' ? 'lambda' : 'worker',
+      mode: backend.capabilities.consumeModes[0],
       journal,
       logger: createLogger('bench'),
       batchSize: o.batchSize,
@@ -227,7 +251,7 @@ async function peerConsumer(
     });
     try {
       const started = performance.now();
-      await sendTo(running.input, envelopes, scratch, sqs?.client);
+      await sendTo(running.input, envelopes, { scratch, sqs: sqs?.client });
       const count = async () => (await effectCounts(db)).distinct;
       const seconds = await untilCommitted(count, o.messages, started);
       return { rate: o.messages / seconds, ...(await stockCheck(db, o.messages)) };
@@ -236,20 +260,6 @@ async function peerConsumer(
     }
   } finally {
     await db.close();
-  }
-}
-
-async function sendTo(
-  input: PeerInput,
-  envelopes: Envelope[],
-  scratch: ScratchEnvironment,
-  sqs: SQSClient | undefined,
-): Promise<void> {
-  if (input.kind === 'sqs') {
-    if (!sqs) throw new Error('an SQS peer without an SQS client');
-    await sendSqs(sqs, input.queueUrl, envelopes);
-  } else {
-    await publishAmqp(scratch.vhost?.amqpUrl as string, input, envelopes);
   }
 }
 
@@ -274,19 +284,13 @@ export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRo
   for (const transport of o.transports) {
     const peers = CONSUMER_PEERS.filter((p) => p.transport === transport && wanted(p.id));
     if (peers.length === 0) continue;
-    const local =
-      transport === 'sqs'
-        ? await ensureLocalSqs({ endpoint: env.SQS_ENDPOINT, port: env.SQS_LOCAL_PORT })
-        : undefined;
-    const client = local
-      ? createSqsClient({
-          endpoint: local.endpoint,
-          region: env.AWS_REGION,
-          requestTimeoutMs: 25_000,
-        })
+    // the transport's local server (SQS), and a client on it
+    const local = await localTransport(transport).startLocal?.(env);
+    const endpoint = local?.config.endpoint as string | undefined;
+    const client = endpoint
+      ? createSqsClient({ endpoint, region: env.AWS_REGION, requestTimeoutMs: 25_000 })
       : undefined;
-    const sqs =
-      client && local ? { client, endpoint: local.endpoint, region: env.AWS_REGION } : undefined;
+    const sqs = client && endpoint ? { client, endpoint, region: env.AWS_REGION } : undefined;
     try {
       await withBenchEnvironment(
         env,
@@ -299,7 +303,7 @@ export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRo
             const ours: ConsumerRun[] = [];
             const theirs: ConsumerRun[] = [];
             for (let run = 1; run <= o.runs; run++) {
-              ours.push(await oursConsumer(scratch, transport, o, client, ++measurement));
+              ours.push(await oursConsumer({ scratch, sqs: client }, transport, o, ++measurement));
               theirs.push(await peerConsumer(scratch, peer, o, sqs, ++measurement));
               progress(
                 `  consumer on ${transport}, run ${run}/${o.runs}: ours ${Math.round(ours.at(-1)?.rate ?? 0)} msg/s, ${peer.id} ${Math.round(theirs.at(-1)?.rate ?? 0)} msg/s`,
@@ -326,7 +330,7 @@ export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRo
             });
           }
         },
-        { transports: [transport], ...(local ? { sqsEndpoint: local.endpoint } : {}) },
+        { transports: [transport], ...(endpoint ? { sqsEndpoint: endpoint } : {}) },
       );
     } finally {
       client?.destroy();
@@ -345,10 +349,11 @@ interface RelayRun {
   lost: number;
 }
 
-const p99 = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil(s.length * 0.99) - 1)] ?? Number.NaN;
-};
+const p99 = (xs: number[]) =>
+  quantile(
+    xs.toSorted((a, b) => a - b),
+    0.99,
+  );
 
 /**
  * Offers `count` events to a relay: `perSecond` events a second in one transaction per 10 ms tick

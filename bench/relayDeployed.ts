@@ -7,14 +7,15 @@ import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../shared/outbox/kick.js';
-import { deployForBench } from './deployed.js';
+import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
+import { atMost } from './load.js';
 import { progress } from './progress.js';
 import { type BenchFigure, figure } from './report.js';
 
 export type RelayDesign = 'kick' | 'schedule-drain';
 
 export interface RelayDeployedOptions {
-  transport: 'sqs' | 'rabbitmq';
+  transport: DeployedTransport;
   /** Offered orders per second in the burst, and its length. */
   rate: number;
   burstSeconds: number;
@@ -106,7 +107,7 @@ export async function benchRelayDeployed(
       { goal: { on: 'value', min: 10 } },
     ),
   };
-  if (t === 'sqs') {
+  if (BROKER_BILLING[t] === 'requests') {
     figures[`relay-deployed.${t}.idle-sqs-requests-per-hour`] = figure(
       ours.idle.perHour.sqsRequests,
       'requests/h',
@@ -149,21 +150,9 @@ async function runDesign(
     closers.push(() => schedule.stop());
     const agent = { keepalive: true } as const;
     let failures = 0;
-    // at most `inFlight` requests at once: each is an invocation, and each invocation in flight is
+    // at most `MAX_IN_FLIGHT` requests at once: each is an invocation, and each invocation in flight is
     // an execution environment (a process) of its own, as in Lambda; the machine has two cores
-    let inFlight = 0;
-    const slots: (() => void)[] = [];
-    const place = async (i: number) => {
-      while (inFlight >= MAX_IN_FLIGHT) await new Promise<void>((r) => slots.push(r));
-      inFlight++;
-      try {
-        return await placeNow(i);
-      } finally {
-        inFlight--;
-        slots.shift()?.();
-      }
-    };
-    const placeNow = async (i: number) => {
+    const place = atMost(MAX_IN_FLIGHT, async (i: number) => {
       const res = await fetch(`${api.url}/orders`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-correlation-id': `bench-${i}` },
@@ -174,7 +163,7 @@ async function runDesign(
       if (res.status !== 201 && failures++ < 3)
         progress(`  place-order answered ${res.status}: ${body.slice(0, 300)}`);
       return res.status;
-    };
+    });
     const unpublished = async () =>
       Number(
         (
@@ -307,10 +296,7 @@ function idleCounts(
   since: number,
 ): IdleCounts {
   const counts = calls.counts();
-  const sum = (service: string) =>
-    Object.entries(counts)
-      .filter(([k]) => k.startsWith(`${service}:`))
-      .reduce((a, [, n]) => a + n, 0);
+  const sum = (service: string) => ofService(counts, service);
   const invocations = relay.stats.invocations - before.invocations;
   const gbSeconds =
     ((relay.stats.billedMs - before.billedMs) / 1000) * (relay.spec.memorySize / 1024);

@@ -7,7 +7,8 @@ import { RABBITMQ_DEFAULTS } from '../shared/transport/rabbitmq/constants.js';
 import { atRestMarkdown, benchCostAtRest } from './atRest.js';
 import { benchBundles } from './bundle.js';
 import { benchCost, type ConfigurationCost, costMarkdown } from './cost.js';
-import { benchE2e, type Transport } from './e2e.js';
+import { deployedTransports } from './deployed.js';
+import { benchE2e } from './e2e.js';
 import { benchPeers, type PeerRow } from './peers.js';
 import { PRICES } from './prices.js';
 import { progress } from './progress.js';
@@ -178,6 +179,7 @@ await requireServices({
 
 const figures: Record<string, BenchFigure> = {};
 const transports = opts.transport.split(',').map((t) => t.trim());
+const deployed = deployedTransports(transports);
 if (chosen.includes('relay') && transports.includes('rabbitmq')) {
   progress(`relay → RabbitMQ: ${opts.messages} messages × ${opts.runs} runs`);
   Object.assign(
@@ -232,7 +234,7 @@ if (chosen.includes('e2e') || chosen.includes('memory')) {
   Object.assign(
     figures,
     await benchE2e(env, {
-      transports: transports.filter((t): t is Transport => t === 'rabbitmq' || t === 'sqs'),
+      transports: deployed,
       rate: Number(opts.rate),
       seconds: Number(opts.duration),
       warmupSeconds: Number(opts.warmup),
@@ -283,9 +285,7 @@ if (chosen.includes('scale')) {
   );
 }
 if (chosen.includes('relay-deployed')) {
-  for (const transport of transports.filter(
-    (t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq',
-  )) {
+  for (const transport of deployed) {
     progress(
       `relay as deployed on ${transport}: the bundles, kicked + ticked vs the 1-minute schedule draining 50 s`,
     );
@@ -316,7 +316,7 @@ if (chosen.includes('peers')) {
     concurrency: Number(opts.peerConcurrency),
     batchSize: Number(opts.peerBatch),
     skus: Number(opts.skus),
-    transports: transports.filter((t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq'),
+    transports: deployed,
     ...(opts.peers ? { peers: opts.peers.split(',').map((s) => s.trim()) } : {}),
     lagRate: Number(opts.peerLagRate),
     lagSeconds: Number(opts.peerLagSeconds),
@@ -329,7 +329,7 @@ if (chosen.includes('cost')) {
     `cost per million orders: the deployed stacks run locally, every AWS call counted, ${opts.costRate} orders/s for ${opts.costSeconds} s`,
   );
   costs = await benchCost(env, {
-    transports: transports.filter((t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq'),
+    transports: deployed,
     rate: Number(opts.costRate),
     seconds: Number(opts.costSeconds),
     throughput: Number(opts.costThroughput),
@@ -338,10 +338,7 @@ if (chosen.includes('cost')) {
 let atRest: Awaited<ReturnType<typeof benchCostAtRest>> | undefined;
 if (chosen.includes('cost') || chosen.includes('cost-at-rest')) {
   progress('a month at rest: the templates counted, the scheduled runs measured on the bundles');
-  atRest = await benchCostAtRest(
-    env,
-    transports.filter((t): t is 'sqs' | 'rabbitmq' => t === 'sqs' || t === 'rabbitmq'),
-  );
+  atRest = await benchCostAtRest(env, deployed);
 }
 if (chosen.includes('bundle')) {
   progress('Lambda bundle sizes (esbuild, the settings of infra/constructs/NodeFunction.ts)');
