@@ -1,5 +1,5 @@
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { sqsHarness } from './harnesses.js';
+import { sqsRig } from './rigs.js';
 import { runTransportContract } from './transport.contract.js';
 
 for (const server of SQS_SERVERS) {
@@ -7,11 +7,11 @@ for (const server of SQS_SERVERS) {
   runTransportContract({
     name: `SQS ${server.name}, visibility mode`,
     features: { orderedPerKey: false, delayToleranceMs: 2_500 },
-    create: (label) => sqsHarness(server, `vis_${label}`, 'visibility'),
+    create: (label) => sqsRig(server, `vis_${label}`, 'visibility'),
   });
   runTransportContract({
     name: `SQS ${server.name}, resend mode`,
     features: { orderedPerKey: false, delayToleranceMs: 2_500 },
-    create: (label) => sqsHarness(server, `resend_${label}`, 'resend'),
+    create: (label) => sqsRig(server, `resend_${label}`, 'resend'),
   });
 }

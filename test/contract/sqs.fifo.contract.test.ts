@@ -1,5 +1,5 @@
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { sqsHarness } from './harnesses.js';
+import { sqsRig } from './rigs.js';
 import { runTransportContract } from './transport.contract.js';
 
 // FIFO queues: one message group per aggregate, delivered in order.
@@ -7,5 +7,5 @@ runTransportContract({
   name: `SQS ${SQS_SERVERS[0]?.name ?? 'fauxqs'} FIFO, visibility mode`,
   features: { orderedPerKey: true, delayToleranceMs: 2_500 },
   create: (label) =>
-    sqsHarness(SQS_SERVERS[0] as (typeof SQS_SERVERS)[number], `fifo_${label}`, 'visibility', true),
+    sqsRig(SQS_SERVERS[0] as (typeof SQS_SERVERS)[number], `fifo_${label}`, 'visibility', true),
 });

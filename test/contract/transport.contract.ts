@@ -13,7 +13,7 @@ import type {
 
 /**
  * The transport contract (in the spirit of Watermill's universal pub/sub tests): what every
- * backend promises, written once. A backend's test file only supplies a harness factory and its
+ * backend promises, written once. A backend's test file only supplies a rig factory and its
  * capability flags; each test gets fresh queues from the factory.
  */
 export interface TransportFeatures {
@@ -27,7 +27,7 @@ export interface TransportFeatures {
  * One backend, prepared in an isolated namespace (vhost, queue prefix or its own memory), and a
  * way to start its consumer (worker or trigger emulation) around a handler.
  */
-export interface TransportHarness {
+export interface TransportRig {
   backend: Backend;
   /** Publishes to a destination that does not exist. */
   missingDestination: Publisher;
@@ -35,7 +35,8 @@ export interface TransportHarness {
   close(): Promise<void>;
 }
 
-export interface Delivery {
+/** A delivery as the contract's consumer recorded it. */
+export interface Received {
   messageId: string;
   attempt: number;
   redelivered: boolean;
@@ -58,19 +59,19 @@ const ack: Outcome = { kind: 'ack', result: 'noop' };
 export function runTransportContract(options: {
   name: string;
   features: TransportFeatures;
-  create: (label: string) => Promise<TransportHarness>;
+  create: (label: string) => Promise<TransportRig>;
 }): void {
   describe(`transport contract: ${options.name}`, () => {
-    const harnesses: TransportHarness[] = [];
+    const rigs: TransportRig[] = [];
     const stops: (() => Promise<void>)[] = [];
-    /** A fresh harness whose consumer records deliveries and answers with `decide`. */
+    /** A fresh rig whose consumer records deliveries and answers with `decide`. */
     const setup = async (
       label: string,
       decide: (m: InboundMessage, seen: number) => Outcome | Promise<Outcome>,
     ) => {
       const h = await options.create(label);
-      harnesses.push(h);
-      const deliveries: Delivery[] = [];
+      rigs.push(h);
+      const deliveries: Received[] = [];
       const consumer = await h.startConsumer(async (messages) => {
         const outcomes: Outcome[] = [];
         for (const m of messages) {
@@ -96,12 +97,12 @@ export function runTransportContract(options: {
     beforeAll(() => undefined);
     afterAll(async () => {
       for (const stop of stops) await stop();
-      for (const h of harnesses) await h.close();
+      for (const h of rigs) await h.close();
     });
 
     it('declares the ordering it is tested for', async () => {
       const h = await options.create('features');
-      harnesses.push(h);
+      rigs.push(h);
       expect(h.backend.capabilities.orderedPerKey).toBe(options.features.orderedPerKey);
     });
 
@@ -146,7 +147,7 @@ export function runTransportContract(options: {
       const e = envelope();
       await publisher.publish([e]);
       await waitFor(() => of(e.id).length >= 2, { timeoutMs: 15_000, message: 'delivered again' });
-      const [first, second] = of(e.id) as [Delivery, Delivery];
+      const [first, second] = of(e.id) as [Received, Received];
       expect(second.at - first.at).toBeGreaterThanOrEqual(1_000 - 100);
       expect(second.at - first.at).toBeLessThan(1_000 + options.features.delayToleranceMs);
       expect(second.attempt).toBe(1);
@@ -265,7 +266,7 @@ export function runTransportContract(options: {
 
     it('inspect() counts the messages waiting for a consumer', async () => {
       const h = await options.create('inspect');
-      harnesses.push(h);
+      rigs.push(h);
       await h.backend.publisher('outbox').publish([envelope(), envelope()]);
       const seen = await waitFor(
         async () => {

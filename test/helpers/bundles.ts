@@ -23,7 +23,7 @@ import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './s
  * their own, queues with the file's prefix on the run's fauxqs, secrets in the run's moto (or one
  * of its own when moto is not on PATH), and the journal lines every function logs.
  */
-export interface BundleFixture {
+export interface BundleRig {
   pipeline: LocalPipeline;
   deployment: LocalDeployment;
   db: ScratchDatabase;
@@ -36,7 +36,7 @@ export interface BundleFixture {
   close(): Promise<void>;
 }
 
-export async function bundleFixture(
+export async function bundleRig(
   transport: 'sqs' | 'rabbitmq',
   label: string,
   options: {
@@ -52,7 +52,7 @@ export async function bundleFixture(
      */
     sqs?: { endpoint: string };
   } = {},
-): Promise<BundleFixture> {
+): Promise<BundleRig> {
   const { assembly, synth } = await synthesizedAssembly({
     transport,
     ...(options.context ? { context: options.context } : {}),
@@ -116,7 +116,7 @@ export async function bundleFixture(
  * The database user a deployed function reaches the Data API as: the username of the secret its
  * template's `DATA_API_SECRET_ARN` names (what the service reads), or undefined without one.
  */
-export async function dataApiLoginOf(f: BundleFixture, fnId: string): Promise<string | undefined> {
+export async function dataApiLoginOf(f: BundleRig, fnId: string): Promise<string | undefined> {
   const env = f.deployment.environmentOf(f.deployment.assembly.function(fnId), '/var/task');
   if (!env.DATA_API_SECRET_ARN) return undefined;
   return String((await f.deployment.secretValue(env.DATA_API_SECRET_ARN)).username);
@@ -126,7 +126,7 @@ export async function dataApiLoginOf(f: BundleFixture, fnId: string): Promise<st
  * Each database login of the deployment is a member of its side's group role (migration 0006)
  * and of nothing else, and the legacy one of `pipeline_app`.
  */
-export async function expectLoginsReady(f: BundleFixture): Promise<void> {
+export async function expectLoginsReady(f: BundleRig): Promise<void> {
   const { rows } = await f.db.db.query<{ user: string; groups: string[]; login: boolean }>(
     `SELECT r.rolname::text AS user, r.rolcanlogin AS login,
             ARRAY(SELECT g.rolname::text FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
@@ -165,7 +165,7 @@ export const FUNCTION_SIDES: Record<string, DbSide | 'none'> = {
  * announced (written behind the producers' back) and an hour of quiet in the relay's state, the
  * tick sweeps and publishes it.
  */
-export async function relayTicks(f: BundleFixture): Promise<void> {
+export async function relayTicks(f: BundleRig): Promise<void> {
   await f.deployment.asyncIdle();
   const relay = f.deployment.fn('outbox-relay');
   const tick = () =>
@@ -208,7 +208,7 @@ export async function relayTicks(f: BundleFixture): Promise<void> {
  * An order whose `order.created` is poison (written around the outbox: quantity 0 breaks the
  * schema), for the caller to send to the consumer queue: the order row, and the envelope.
  */
-export async function poisonOrder(f: BundleFixture): Promise<{
+export async function poisonOrder(f: BundleRig): Promise<{
   orderId: string;
   eventId: string;
   poison: Record<string, unknown>;

@@ -35,11 +35,11 @@ import type {
 import { inboxRows, stockOf } from './db.js';
 import { SERVICES } from './services.js';
 
-/** Who parks in the benches' diagnoses. */
-export const BENCH_CONSUMER = 'inventory@test';
+/** Who parks in the rigs' diagnoses. */
+export const RIG_CONSUMER = 'inventory@test';
 
-/** How a consumer bench starts its transport's reserve consumer. */
-export interface BenchConsumerOptions {
+/** How a consumer rig starts its transport's reserve consumer. */
+export interface RigConsumerOptions {
   db?: SqlDatabase;
   /** Pollers at once, where a trigger emulation polls (SQS). */
   concurrency?: number;
@@ -48,12 +48,12 @@ export interface BenchConsumerOptions {
 }
 
 /**
- * What every consumer-side bench shares: a scratch environment of its own (database, and a
+ * What every consumer-side rig shares: a scratch environment of its own (database, and a
  * vhost or a queue prefix), a backend prepared on it, a journal recorder, the inventory use case,
- * and readers of the outcome (reservation, stock, inbox, parking lot). Each transport's bench
+ * and readers of the outcome (reservation, stock, inbox, parking lot). Each transport's rig
  * says how its reserve consumer runs (`start`), how a retry comes back, and how the CLI reaches it.
  */
-export abstract class ConsumerBench<B extends Backend = Backend> extends JournalRecorder {
+export abstract class ConsumerRig<B extends Backend = Backend> extends JournalRecorder {
   protected readonly closers: (() => Promise<unknown>)[] = [];
 
   protected constructor(
@@ -64,13 +64,13 @@ export abstract class ConsumerBench<B extends Backend = Backend> extends Journal
     super();
   }
 
-  /** The bench's own database (name, url, db). */
+  /** The rig's own database (name, url, db). */
   get t(): ScratchDatabase {
     return this.scratch.database;
   }
 
   /** Starts the reserve consumer as the transport runs it when deployed (stopped at close). */
-  abstract start(options?: BenchConsumerOptions): Promise<RunningConsumer>;
+  abstract start(options?: RigConsumerOptions): Promise<RunningConsumer>;
 
   /**
    * How a retry comes back: as a new copy, the original acknowledged once the copy is confirmed
@@ -79,7 +79,7 @@ export abstract class ConsumerBench<B extends Backend = Backend> extends Journal
    */
   abstract readonly retryComesBackAs: 'copy' | 'redelivery';
 
-  /** What `bin/cli.ts` needs in its environment to reach this bench's broker. */
+  /** What `bin/cli.ts` needs in its environment to reach this rig's broker. */
   abstract cliEnv(): Record<string, string>;
 
   /** Copies of order events a tap kept besides the consumer's queue (RabbitMQ: audit.orders). */
@@ -187,30 +187,30 @@ export abstract class ConsumerBench<B extends Backend = Backend> extends Journal
   }
 }
 
-/** A RabbitMQ worker as the bench starts it: its stats, and its channel reconnects. */
-export type BenchWorker = RunningConsumer & { readonly reconnects: number };
+/** A RabbitMQ worker as the rig starts it: its stats, and its channel reconnects. */
+export type RigWorker = RunningConsumer & { readonly reconnects: number };
 
 /**
- * The RabbitMQ consumer-side test bench: its own database and vhost with the full topology and
+ * The RabbitMQ consumer-side test rig: its own database and vhost with the full topology and
  * policies (`backend.prepare()`), a journal recorder, and helpers to publish events as the relay
  * would and to read the outcome.
  */
-export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
+export class InventoryRig extends ConsumerRig<RabbitMqBackend> {
   static async create(
     label: string,
     budget: RetryBudget = TEST_RETRY_BUDGET,
-    /** Backend settings beyond the bench's (e.g. `onParkRefused`). */
+    /** Backend settings beyond the rig's (e.g. `onParkRefused`). */
     overrides: Partial<RabbitMqBackendConfig> = {},
-  ): Promise<InventoryBench> {
+  ): Promise<InventoryRig> {
     const scratch = await createScratch(SERVICES, label);
     try {
       const backend = scratch.backend(
         'rabbitmq',
-        { budget, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
+        { budget, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
         { reconnect: { baseMs: 50, maxMs: 500 }, ...overrides },
       );
       await backend.prepare();
-      return new InventoryBench(scratch, backend, budget);
+      return new InventoryRig(scratch, backend, budget);
     } catch (err) {
       await scratch.close();
       throw err;
@@ -223,7 +223,7 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
 
   readonly retryComesBackAs = 'copy';
 
-  start(options: BenchConsumerOptions = {}): Promise<RunningConsumer> {
+  start(options: RigConsumerOptions = {}): Promise<RunningConsumer> {
     return this.worker(options.db ? { db: options.db } : {});
   }
 
@@ -244,7 +244,7 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
       reconnectBaseMs?: number;
       reconnectMaxMs?: number;
     } = {},
-  ): Promise<BenchWorker> {
+  ): Promise<RigWorker> {
     const { db, ...settings } = options;
     const worker = await this.consumer(db, {
       mode: 'worker',
@@ -253,10 +253,10 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
       ...settings,
     });
     // The RabbitMQ backend's workers count their channel reconnects next to the stats.
-    if (typeof (worker as Partial<BenchWorker>).reconnects !== 'number') {
+    if (typeof (worker as Partial<RigWorker>).reconnects !== 'number') {
       throw new Error('the RabbitMQ worker does not report its reconnects');
     }
-    return worker as BenchWorker;
+    return worker as RigWorker;
   }
 
   /** Starts the reserve function behind the Amazon MQ trigger emulation (stopped at close). */
@@ -272,7 +272,7 @@ export class InventoryBench extends ConsumerBench<RabbitMqBackend> {
     return this.consumer(db, { mode: 'lambda', batchSize: 10, batchWindowMs: 300, ...settings });
   }
 
-  /** Messages ready in a queue of the bench's vhost. */
+  /** Messages ready in a queue of the rig's vhost. */
   depth(queue: string): Promise<number> {
     return this.backend.withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount);
   }

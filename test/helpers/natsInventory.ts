@@ -6,31 +6,31 @@ import {
 } from '../../shared/config/budget.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
 import type { NatsBackend, NatsBackendConfig } from '../../shared/transport/nats/index.js';
-import { BENCH_CONSUMER, type BenchConsumerOptions, ConsumerBench } from './inventory.js';
+import { ConsumerRig, RIG_CONSUMER, type RigConsumerOptions } from './inventory.js';
 import { SERVICES } from './services.js';
 
 /**
- * The NATS JetStream twin of InventoryBench: its own database and its own streams and consumers
+ * The NATS JetStream twin of InventoryRig: its own database and its own streams and consumers
  * (by name prefix) on the shared server, prepared by the backend. The reserve consumer runs as a
  * worker (nothing deploys JetStream: no Lambda event source); a retry is a `nak(delay)`, the same
  * message delivered again.
  */
-export class NatsInventoryBench extends ConsumerBench<NatsBackend> {
+export class NatsInventoryRig extends ConsumerRig<NatsBackend> {
   static async create(
     label: string,
     budget: RetryBudget = TEST_RETRY_BUDGET,
-    /** Backend settings beyond the bench's (e.g. `ackWaitMs`). */
+    /** Backend settings beyond the rig's (e.g. `ackWaitMs`). */
     overrides: Partial<NatsBackendConfig> = {},
-  ): Promise<NatsInventoryBench> {
+  ): Promise<NatsInventoryRig> {
     const scratch = await createScratch(SERVICES, label, { transports: ['nats-jetstream'] });
     try {
       const backend = scratch.backend(
         'nats-jetstream',
-        { budget, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
+        { budget, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
         { reconnect: { baseMs: 50, maxMs: 500 }, ...overrides },
       );
       await backend.prepare();
-      return new NatsInventoryBench(scratch, backend, budget);
+      return new NatsInventoryRig(scratch, backend, budget);
     } catch (err) {
       await scratch.close();
       throw err;
@@ -43,7 +43,7 @@ export class NatsInventoryBench extends ConsumerBench<NatsBackend> {
 
   readonly retryComesBackAs = 'redelivery';
 
-  start(options: BenchConsumerOptions = {}): Promise<RunningConsumer> {
+  start(options: RigConsumerOptions = {}): Promise<RunningConsumer> {
     return this.consumer(options.db, {
       mode: 'worker',
       reconnectBaseMs: 100,

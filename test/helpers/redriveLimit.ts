@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { ParkedEntry } from '../../shared/port/types.js';
-import type { ConsumerBench } from './inventory.js';
+import type { ConsumerRig } from './inventory.js';
 
 export interface CliRun {
   code: number;
@@ -30,15 +30,15 @@ export async function runCli(args: string[], env: Record<string, string>): Promi
 export const LIMIT_TWO = { REDRIVE_LIMIT: '2', INBOX_RETENTION_MS: String(31 * 86_400_000) };
 
 /**
- * The redrive-limit scenario through `cli parked redrive`, on any bench whose budget allows no
+ * The redrive-limit scenario through `cli parked redrive`, on any rig whose budget allows no
  * retry: the database is down, an order is parked; redriven once (count 1) it is parked again;
  * the next redrive is refused at the default limit (1): exit 1, the reason printed, the message
  * still parked with its diagnosis. With `REDRIVE_LIMIT=2` (and an inbox retention to match) it
  * goes through and, the database back, is processed once. `redrive(id, env)` runs the redrive
- * the test is about (by id, or "everything"); `env` reaches the broker (default: the bench's).
+ * the test is about (by id, or "everything"); `env` reaches the broker (default: the rig's).
  */
 export async function redriveRefusedAtTheLimit(
-  b: ConsumerBench,
+  b: ConsumerRig,
   io: {
     env?: Record<string, string>;
     /** The refused and the allowed redrive (default: `--ids <id>`). */

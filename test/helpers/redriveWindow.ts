@@ -1,15 +1,15 @@
 import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { ParkedEntry } from '../../shared/port/types.js';
-import type { ConsumerBench } from './inventory.js';
+import type { ConsumerRig } from './inventory.js';
 
 /**
- * The redrive-window scenario, on any bench: the database is down throughout; an order whose
+ * The redrive-window scenario, on any rig: the database is down throughout; an order whose
  * `occurred_at` lies beyond the retry window is parked `max_age` at once; redriven, it gets the
  * whole ladder again (a fresh window from the redrive, same event id) and is parked `exhausted`,
  * its diagnosis and journal saying it was redriven once.
  */
-export async function redriveStartsAFreshWindow(b: ConsumerBench): Promise<void> {
+export async function redriveStartsAFreshWindow(b: ConsumerRig): Promise<void> {
   await b.stock('SKU-W', 10);
   const { db, proxy } = await b.proxiedDb();
   await b.start({ db });

@@ -32,7 +32,7 @@ export const SQS_FEATURES = {
   external: { rejectsInvalidCharacters: true, fifoGroupOrder: true, quickBulkSends: true },
 } as const;
 
-export interface SqsFixture {
+export interface SqsRig {
   /** The SQS backend on these queues (prepared). */
   backend: SqsBackend;
   client: SQSClient;
@@ -44,7 +44,7 @@ export interface SqsFixture {
 }
 
 /** Queues of their own (by prefix) on a shared server, created by the SQS backend's `prepare`. */
-export async function createSqsFixture(
+export async function createSqsRig(
   server: SqsServer,
   label: string,
   options: {
@@ -55,7 +55,7 @@ export async function createSqsFixture(
     visibilityTimeoutSeconds?: number;
     requestTimeoutMs?: number;
   } = {},
-): Promise<SqsFixture> {
+): Promise<SqsRig> {
   const endpoint = options.endpoint ?? server.endpoint;
   const prefix = `${uniqueName(label).replace(/_/g, '-')}-`;
   const fifo = options.fifo ?? false;

@@ -14,15 +14,15 @@ import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { SqsPipelineQueues } from '../../shared/transport/sqs/SqsBackend.js';
 import type { SqsServer } from '../globalSetup.js';
-import { BENCH_CONSUMER, type BenchConsumerOptions, ConsumerBench } from './inventory.js';
+import { ConsumerRig, RIG_CONSUMER, type RigConsumerOptions } from './inventory.js';
 import { SERVICES } from './services.js';
 
 /**
- * The SQS twin of InventoryBench: its own database and its own queues (by prefix) on a shared
+ * The SQS twin of InventoryRig: its own database and its own queues (by prefix) on a shared
  * server, prepared by the backend (source with its RedrivePolicy, parking, results; a 6 s
  * visibility timeout, so a lost delivery comes back quickly).
  */
-export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
+export class SqsInventoryRig extends ConsumerRig<SqsBackend> {
   private constructor(
     scratch: ScratchEnvironment,
     backend: SqsBackend,
@@ -45,7 +45,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
       /** Called when parking refused a copy (the deployed functions' `ParkRefused` metric). */
       onParkRefused?: SqsBackendConfig['onParkRefused'];
     } = {},
-  ): Promise<SqsInventoryBench> {
+  ): Promise<SqsInventoryRig> {
     const budget = options.budget ?? TEST_RETRY_BUDGET;
     const scratch = await createScratch({ ...SERVICES, sqsEndpoint: server.endpoint }, label, {
       transports: ['sqs'],
@@ -53,7 +53,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
     try {
       const backend = scratch.backend(
         'sqs',
-        { budget, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
+        { budget, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
         {
           mode: options.mode ?? 'visibility',
           fifo: options.fifo ?? false,
@@ -64,7 +64,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
         },
       );
       await backend.prepare();
-      return new SqsInventoryBench(scratch, backend, budget, await backend.queues(), server);
+      return new SqsInventoryRig(scratch, backend, budget, await backend.queues(), server);
     } catch (err) {
       await scratch.close();
       throw err;
@@ -79,7 +79,7 @@ export class SqsInventoryBench extends ConsumerBench<SqsBackend> {
     return this.mode === 'visibility' ? 'redelivery' : 'copy';
   }
 
-  start(options: BenchConsumerOptions = {}): Promise<RunningConsumer> {
+  start(options: RigConsumerOptions = {}): Promise<RunningConsumer> {
     return this.trigger(options);
   }
 

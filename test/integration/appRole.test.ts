@@ -9,7 +9,7 @@ import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 import { DATABASE_URL, uniqueName } from '../helpers/services.js';
 
 /**
@@ -19,12 +19,12 @@ import { DATABASE_URL, uniqueName } from '../helpers/services.js';
  * (The local server trusts every connection, so the password is not checked here.)
  */
 describe('the application database role', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   let app: PgDatabase;
   const user = uniqueName('app_user');
 
   beforeAll(async () => {
-    b = await InventoryBench.create('app_role');
+    b = await InventoryRig.create('app_role');
     expect(await ensureAppLogin(b.t.db, { username: user, password: 'first-Pa55word' })).toEqual({
       username: user,
       created: true,

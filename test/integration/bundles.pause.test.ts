@@ -13,7 +13,7 @@ import { loadMigrations } from '../../shared/db/migrate.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { KICK_SOURCE } from '../../shared/outbox/kick.js';
 import { sleep } from '../../shared/util/async.js';
-import { type BundleFixture, bundleFixture } from '../helpers/bundles.js';
+import { type BundleRig, bundleRig } from '../helpers/bundles.js';
 import { AMQP_URL } from '../helpers/services.js';
 
 /**
@@ -39,14 +39,14 @@ const HOUR = 60 * MINUTE;
 const REAL_RESUME_MS = 15_000;
 
 /** The EMF records (CloudWatch metrics) a function logged since line `from`. */
-function emf(f: BundleFixture, fn: string, from = 0): Record<string, unknown>[] {
+function emf(f: BundleRig, fn: string, from = 0): Record<string, unknown>[] {
   return (f.logs.get(fn) ?? [])
     .slice(from)
     .filter((l) => l.startsWith('{') && l.includes('"_aws"'))
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-const resumesMet = (f: BundleFixture, fn: string, from = 0) =>
+const resumesMet = (f: BundleRig, fn: string, from = 0) =>
   emf(f, fn, from).reduce(
     (n, m) => n + (typeof m.DatabaseResumes === 'number' ? m.DatabaseResumes : 0),
     0,
@@ -63,7 +63,7 @@ const kick = { source: KICK_SOURCE, from: 'bundles-pause-test' };
  * margin and the wait's 5 s margin leaves 24 s of wait, above the resume.
  */
 async function consumersRideOutAResume(
-  f: BundleFixture,
+  f: BundleRig,
   transport: 'sqs' | 'rabbitmq',
   sources: RunningEventSource[],
 ): Promise<void> {
@@ -157,13 +157,13 @@ async function consumersRideOutAResume(
 }
 
 describe('the SQS deployment with a cluster that pauses', () => {
-  let f: BundleFixture;
+  let f: BundleRig;
   let migrationsDir: string;
   const sources: RunningEventSource[] = [];
 
   beforeAll(async () => {
     migrationsDir = await mkdtemp(join(tmpdir(), 'rm-migrations-'));
-    f = await bundleFixture('sqs', 'bundles_pause_sqs', {
+    f = await bundleRig('sqs', 'bundles_pause_sqs', {
       // the relay's sweep settings on the simulated day's clock
       context: {
         pipeline: JSON.stringify({
@@ -336,11 +336,11 @@ describe('the SQS deployment with a cluster that pauses', () => {
 });
 
 describe('the RabbitMQ deployment with a cluster that pauses', () => {
-  let f: BundleFixture;
+  let f: BundleRig;
   const sources: RunningEventSource[] = [];
 
   beforeAll(async () => {
-    f = await bundleFixture('rabbitmq', 'bundles_pause_rmq', {
+    f = await bundleRig('rabbitmq', 'bundles_pause_rmq', {
       autoPause: { timeScale: 1, resumeMs: REAL_RESUME_MS },
     });
     await f.pipeline.deploy();

@@ -13,8 +13,8 @@ import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/con
 import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, testConnection } from '../helpers/amqp.js';
 import {
-  type BundleFixture,
-  bundleFixture,
+  type BundleRig,
+  bundleRig,
   dataApiLoginOf,
   expectLoginsReady,
   FUNCTION_SIDES,
@@ -33,7 +33,7 @@ import { AMQP_URL, RABBITMQ_MANAGEMENT_URL } from '../helpers/services.js';
  * event sources (as the pipeline user of the mapping's BASIC_AUTH secret), and maintenance.
  */
 describe('the RabbitMQ deployment, run from its bundles', () => {
-  let f: BundleFixture;
+  let f: BundleRig;
   let api: { url: string };
   let conn: ChannelModel;
   let management: RabbitManagement;
@@ -41,7 +41,7 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
   const order = { orderId: '', eventId: '' };
 
   beforeAll(async () => {
-    f = await bundleFixture('rabbitmq', 'bundles_rmq');
+    f = await bundleRig('rabbitmq', 'bundles_rmq');
     api = await f.deployment.startHttpApi();
     management = new RabbitManagement(RABBITMQ_MANAGEMENT_URL);
   }, 300_000);

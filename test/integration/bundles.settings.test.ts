@@ -5,7 +5,7 @@ import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
-import { type BundleFixture, bundleFixture } from '../helpers/bundles.js';
+import { type BundleRig, bundleRig } from '../helpers/bundles.js';
 
 /**
  * One source for trigger settings: the SQS event source emulation takes its batch size and
@@ -16,10 +16,10 @@ const ORDERS = 9;
 const OVERRIDE = { sqs: { batchSize: 2, maxConcurrency: 2 } };
 
 describe('trigger settings come from the synthesized template', () => {
-  const fixtures: BundleFixture[] = [];
+  const rigs: BundleRig[] = [];
 
   /** The deployment deployed, ORDERS order events in its source queue, its consumer started. */
-  async function consume(f: BundleFixture) {
+  async function consume(f: BundleRig) {
     await f.pipeline.deploy();
     await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-S', 100)");
     const queues = {
@@ -69,18 +69,18 @@ describe('trigger settings come from the synthesized template', () => {
 
   beforeAll(async () => {
     const [a, b] = await Promise.all([
-      bundleFixture('sqs', 'bundles_settings_default'),
-      bundleFixture('sqs', 'bundles_settings_override', {
+      bundleRig('sqs', 'bundles_settings_default'),
+      bundleRig('sqs', 'bundles_settings_override', {
         context: { pipeline: JSON.stringify(OVERRIDE) },
       }),
     ]);
-    fixtures.push(a, b);
+    rigs.push(a, b);
     deployed = await consume(a);
     overridden = await consume(b);
   }, 400_000);
 
   afterAll(async () => {
-    await Promise.all(fixtures.map((f) => f.close()));
+    await Promise.all(rigs.map((f) => f.close()));
   }, 60_000);
 
   it('reads the mapping as synthesized: batch size 10 and 5 at once by default, 2 and 2 with the override', () => {

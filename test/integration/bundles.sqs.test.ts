@@ -8,8 +8,8 @@ import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
 import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import {
-  type BundleFixture,
-  bundleFixture,
+  type BundleRig,
+  bundleRig,
   dataApiLoginOf,
   expectLoginsReady,
   FUNCTION_SIDES,
@@ -26,14 +26,14 @@ import {
  * database and the queues, in deployment order.
  */
 describe('the SQS deployment, run from its bundles', () => {
-  let f: BundleFixture;
+  let f: BundleRig;
   let api: { url: string };
   let sqs: SQSClient;
   const sources: RunningEventSource[] = [];
   const order = { orderId: '', eventId: '' };
 
   beforeAll(async () => {
-    f = await bundleFixture('sqs', 'bundles_sqs');
+    f = await bundleRig('sqs', 'bundles_sqs');
     api = await f.deployment.startHttpApi();
     sqs = createSqsClient({ endpoint: f.deployment.sqsEndpoint, maxAttempts: 1 });
   }, 300_000);

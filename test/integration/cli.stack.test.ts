@@ -19,7 +19,7 @@ import { STACK_OUTPUTS } from '../../infra/stackOutputs.js';
 import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { createSqsClient, envelopeAttributes } from '../../shared/transport/sqs/index.js';
-import { type BundleFixture, bundleFixture } from '../helpers/bundles.js';
+import { type BundleRig, bundleRig } from '../helpers/bundles.js';
 import { type RecordedRequest, recordingProxy, sigV4Problem } from '../helpers/sigv4.js';
 
 const execFileP = promisify(execFile);
@@ -35,7 +35,7 @@ const execFileP = promisify(execFile);
  * moves an order's events.
  */
 describe('the CLI against a deployed stack (--stack), the SQS stack stood up locally', () => {
-  let f: BundleFixture;
+  let f: BundleRig;
   let fauxqs: Awaited<ReturnType<typeof startLoopbackFauxqs>>;
   let moto: { endpoint: string; stop(): Promise<void> } | undefined;
   let proxy: Awaited<ReturnType<typeof recordingProxy>>;
@@ -75,7 +75,7 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     home = await mkdtemp(join(tmpdir(), 'cli-home-'));
     // queues under their pinned names (as in an account), so on a server of this file's own
     fauxqs = await startLoopbackFauxqs({ port: 0, logger: false });
-    f = await bundleFixture('sqs', 'cli_stack', {
+    f = await bundleRig('sqs', 'cli_stack', {
       context: { pipeline: JSON.stringify({ relay: { kick: false } }) },
       sqs: { endpoint: `http://127.0.0.1:${fauxqs.port}` },
     });

@@ -8,12 +8,12 @@ import {
   RETRY_NAMES,
   retryQueueName,
 } from '../../shared/transport/rabbitmq/constants.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 
 describe('RabbitMQ consumer: topology, policies, lifecycle', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   beforeAll(async () => {
-    b = await InventoryBench.create('consumer_lifecycle');
+    b = await InventoryRig.create('consumer_lifecycle');
   });
   afterAll(() => b?.close());
 

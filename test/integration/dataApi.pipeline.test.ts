@@ -6,14 +6,14 @@ import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { localDataApi } from '../helpers/dataApi.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 
 describe('the pipeline through the RDS Data API adapter (local endpoint, real SDK client)', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   let api: Awaited<ReturnType<typeof localDataApi>>;
   let db: DataApiDatabase;
   beforeAll(async () => {
-    b = await InventoryBench.create('data_api_pipeline');
+    b = await InventoryRig.create('data_api_pipeline');
     api = await localDataApi(b.t.url, b.t.name);
     db = api.db;
   });

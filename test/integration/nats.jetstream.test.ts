@@ -9,8 +9,8 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import type { InboundMessage, MessageHandler, Outcome } from '../../shared/port/types.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackend } from '../../shared/transport/nats/index.js';
-import { natsHarness } from '../contract/harnesses.js';
-import type { TransportHarness } from '../contract/transport.contract.js';
+import { natsRig } from '../contract/rigs.js';
+import type { TransportRig } from '../contract/transport.contract.js';
 
 const envelope = () => {
   const key = randomUUID();
@@ -29,20 +29,20 @@ const ack: Outcome = { kind: 'ack', result: 'noop' };
 const TINY_BUDGET: RetryBudget = { ladderMs: [100], maxAttempts: 1, maxAgeMs: 150, jitter: 0 };
 
 describe('NATS JetStream backend', () => {
-  const harnesses: TransportHarness[] = [];
+  const rigs: TransportRig[] = [];
   const stops: (() => Promise<void>)[] = [];
   afterAll(async () => {
     for (const stop of stops) await stop();
-    for (const h of harnesses) await h.close();
+    for (const h of rigs) await h.close();
   });
 
   const setup = async (label: string, settings = {}) => {
-    const h = await natsHarness(label, settings);
-    harnesses.push(h);
+    const h = await natsRig(label, settings);
+    rigs.push(h);
     return { h, backend: h.backend as NatsBackend };
   };
 
-  const consume = async (h: TransportHarness, decide: (m: InboundMessage) => Outcome) => {
+  const consume = async (h: TransportRig, decide: (m: InboundMessage) => Outcome) => {
     const seen: InboundMessage[] = [];
     const handler: MessageHandler = async (messages) =>
       messages.map((m) => {

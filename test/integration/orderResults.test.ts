@@ -12,9 +12,9 @@ import type { Backend, InboundMessage } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { type ConsumerBench, InventoryBench } from '../helpers/inventory.js';
+import { type ConsumerRig, InventoryRig } from '../helpers/inventory.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 /**
  * The order side's reservation status comes from inventory's result events, consumed from the
@@ -23,39 +23,39 @@ import { SqsInventoryBench } from '../helpers/sqsInventory.js';
  * queue → results consumer → the order's GET. A duplicate result is applied once, an older one
  * arriving late changes nothing, and an unreadable one is set aside, not lost.
  */
-type Bench = ConsumerBench<Backend & (InventoryBench['backend'] | SqsInventoryBench['backend'])>;
+type Rig = ConsumerRig<Backend & (InventoryRig['backend'] | SqsInventoryRig['backend'])>;
 
-const rigs = [
+const kinds = [
   {
     name: 'rabbitmq worker',
-    bench: () => InventoryBench.create('order_results_worker'),
+    rig: () => InventoryRig.create('order_results_worker'),
     mode: 'worker' as const,
   },
   {
     name: 'rabbitmq amazon mq trigger',
-    bench: () => InventoryBench.create('order_results_amq'),
+    rig: () => InventoryRig.create('order_results_amq'),
     mode: 'lambda' as const,
   },
   ...SQS_SERVERS.map((server) => ({
     name: `sqs trigger (${server.name})`,
-    bench: () => SqsInventoryBench.create(server, `order_results_sqs_${server.name}`),
+    rig: () => SqsInventoryRig.create(server, `order_results_sqs_${server.name}`),
     mode: 'lambda' as const,
   })),
 ];
 
-describe.each(rigs)('order status from inventory results ($name)', (rig) => {
-  let b: Bench | undefined;
+describe.each(kinds)('order status from inventory results ($name)', (kind) => {
+  let b: Rig | undefined;
   afterEach(async () => {
     await b?.close();
     b = undefined;
   });
 
   it('shows pending until the result event arrives, then the status from the event; duplicates and late results change nothing', async () => {
-    const bench = (await rig.bench()) as unknown as Bench;
-    b = bench;
-    const db = bench.t.db;
+    const rig = (await kind.rig()) as unknown as Rig;
+    b = rig;
+    const db = rig.t.db;
     const orders = new OrderService({ db });
-    await bench.stock('SKU-A', 5);
+    await rig.stock('SKU-A', 5);
     const place = (sku: string, quantity: number) =>
       orders.place({ sku, quantity, correlationId: `c-${randomUUID().slice(0, 8)}` });
     const reserved = await place('SKU-A', 2);
@@ -65,7 +65,7 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
     const status = async (id: string) => (await orders.get(id)).reservation;
 
     const relays: OutboxRelay[] = createRelays(
-      { db, backend: bench.backend },
+      { db, backend: rig.backend },
       { RELAY_BATCH_SIZE: 100, RELAY_MAX_ATTEMPTS: 10 },
     );
     const relayRound = async () => {
@@ -74,9 +74,9 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
 
     // Inventory decides first; the order side has not heard yet: pending, whatever inventory's
     // tables say (the old code joined `reservations` and showed `reserved` here).
-    const inventory = await startConsumer(bench.backend, bench.handler(), {
-      mode: rig.mode,
-      journal: bench.journal,
+    const inventory = await startConsumer(rig.backend, rig.handler(), {
+      mode: kind.mode,
+      journal: rig.journal,
       batchSize: 10,
       batchWindowMs: 200,
       functionTimeoutMs: 1_000,
@@ -85,12 +85,12 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
       await waitFor(
         async () => {
           await relayRound();
-          const rows = await Promise.all(all.map((id) => bench.reservation(id)));
+          const rows = await Promise.all(all.map((id) => rig.reservation(id)));
           return rows.every((r) => r !== undefined);
         },
         { message: 'inventory decided every order', timeoutMs: 30_000 },
       );
-      expect((await bench.reservation(reserved.orderId))?.status).toBe('reserved');
+      expect((await rig.reservation(reserved.orderId))?.status).toBe('reserved');
       for (const id of all) expect(await status(id)).toEqual({ status: 'pending', reason: null });
 
       // One event per decision in inventory_outbox.
@@ -104,11 +104,11 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
       ]);
 
       // The order side's results consumer: the status now comes from the events.
-      const results = new OrderResults({ db, journal: bench.journal });
-      const resultsConsumer = await startConsumer(bench.backend, (m) => results.process(m), {
-        mode: rig.mode,
+      const results = new OrderResults({ db, journal: rig.journal });
+      const resultsConsumer = await startConsumer(rig.backend, (m) => results.process(m), {
+        mode: kind.mode,
         queue: 'results',
-        journal: bench.journal,
+        journal: rig.journal,
         batchSize: 10,
         batchWindowMs: 200,
         functionTimeoutMs: 1_000,
@@ -162,11 +162,11 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
           reservedEventId,
         ]);
         await relayRound();
-        const sent = await bench.backend.publisher('inventory_outbox').publish([late]);
+        const sent = await rig.backend.publisher('inventory_outbox').publish([late]);
         expect(sent.every((o) => o.ok)).toBe(true);
-        await bench.waitForLine(reservedEventId, 'duplicate');
-        await bench.waitForLine(late.id, 'acked');
-        expect(bench.linesFor(late.id).find((l) => l.step === 'effect-committed')?.outcome).toBe(
+        await rig.waitForLine(reservedEventId, 'duplicate');
+        await rig.waitForLine(late.id, 'acked');
+        expect(rig.linesFor(late.id).find((l) => l.step === 'effect-committed')?.outcome).toBe(
           'stale',
         );
         expect(await status(reserved.orderId)).toEqual({ status: 'released', reason: null });
@@ -179,8 +179,8 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
 
         // An unreadable result: set aside with its reason, acknowledged, nothing else changes.
         const poisonId = randomUUID();
-        await sendRawResult(bench, poisonId, '{not-json');
-        await bench.waitForLine(poisonId, 'acked');
+        await sendRawResult(rig, poisonId, '{not-json');
+        await rig.waitForLine(poisonId, 'acked');
         const { rows: aside } = await db.query<{ reason: string; body: string }>(
           'SELECT reason, body FROM order_results_set_aside WHERE message_id = $1',
           [poisonId],
@@ -190,8 +190,8 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
         expect(aside[0]?.reason).toMatch(/JSON|body/i);
 
         // The results queue is consumed, not growing.
-        if (bench.backend instanceof RabbitMqBackend) {
-          const depth = await bench.backend.withChannel(
+        if (rig.backend instanceof RabbitMqBackend) {
+          const depth = await rig.backend.withChannel(
             async (ch) => (await ch.checkQueue(RABBITMQ_NAMES.inventoryResultsQueue)).messageCount,
           );
           expect(depth).toBe(0);
@@ -206,8 +206,8 @@ describe.each(rigs)('order status from inventory results ($name)', (rig) => {
 });
 
 /** Puts a message on the results queue as it is (bypassing the publisher). */
-async function sendRawResult(bench: Bench, messageId: string, body: string): Promise<void> {
-  const backend = bench.backend;
+async function sendRawResult(rig: Rig, messageId: string, body: string): Promise<void> {
+  const backend = rig.backend;
   if (backend instanceof RabbitMqBackend) {
     await backend.withChannel(async (ch) => {
       ch.publish(RABBITMQ_NAMES.inventoryExchange, 'inventory.reserved', Buffer.from(body), {
@@ -219,7 +219,7 @@ async function sendRawResult(bench: Bench, messageId: string, body: string): Pro
     });
     return;
   }
-  const sqs = backend as SqsInventoryBench['backend'];
+  const sqs = backend as SqsInventoryRig['backend'];
   const { resultsUrl } = await sqs.queues();
   await sqs.client.send(
     new SendMessageCommand({

@@ -5,9 +5,9 @@ import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { CONSUMER_METRICS, publishParkRefused } from '../../shared/consumer/metrics.js';
 import { RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { emfCapture } from '../helpers/emf.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 /**
  * When dead-lettering itself fails (RabbitMQ: the parking route is gone, so the park copy is
@@ -34,7 +34,7 @@ describe('a refused park publishes ParkRefused', () => {
   it.each(['worker', 'lambda'] as const)(
     'RabbitMQ (%s): the parking route is missing',
     async (mode) => {
-      const b = await InventoryBench.create('park_refused', TEST_RETRY_BUDGET, {
+      const b = await InventoryRig.create('park_refused', TEST_RETRY_BUDGET, {
         onParkRefused: (r) => publishParkRefused('rabbitmq', r),
       });
       close = () => b.close();
@@ -77,7 +77,7 @@ describe('a refused park publishes ParkRefused', () => {
   )(
     'SQS ($name, $mode): the parking queue is gone',
     async ({ server, mode }) => {
-      const b = await SqsInventoryBench.create(server, `park_refused_${mode.slice(0, 3)}`, {
+      const b = await SqsInventoryRig.create(server, `park_refused_${mode.slice(0, 3)}`, {
         mode,
         onParkRefused: (r) => publishParkRefused('sqs', r),
       });

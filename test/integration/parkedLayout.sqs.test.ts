@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { encodeEnvelope } from '../../shared/envelope/envelope.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 /**
  * A parked SQS message packs its diagnosis into one attribute now; messages parked before, one
@@ -15,21 +15,21 @@ import { SqsInventoryBench } from '../helpers/sqsInventory.js';
  * `first_failure_at`), are still read by `parked list` and redriven as before.
  */
 describe.each(SQS_SERVERS)('SQS parking lot: the older diagnosis layout ($name)', (server) => {
-  let b: SqsInventoryBench | undefined;
+  let b: SqsInventoryRig | undefined;
   afterEach(async () => {
     await b?.close();
     b = undefined;
   });
 
   it('is listed with its diagnosis and redriven; a new park packs it into one attribute', async () => {
-    const bench = await SqsInventoryBench.create(server, `old_layout_${server.name}`);
-    b = bench;
-    await bench.stock('SKU-L', 5);
-    const old = bench.orderCreated('SKU-L', 1);
+    const rig = await SqsInventoryRig.create(server, `old_layout_${server.name}`);
+    b = rig;
+    await rig.stock('SKU-L', 5);
+    const old = rig.orderCreated('SKU-L', 1);
     const str = (v: string): MessageAttributeValue => ({ DataType: 'String', StringValue: v });
-    await bench.client.send(
+    await rig.client.send(
       new SendMessageCommand({
-        QueueUrl: bench.queues.parkingUrl,
+        QueueUrl: rig.queues.parkingUrl,
         MessageBody: encodeEnvelope(old).toString('utf8'),
         MessageAttributes: {
           event_id: str(old.id),
@@ -45,7 +45,7 @@ describe.each(SQS_SERVERS)('SQS parking lot: the older diagnosis layout ($name)'
         },
       }),
     );
-    const [listed] = await bench.parked();
+    const [listed] = await rig.parked();
     expect(listed).toMatchObject({
       via: 'consumer',
       diagnosis: {
@@ -60,27 +60,27 @@ describe.each(SQS_SERVERS)('SQS parking lot: the older diagnosis layout ($name)'
         // not in the old attributes: read from the body
         traceId: old.trace_id,
         producer: 'order-service',
-        origin: { queue: `${bench.prefix}inventory-orders` },
+        origin: { queue: `${rig.prefix}inventory-orders` },
       },
     });
 
-    await bench.trigger();
-    const result = await bench.backend.parkingLot().redrive({ ids: [old.id] });
+    await rig.trigger();
+    const result = await rig.backend.parkingLot().redrive({ ids: [old.id] });
     expect(result.moved).toEqual([old.id]);
-    await waitFor(async () => (await bench.reservation(old.aggregate.id))?.status === 'reserved', {
+    await waitFor(async () => (await rig.reservation(old.aggregate.id))?.status === 'reserved', {
       message: 'the redriven message is processed',
     });
 
     // A new park: the identity it came with and the packed diagnosis, nothing else.
-    await bench.sendRaw([{ body: '{not-json', messageId: 'new-layout', type: 'order.created' }]);
+    await rig.sendRaw([{ body: '{not-json', messageId: 'new-layout', type: 'order.created' }]);
     const parked = await waitFor(
-      async () => (await bench.parked()).find((p) => p.diagnosis.messageId === 'new-layout'),
+      async () => (await rig.parked()).find((p) => p.diagnosis.messageId === 'new-layout'),
       { message: 'parked with the new layout' },
     );
     expect(parked.diagnosis).toMatchObject({ reason: 'permanent', consumer: 'inventory@test' });
-    const { Messages = [] } = await bench.client.send(
+    const { Messages = [] } = await rig.client.send(
       new ReceiveMessageCommand({
-        QueueUrl: bench.queues.parkingUrl,
+        QueueUrl: rig.queues.parkingUrl,
         MaxNumberOfMessages: 10,
         VisibilityTimeout: 0,
         MessageAttributeNames: ['All'],
@@ -97,7 +97,7 @@ describe.each(SQS_SERVERS)('SQS parking lot: the older diagnosis layout ($name)'
       reason: 'permanent',
       errorClass: 'permanent',
       attempts: 0,
-      origin: { queue: `${bench.prefix}inventory-orders`, exchange: null, routingKey: null },
+      origin: { queue: `${rig.prefix}inventory-orders`, exchange: null, routingKey: null },
     });
   }, 60_000);
 });

@@ -44,7 +44,7 @@ function orderCreated(): Envelope {
 const body = (b: Envelope | string) => (typeof b === 'string' ? b : encodeEnvelope(b).toString());
 
 /** A peer under test on one transport: its scratch database and a way to publish to it. */
-interface Bench {
+interface Rig {
   scratch: ScratchEnvironment;
   context: Omit<PeerContext, 'namespace' | 'handle' | 'journal'>;
   publish(input: PeerInput, bodies: (Envelope | string)[]): Promise<void>;
@@ -53,7 +53,7 @@ interface Bench {
   close(): Promise<void>;
 }
 
-async function sqsBench(): Promise<Bench> {
+async function sqsRig(): Promise<Rig> {
   const server = SQS_SERVERS.find((s) => s.name === 'fauxqs') ?? SQS_SERVERS[0];
   if (!server) throw new Error('no SQS server');
   const scratch = await createScratch(SERVICES, 'peers_mqt_sqs', { transports: ['sqs'] });
@@ -93,7 +93,7 @@ async function sqsBench(): Promise<Bench> {
   };
 }
 
-async function amqpBench(): Promise<Bench> {
+async function amqpRig(): Promise<Rig> {
   const scratch = await createScratch(SERVICES, 'peers_mqt_amqp', { transports: ['rabbitmq'] });
   const amqpUrl = scratch.vhost?.amqpUrl as string;
   const conn: ChannelModel = await testConnection(amqpUrl);
@@ -142,7 +142,7 @@ async function amqpBench(): Promise<Bench> {
 function contextOf(
   scratch: ScratchEnvironment,
   transport: Pick<PeerContext, 'sqs' | 'amqpUrl'>,
-): Bench['context'] {
+): Rig['context'] {
   return {
     db: scratch.database.db,
     databaseUrl: scratch.database.url,
@@ -155,39 +155,39 @@ function contextOf(
 }
 
 describe.each([
-  { peer: mqtSqsPeer, bench: sqsBench },
-  { peer: mqtAmqpPeer, bench: amqpBench },
-])('$peer.id (message-queue-toolkit)', ({ peer, bench: createBench }) => {
-  let bench: Bench;
+  { peer: mqtSqsPeer, rig: sqsRig },
+  { peer: mqtAmqpPeer, rig: amqpRig },
+])('$peer.id (message-queue-toolkit)', ({ peer, rig: createRig }) => {
+  let rig: Rig;
   let running: RunningPeer | undefined;
   let lines: JournalEntry[];
   let test = 0;
 
   beforeAll(async () => {
-    bench = await createBench();
-    await ensurePeerSchema(bench.scratch.database.db);
+    rig = await createRig();
+    await ensurePeerSchema(rig.scratch.database.db);
   });
   afterEach(async () => {
     await running?.stop();
     running = undefined;
   });
   afterAll(async () => {
-    await bench?.close();
+    await rig?.close();
   });
 
   /** Fresh effects and stock, then the peer on a namespace of its own; `fail` may throw first. */
   async function start(
     fail: (id: string, delivery: PeerDelivery) => boolean = () => false,
   ): Promise<RunningPeer> {
-    const db = bench.scratch.database.db;
+    const db = rig.scratch.database.db;
     await db.query('TRUNCATE peer_effects');
     await setStock(db, SKU, 1_000);
     lines = [];
     const journal = new Journal();
     journal.addSink((e) => lines.push(e));
     running = await (peer as PeerConsumer).start({
-      ...bench.context,
-      namespace: `${bench.scratch.sqsPrefix}t${++test}-`,
+      ...rig.context,
+      namespace: `${rig.scratch.sqsPrefix}t${++test}-`,
       journal,
       handle: async (b, delivery) => {
         const event = parseOrderCreated(b);
@@ -203,12 +203,12 @@ describe.each([
   it('applies 50 events once each', async () => {
     const { input } = await start();
     const events = Array.from({ length: 50 }, orderCreated);
-    await bench.publish(input, events);
-    await waitFor(async () => (await effectCounts(bench.scratch.database.db)).distinct === 50, {
+    await rig.publish(input, events);
+    await waitFor(async () => (await effectCounts(rig.scratch.database.db)).distinct === 50, {
       timeoutMs: 20_000,
       message: '50 effects',
     });
-    expect(await effectCounts(bench.scratch.database.db)).toEqual({
+    expect(await effectCounts(rig.scratch.database.db)).toEqual({
       effects: 50,
       distinct: 50,
       appliedTwice: 0,
@@ -221,8 +221,8 @@ describe.each([
     const { input } = await start();
     const wrongType = { ...orderCreated(), type: 'order.cancelled' };
     const poison = ['{not-json', JSON.stringify(wrongType)];
-    await bench.publish(input, poison);
-    expect((await bench.deadLetters(input, 2)).sort()).toEqual(poison.sort());
+    await rig.publish(input, poison);
+    expect((await rig.deadLetters(input, 2)).sort()).toEqual(poison.sort());
     expect(lines.filter((l) => l.step === 'parked')).toHaveLength(2);
     expect(lines.some((l) => l.step === 'received')).toBe(false);
   });
@@ -231,10 +231,10 @@ describe.each([
     it('deduplicates the same event sent twice (Redis store): applied once', async () => {
       const { input } = await start();
       const e = orderCreated();
-      await bench.publish(input, [e, e]); // one batch: both may be in flight at once (the lock)
+      await rig.publish(input, [e, e]); // one batch: both may be in flight at once (the lock)
       await waitFor(() => stepsOf(e.id).includes('duplicate'), { message: 'the duplicate' });
       expect(stepsOf(e.id).sort()).toEqual(['acked', 'duplicate', 'received']);
-      expect(await effectCounts(bench.scratch.database.db)).toEqual({
+      expect(await effectCounts(rig.scratch.database.db)).toEqual({
         effects: 1,
         distinct: 1,
         appliedTwice: 0,
@@ -247,20 +247,20 @@ describe.each([
       const e = orderCreated();
       const { input } = await start((id, d) => id === e.id && d.attempt === 1);
       const sent = Date.now();
-      await bench.publish(input, [e]);
+      await rig.publish(input, [e]);
       await waitFor(() => stepsOf(e.id).includes('acked'), { timeoutMs: 45_000 });
       expect(Date.now() - sent).toBeGreaterThanOrEqual(29_000);
       expect(stepsOf(e.id)).toEqual(['received', 'retry-scheduled', 'received', 'acked']);
-      expect((await effectCounts(bench.scratch.database.db)).effects).toBe(1);
+      expect((await effectCounts(rig.scratch.database.db)).effects).toBe(1);
     }, 60_000);
   } else {
     it('does not deduplicate: the same event sent twice is applied twice (the store is never consulted)', async () => {
       const { input } = await start();
       const e = orderCreated();
-      await bench.publish(input, [e, e]);
+      await rig.publish(input, [e, e]);
       await waitFor(() => stepsOf(e.id).filter((s) => s === 'acked').length === 2);
       expect(stepsOf(e.id)).not.toContain('duplicate');
-      expect(await effectCounts(bench.scratch.database.db)).toEqual({
+      expect(await effectCounts(rig.scratch.database.db)).toEqual({
         effects: 2,
         distinct: 1,
         appliedTwice: 1,
@@ -270,10 +270,10 @@ describe.each([
     it('a handler failing once: requeued at once, applied once', async () => {
       const e = orderCreated();
       const { input } = await start((id, d) => id === e.id && d.attempt === 1);
-      await bench.publish(input, [e]);
+      await rig.publish(input, [e]);
       await waitFor(() => stepsOf(e.id).includes('acked'));
       expect(stepsOf(e.id)).toEqual(['received', 'retry-scheduled', 'received', 'acked']);
-      expect((await effectCounts(bench.scratch.database.db)).effects).toBe(1);
+      expect((await effectCounts(rig.scratch.database.db)).effects).toBe(1);
     });
   }
 });

@@ -8,10 +8,10 @@ import { OrderService } from '../../shared/orders/OrderService.js';
 import { createRelays } from '../../shared/outbox/relays.js';
 import type { Backend, RunningConsumer } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
-import { type ConsumerBench, InventoryBench } from '../helpers/inventory.js';
+import { type ConsumerRig, InventoryRig } from '../helpers/inventory.js';
 import { runCli } from '../helpers/redriveLimit.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 /**
  * The backstops park without our consumer (RabbitMQ's `delivery-limit` dead letter, SQS's
@@ -19,9 +19,9 @@ import { SqsInventoryBench } from '../helpers/sqsInventory.js';
  * parking lot without consuming it and publishes the same notices, idempotently (deterministic
  * ids), and the order shows `quarantined`.
  */
-type Bench = ConsumerBench<Backend & (InventoryBench['backend'] | SqsInventoryBench['backend'])>;
+type Rig = ConsumerRig<Backend & (InventoryRig['backend'] | SqsInventoryRig['backend'])>;
 
-async function placeAndRelay(b: Bench) {
+async function placeAndRelay(b: Rig) {
   const orders = new OrderService({ db: b.t.db });
   const placed = await orders.place({ sku: 'SKU-B', quantity: 1, correlationId: 'c-backstop' });
   for (const r of createRelays(
@@ -34,7 +34,7 @@ async function placeAndRelay(b: Bench) {
 }
 
 async function notifiedAndQuarantined(
-  b: Bench,
+  b: Rig,
   env: Record<string, string>,
   transport: 'rabbitmq' | 'sqs',
   mode: 'worker' | 'lambda',
@@ -84,36 +84,36 @@ async function notifiedAndQuarantined(
 }
 
 describe('parked notify: orders whose event the broker parked by itself', () => {
-  let b: Bench | undefined;
+  let b: Rig | undefined;
   afterEach(async () => {
     await b?.close();
     b = undefined;
   });
 
   it('RabbitMQ: dead-lettered for its delivery limit → quarantined after `parked notify`', async () => {
-    const bench = (await InventoryBench.create('backstop_rabbit')) as unknown as InventoryBench;
-    b = bench as unknown as Bench;
-    await bench.backend.applyPolicies({ deliveryLimit: 1, only: [RABBITMQ_NAMES.inventoryQueue] });
+    const rig = (await InventoryRig.create('backstop_rabbit')) as unknown as InventoryRig;
+    b = rig as unknown as Rig;
+    await rig.backend.applyPolicies({ deliveryLimit: 1, only: [RABBITMQ_NAMES.inventoryQueue] });
     const { placed } = await placeAndRelay(b);
     // A consumer that dies with every delivery: read and handed back until the broker parks it.
     await waitFor(
       async () => {
-        await bench.backend.withChannel(async (ch) => {
+        await rig.backend.withChannel(async (ch) => {
           const msg = await ch.get(RABBITMQ_NAMES.inventoryQueue, { noAck: false });
           if (msg) ch.nack(msg, false, true);
         });
-        return (await bench.parkedCount()) === 1;
+        return (await rig.parkedCount()) === 1;
       },
       { message: 'the broker dead-letters it', timeoutMs: 30_000 },
     );
-    const [parked] = await bench.parked();
+    const [parked] = await rig.parked();
     expect(parked).toMatchObject({ via: 'broker', diagnosis: { messageId: placed.eventId } });
     expect(parked?.diagnosis.origin).toEqual({
       queue: 'inventory.orders',
       exchange: 'orders',
       routingKey: 'order.created',
     });
-    await notifiedAndQuarantined(b, { AMQP_URL: bench.vhost.amqpUrl }, 'rabbitmq', 'worker', {
+    await notifiedAndQuarantined(b, { AMQP_URL: rig.vhost.amqpUrl }, 'rabbitmq', 'worker', {
       orderId: placed.orderId,
       eventId: placed.eventId,
       reason: /^exhausted \(broker:delivery_limit\): dead-lettered by the broker/,
@@ -123,29 +123,29 @@ describe('parked notify: orders whose event the broker parked by itself', () => 
   it.each(SQS_SERVERS)(
     'SQS ($name): moved by the RedrivePolicy after maxReceiveCount → quarantined after `parked notify`',
     async (server) => {
-      const bench = await SqsInventoryBench.create(server, `backstop_${server.name}`);
-      b = bench as unknown as Bench;
+      const rig = await SqsInventoryRig.create(server, `backstop_${server.name}`);
+      b = rig as unknown as Rig;
       const { placed } = await placeAndRelay(b);
       // A consumer that never settles it: received again and again until SQS moves it.
       await waitFor(
         async () => {
-          await bench.client.send(
+          await rig.client.send(
             new ReceiveMessageCommand({
-              QueueUrl: bench.queues.sourceUrl,
+              QueueUrl: rig.queues.sourceUrl,
               VisibilityTimeout: 0,
               WaitTimeSeconds: 0,
             }),
           );
-          return (await bench.parkedCount()) === 1;
+          return (await rig.parkedCount()) === 1;
         },
         { message: 'SQS moves it to parking', timeoutMs: 30_000, intervalMs: 50 },
       );
-      const [parked] = await bench.parked();
+      const [parked] = await rig.parked();
       expect(parked).toMatchObject({ via: 'broker', diagnosis: { messageId: placed.eventId } });
-      expect(parked?.diagnosis.origin.queue).toBe(`${bench.prefix}inventory-orders`);
+      expect(parked?.diagnosis.origin.queue).toBe(`${rig.prefix}inventory-orders`);
       await notifiedAndQuarantined(
         b,
-        { SQS_ENDPOINT: bench.endpoint, SQS_QUEUE_PREFIX: bench.prefix },
+        { SQS_ENDPOINT: rig.endpoint, SQS_QUEUE_PREFIX: rig.prefix },
         'sqs',
         'lambda',
         {

@@ -9,10 +9,10 @@ import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService, type OrderView } from '../../shared/orders/OrderService.js';
 import { createRelays } from '../../shared/outbox/relays.js';
 import type { Backend, RunningConsumer } from '../../shared/port/types.js';
-import { type ConsumerBench, InventoryBench } from '../helpers/inventory.js';
+import { type ConsumerRig, InventoryRig } from '../helpers/inventory.js';
 import { runCli } from '../helpers/redriveLimit.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
-import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 /**
  * An order whose event inventory parked shows it: `quarantined`, with the reason and the time,
@@ -22,36 +22,36 @@ import { SqsInventoryBench } from '../helpers/sqsInventory.js';
  * the correlation and trace ids, the original route, the producer, the attempts and the error
  * (`cli parked list --json`).
  */
-type Bench = ConsumerBench<Backend & (InventoryBench['backend'] | SqsInventoryBench['backend'])>;
+type Rig = ConsumerRig<Backend & (InventoryRig['backend'] | SqsInventoryRig['backend'])>;
 
-interface Rig {
+interface RigKind {
   name: string;
-  bench: () => Promise<Bench>;
+  rig: () => Promise<Rig>;
   mode: 'worker' | 'lambda';
   transport: 'rabbitmq' | 'sqs';
 }
 
-const rigs: Rig[] = [
+const kinds: RigKind[] = [
   {
     name: 'rabbitmq worker',
-    bench: async () => (await InventoryBench.create('quarantine_worker')) as unknown as Bench,
+    rig: async () => (await InventoryRig.create('quarantine_worker')) as unknown as Rig,
     mode: 'worker',
     transport: 'rabbitmq',
   },
   {
     name: 'rabbitmq amazon mq trigger',
-    bench: async () => (await InventoryBench.create('quarantine_amq')) as unknown as Bench,
+    rig: async () => (await InventoryRig.create('quarantine_amq')) as unknown as Rig,
     mode: 'lambda',
     transport: 'rabbitmq',
   },
   ...SQS_SERVERS.flatMap((server) =>
     (['visibility', 'resend'] as const).map(
-      (mode): Rig => ({
+      (mode): RigKind => ({
         name: `sqs ${mode} (${server.name})`,
-        bench: async () =>
-          (await SqsInventoryBench.create(server, `q_${mode.slice(0, 3)}_${server.name}`, {
+        rig: async () =>
+          (await SqsInventoryRig.create(server, `q_${mode.slice(0, 3)}_${server.name}`, {
             mode,
-          })) as unknown as Bench,
+          })) as unknown as Rig,
         mode: 'lambda',
         transport: 'sqs',
       }),
@@ -59,16 +59,16 @@ const rigs: Rig[] = [
   ),
 ];
 
-const cliEnv = (b: Bench, transport: Rig['transport']): Record<string, string> =>
+const cliEnv = (b: Rig, transport: RigKind['transport']): Record<string, string> =>
   transport === 'rabbitmq'
-    ? { AMQP_URL: (b as unknown as InventoryBench).vhost.amqpUrl }
+    ? { AMQP_URL: (b as unknown as InventoryRig).vhost.amqpUrl }
     : {
-        SQS_ENDPOINT: (b as unknown as SqsInventoryBench).endpoint,
-        SQS_QUEUE_PREFIX: (b as unknown as SqsInventoryBench).prefix,
+        SQS_ENDPOINT: (b as unknown as SqsInventoryRig).endpoint,
+        SQS_QUEUE_PREFIX: (b as unknown as SqsInventoryRig).prefix,
       };
 
 /** The order side: GET /orders/{id} (the place-order handler behind the API emulation). */
-async function ordersApi(b: Bench) {
+async function ordersApi(b: Rig) {
   const handler = createPlaceOrderHandler({
     orders: new OrderService({ db: b.t.db }),
     logger: createLogger('place-order-test'),
@@ -82,8 +82,8 @@ async function ordersApi(b: Bench) {
   return { api, get };
 }
 
-/** The order side's results consumer (OrderResults), on the bench's database. */
-function resultsConsumer(b: Bench, mode: Rig['mode']): Promise<RunningConsumer> {
+/** The order side's results consumer (OrderResults), on the rig's database. */
+function resultsConsumer(b: Rig, mode: RigKind['mode']): Promise<RunningConsumer> {
   const results = new OrderResults({ db: b.t.db, journal: b.journal });
   return startConsumer(b.backend, (m) => results.process(m), {
     mode,
@@ -95,8 +95,8 @@ function resultsConsumer(b: Bench, mode: Rig['mode']): Promise<RunningConsumer> 
   });
 }
 
-describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) => {
-  let b: Bench | undefined;
+describe.each(kinds)('a parked order event quarantines its order ($name)', (kind) => {
+  let b: Rig | undefined;
   const closers: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
     for (const c of closers.splice(0).reverse()) await c().catch(() => {});
@@ -105,12 +105,12 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
   });
 
   it('poison and database-down-past-the-budget: quarantined with reason and time, with the whole diagnosis; after the fix and a redrive: reserved', async () => {
-    const bench = await rig.bench();
-    b = bench;
-    const db = bench.t.db;
-    await bench.stock('SKU-Q', 10);
+    const rig = await kind.rig();
+    b = rig;
+    const db = rig.t.db;
+    await rig.stock('SKU-Q', 10);
     const orders = new OrderService({ db });
-    const { api, get } = await ordersApi(bench);
+    const { api, get } = await ordersApi(rig);
     closers.push(() => api.close());
 
     // Two orders: one whose event will be poison, one inventory cannot decide (its database down).
@@ -134,7 +134,7 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
       correlationId: 'c-poison',
       producer: 'order-service',
     });
-    await bench.publishRaw([
+    await rig.publishRaw([
       {
         body: JSON.stringify({ ...poisonEnvelope, data: { ...poisonEnvelope.data, quantity: 0 } }),
         messageId: poison.eventId,
@@ -144,20 +144,20 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
     ]);
 
     // Inventory's database is down for good; the order side's is up.
-    const { db: inventoryDb, proxy } = await bench.proxiedDb();
+    const { db: inventoryDb, proxy } = await rig.proxiedDb();
     proxy.cut();
-    const inventory = await (rig.mode === 'worker'
-      ? (bench as unknown as InventoryBench).worker({ db: inventoryDb })
-      : rig.transport === 'rabbitmq'
-        ? (bench as unknown as InventoryBench).trigger({ db: inventoryDb })
-        : (bench as unknown as SqsInventoryBench).trigger({ db: inventoryDb }));
-    const results = await resultsConsumer(bench, rig.mode);
+    const inventory = await (kind.mode === 'worker'
+      ? (rig as unknown as InventoryRig).worker({ db: inventoryDb })
+      : kind.transport === 'rabbitmq'
+        ? (rig as unknown as InventoryRig).trigger({ db: inventoryDb })
+        : (rig as unknown as SqsInventoryRig).trigger({ db: inventoryDb }));
+    const results = await resultsConsumer(rig, kind.mode);
     closers.push(
       () => results.stop(),
       () => inventory.stop(),
     );
     const relays = createRelays(
-      { db, backend: bench.backend },
+      { db, backend: rig.backend },
       { RELAY_BATCH_SIZE: 100, RELAY_MAX_ATTEMPTS: 10 },
     );
     const relayRound = async () => {
@@ -183,18 +183,18 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
 
     // The diagnosis, as `cli parked list --json` shows it.
     const listed = await runCli(
-      ['parked', 'list', '--transport', rig.transport, '--json'],
-      cliEnv(bench, rig.transport),
+      ['parked', 'list', '--transport', kind.transport, '--json'],
+      cliEnv(rig, kind.transport),
     );
     expect(listed.code, listed.stderr).toBe(0);
     const parked = JSON.parse(listed.stdout) as Record<string, unknown>[];
     const byId = (id: string) => parked.find((x) => x.messageId === id);
     const dp = byId(down.eventId);
     const queue =
-      rig.transport === 'rabbitmq'
+      kind.transport === 'rabbitmq'
         ? { queue: 'inventory.orders', exchange: 'orders', routingKey: 'order.created' }
         : {
-            queue: `${(bench as unknown as SqsInventoryBench).prefix}inventory-orders`,
+            queue: `${(rig as unknown as SqsInventoryRig).prefix}inventory-orders`,
             exchange: null,
             routingKey: null,
           };
@@ -203,7 +203,7 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
       type: 'order.created',
       reason: 'exhausted',
       errorClass: 'transient',
-      attempts: bench.budget.maxAttempts,
+      attempts: rig.budget.maxAttempts,
       correlationId: 'c-down',
       traceId,
       producer: 'order-service',
@@ -227,7 +227,7 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
       // Sent around our publisher, it has no origin headers: the worker sees its route on the
       // delivery, the Amazon MQ event names only the queue.
       origin:
-        rig.transport === 'rabbitmq' && rig.mode === 'lambda'
+        kind.transport === 'rabbitmq' && kind.mode === 'lambda'
           ? { ...queue, exchange: null, routingKey: null }
           : queue,
       attempts: 0,
@@ -236,7 +236,7 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
 
     // The fix: the database is back; the operator redrives the order inventory could not decide.
     proxy.restore();
-    const redriven = await bench.backend.parkingLot().redrive({ ids: [down.eventId] });
+    const redriven = await rig.backend.parkingLot().redrive({ ids: [down.eventId] });
     expect(redriven.moved).toEqual([down.eventId]);
     await waitFor(
       async () => {
@@ -248,6 +248,6 @@ describe.each(rigs)('a parked order event quarantines its order ($name)', (rig) 
     expect((await get(down.orderId)).reservation).toEqual({ status: 'reserved', reason: null });
     // the poison one stays quarantined: nothing about it was decided
     expect((await get(poison.orderId)).reservation.status).toBe('quarantined');
-    expect(await bench.stockOf('SKU-Q')).toMatchObject({ available: 10, reserved: 2 });
+    expect(await rig.stockOf('SKU-Q')).toMatchObject({ available: 10, reserved: 2 });
   }, 90_000);
 });

@@ -3,18 +3,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
-import { SQS_HARNESSES } from '../helpers/consumerHarnesses.js';
+import { SQS_RIGS } from '../helpers/consumerRigs.js';
 import { MoveTaskShim } from '../helpers/moveTaskShim.js';
 import { redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';
-import type { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import type { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 /**
  * What only SQS has: "redrive everything" is one broker-side move task (`StartMessageMoveTask`).
  * The emulators have no move tasks: an endpoint in front of them adds them (300 ms a message).
  * The redrive tests every transport runs are in redrive.test.ts.
  */
-describe.each(SQS_HARNESSES)('redrive everything through an SQS move task ($name, CLI)', (h) => {
-  let b: SqsInventoryBench | undefined;
+describe.each(SQS_RIGS)('redrive everything through an SQS move task ($name, CLI)', (h) => {
+  let b: SqsInventoryRig | undefined;
   let shim: MoveTaskShim | undefined;
   afterEach(async () => {
     await shim?.close();
@@ -23,33 +23,33 @@ describe.each(SQS_HARNESSES)('redrive everything through an SQS move task ($name
     b = undefined;
   });
 
-  /** A move-task endpoint in front of the bench's server, from its parking queue to its source. */
-  const moveTasks = async (bench: SqsInventoryBench) => {
-    const q = await bench.backend.queues();
-    shim = await new MoveTaskShim(bench.endpoint, {
+  /** A move-task endpoint in front of the rig's server, from its parking queue to its source. */
+  const moveTasks = async (rig: SqsInventoryRig) => {
+    const q = await rig.backend.queues();
+    shim = await new MoveTaskShim(rig.endpoint, {
       sourceArn: q.parkingArn,
       sourceUrl: q.parkingUrl,
       destinationUrl: q.sourceUrl,
     }).start();
-    return { q, shim, env: { SQS_ENDPOINT: shim.endpoint, SQS_QUEUE_PREFIX: bench.prefix } };
+    return { q, shim, env: { SQS_ENDPOINT: shim.endpoint, SQS_QUEUE_PREFIX: rig.prefix } };
   };
 
   it('reports success only once the task completed, with its counts; a failed task fails the command with its reason', async () => {
     // Prepare: 5 parked (no retries, the database down), the consumer stopped
-    const bench = await h.setup('sqs_move', { budget: { ...TEST_RETRY_BUDGET, maxAttempts: 0 } });
-    b = bench;
-    const { db, proxy } = await bench.proxiedDb();
+    const rig = await h.setup('sqs_move', { budget: { ...TEST_RETRY_BUDGET, maxAttempts: 0 } });
+    b = rig;
+    const { db, proxy } = await rig.proxiedDb();
     proxy.cut();
-    const orders = Array.from({ length: 5 }, () => bench.orderCreated('SKU-M', 1));
-    await bench.send(...orders);
-    const consumer = await bench.trigger({ db });
-    await waitFor(() => bench.lines.filter((l) => l.step === 'parked').length === 5, {
+    const orders = Array.from({ length: 5 }, () => rig.orderCreated('SKU-M', 1));
+    await rig.send(...orders);
+    const consumer = await rig.trigger({ db });
+    await waitFor(() => rig.lines.filter((l) => l.step === 'parked').length === 5, {
       message: '5 parked',
     });
     await consumer.stop();
-    const { q, shim, env } = await moveTasks(bench);
+    const { q, shim, env } = await moveTasks(rig);
     const depth = async (url: string) => {
-      const out = await bench.client.send(
+      const out = await rig.client.send(
         new GetQueueAttributesCommand({
           QueueUrl: url,
           AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
@@ -82,28 +82,28 @@ describe.each(SQS_HARNESSES)('redrive everything through an SQS move task ($name
   });
 
   it('redrive everything: no move task while a parked message is at the limit (the others one by one); a move task once none is', async () => {
-    const bench = await h.setup('sqs_limit_all', {
+    const rig = await h.setup('sqs_limit_all', {
       budget: { ...TEST_RETRY_BUDGET, maxAttempts: 0 },
     });
-    b = bench;
-    const { shim, env } = await moveTasks(bench);
+    b = rig;
+    const { shim, env } = await moveTasks(rig);
     const tasks = shim.tasks;
     const everything = () =>
       runCli(['parked', 'redrive', '--transport', 'sqs', '--timeout', '15'], env);
     let fresh: Envelope | undefined;
-    const { refused, allowed } = await redriveRefusedAtTheLimit(bench, {
+    const { refused, allowed } = await redriveRefusedAtTheLimit(rig, {
       env,
       redrive: async (_id, runEnv) => {
         if (runEnv.REDRIVE_LIMIT)
           return runCli(['parked', 'redrive', '--transport', 'sqs'], runEnv);
         // a second parked message, never redriven: it may go, the one at the limit may not
-        fresh = bench.orderCreated('SKU-L', 1);
-        await bench.send(fresh);
+        fresh = rig.orderCreated('SKU-L', 1);
+        await rig.send(fresh);
         const id = fresh.id;
-        await waitFor(
-          async () => (await bench.parked()).some((p) => p.diagnosis.messageId === id),
-          { timeoutMs: 20_000, message: 'second parked' },
-        );
+        await waitFor(async () => (await rig.parked()).some((p) => p.diagnosis.messageId === id), {
+          timeoutMs: 20_000,
+          message: 'second parked',
+        });
         return everything();
       },
     });

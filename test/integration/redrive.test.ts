@@ -5,13 +5,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
-import { CONSUMER_HARNESSES } from '../helpers/consumerHarnesses.js';
-import type { ConsumerBench } from '../helpers/inventory.js';
+import { CONSUMER_RIGS } from '../helpers/consumerRigs.js';
+import type { ConsumerRig } from '../helpers/inventory.js';
 import { type CliRun, redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';
 import { redriveStartsAFreshWindow } from '../helpers/redriveWindow.js';
 
-/** `cli parked …` on the bench's transport; a non-zero exit fails the test with its output. */
-async function parked(b: ConsumerBench, args: string[], env = b.cliEnv()): Promise<CliRun> {
+/** `cli parked …` on the rig's transport; a non-zero exit fails the test with its output. */
+async function parked(b: ConsumerRig, args: string[], env = b.cliEnv()): Promise<CliRun> {
   const run = await runCli(['parked', ...args, '--transport', b.backend.transport], env);
   expect(run.code, run.stderr).toBe(0);
   return run;
@@ -20,8 +20,8 @@ async function parked(b: ConsumerBench, args: string[], env = b.cliEnv()): Promi
 /** No retries: a transient failure parks at once, so parking many takes no time. */
 const NO_RETRIES = { ...TEST_RETRY_BUDGET, maxAttempts: 0 };
 
-describe.each(CONSUMER_HARNESSES)('redrive from the parking lot ($name, CLI)', (h) => {
-  let b: ConsumerBench | undefined;
+describe.each(CONSUMER_RIGS)('redrive from the parking lot ($name, CLI)', (h) => {
+  let b: ConsumerRig | undefined;
   afterEach(async () => {
     await b?.close();
     b = undefined;
@@ -30,23 +30,23 @@ describe.each(CONSUMER_HARNESSES)('redrive from the parking lot ($name, CLI)', (
   it('park 20, fix the cause, redrive at a rate → each processed once; a dry run moves none', async () => {
     // a visibility timeout longer than a batch can take with the database cut: the listing found
     // other than 20 once on a loaded machine (SQS), most likely a message back after 6 s, parked twice
-    const bench = await h.setup('redrive', { budget: NO_RETRIES, visibilityTimeoutSeconds: 60 });
-    b = bench;
-    await bench.stock('SKU-R', 100);
-    const { db, proxy } = await bench.proxiedDb();
-    await bench.start({ db });
+    const rig = await h.setup('redrive', { budget: NO_RETRIES, visibilityTimeoutSeconds: 60 });
+    b = rig;
+    await rig.stock('SKU-R', 100);
+    const { db, proxy } = await rig.proxiedDb();
+    await rig.start({ db });
     proxy.cut();
-    const orders: Envelope[] = Array.from({ length: 20 }, () => bench.orderCreated('SKU-R', 1));
-    await bench.publish(...orders);
+    const orders: Envelope[] = Array.from({ length: 20 }, () => rig.orderCreated('SKU-R', 1));
+    await rig.publish(...orders);
     await waitFor(
       async () =>
-        bench.lines.filter((l) => l.step === 'parked').length === 20 &&
-        (await bench.parkedCount()) === 20,
+        rig.lines.filter((l) => l.step === 'parked').length === 20 &&
+        (await rig.parkedCount()) === 20,
       { message: '20 parked' },
     );
     proxy.restore(); // the fix
 
-    const listed = JSON.parse((await parked(bench, ['list', '--json'])).stdout) as {
+    const listed = JSON.parse((await parked(rig, ['list', '--json'])).stdout) as {
       reason: string;
       errorClass: string;
       via: string;
@@ -57,16 +57,16 @@ describe.each(CONSUMER_HARNESSES)('redrive from the parking lot ($name, CLI)', (
       errorClass: 'transient',
       via: 'consumer',
     });
-    expect(await bench.parkedCount()).toBe(20); // listing moves nothing
+    expect(await rig.parkedCount()).toBe(20); // listing moves nothing
 
-    const dry = await parked(bench, ['redrive', '--error-class', 'transient', '--dry-run']);
+    const dry = await parked(rig, ['redrive', '--error-class', 'transient', '--dry-run']);
     expect(dry.stdout).toContain('dry run: scanned 20, matched 20, moved 0');
-    expect(await bench.parkedCount()).toBe(20);
+    expect(await rig.parkedCount()).toBe(20);
 
     // first five by id, then the rest by error class, at 20/s
     const dir = await mkdtemp(join(tmpdir(), 'redrive-'));
     const firstIds = orders.slice(0, 5).map((o) => o.id);
-    const first = await parked(bench, [
+    const first = await parked(rig, [
       'redrive',
       '--ids',
       firstIds.join(','),
@@ -78,7 +78,7 @@ describe.each(CONSUMER_HARNESSES)('redrive from the parking lot ($name, CLI)', (
       [...firstIds].sort(),
     );
     const started = Date.now();
-    const rest = await parked(bench, [
+    const rest = await parked(rig, [
       'redrive',
       '--error-class',
       'transient',
@@ -92,36 +92,36 @@ describe.each(CONSUMER_HARNESSES)('redrive from the parking lot ($name, CLI)', (
     expect(rest.stdout).toContain('matched 15, moved 15');
     expect(Date.now() - started).toBeGreaterThanOrEqual(700); // 15 at 20/s: paced, not a burst
 
-    for (const o of orders) await bench.waitForLine(o.id, 'effect-committed', 1, 20_000);
-    const { rows } = await bench.t.db.query<{ n: number; reserved: number }>(
+    for (const o of orders) await rig.waitForLine(o.id, 'effect-committed', 1, 20_000);
+    const { rows } = await rig.t.db.query<{ n: number; reserved: number }>(
       `SELECT (SELECT count(*)::int FROM processed_messages) AS n, (SELECT reserved FROM stock WHERE sku = 'SKU-R') AS reserved`,
     );
     expect(rows[0]).toEqual({ n: 20, reserved: 20 });
-    expect(await bench.parkedCount()).toBe(0);
+    expect(await rig.parkedCount()).toBe(0);
     // redriven copies kept their id and restarted their attempts
-    const again = bench.lines.filter((l) => l.step === 'received' && orders[0]?.id === l.messageId);
+    const again = rig.lines.filter((l) => l.step === 'received' && orders[0]?.id === l.messageId);
     expect(again.at(-1)?.attempt).toBe(0);
     // a tap (RabbitMQ's audit.orders) got the published copies, no redriven one
-    if (bench.tapCopies) expect(await bench.tapCopies()).toBe(20);
+    if (rig.tapCopies) expect(await rig.tapCopies()).toBe(20);
   });
 
   it('a redriven message gets a fresh retry window: the whole ladder again, parked again saying it was redriven once', async () => {
-    const bench = await h.setup('redrive_window');
-    b = bench;
-    await redriveStartsAFreshWindow(bench);
+    const rig = await h.setup('redrive_window');
+    b = rig;
+    await redriveStartsAFreshWindow(rig);
   });
 
   it('the redrive limit: redriven once and parked again, refused at REDRIVE_LIMIT 1 and left parked, allowed at 2; --beyond-limit says the risk', async () => {
-    const bench = await h.setup('redrive_limit', { budget: NO_RETRIES });
-    b = bench;
+    const rig = await h.setup('redrive_limit', { budget: NO_RETRIES });
+    b = rig;
     const byId = (id: string, env: Record<string, string>) =>
-      runCli(['parked', 'redrive', '--transport', bench.backend.transport, '--ids', id], env);
-    const { refused } = await redriveRefusedAtTheLimit(bench, {
+      runCli(['parked', 'redrive', '--transport', rig.backend.transport, '--ids', id], env);
+    const { refused } = await redriveRefusedAtTheLimit(rig, {
       redrive: async (id, env) => {
         if (env.REDRIVE_LIMIT) return byId(id, env);
         // before the refusal: a dry run with the override would move it, and says what that risks
         const beyond = await parked(
-          bench,
+          rig,
           ['redrive', '--ids', id, '--dry-run', '--beyond-limit'],
           env,
         );

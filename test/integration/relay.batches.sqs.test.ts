@@ -8,11 +8,11 @@ import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
-  createSqsFixture,
+  createSqsRig,
   receiveAll,
   SQS_FEATURES,
   SQS_SERVERS,
-  type SqsFixture,
+  type SqsRig,
 } from '../helpers/sqs.js';
 
 const options = {
@@ -31,14 +31,14 @@ const options = {
 describe.each(SQS_SERVERS)('outbox relay → SQS ($name): batches', (server) => {
   let t: TestDatabase;
   let orders: OrderService;
-  const fixtures: SqsFixture[] = [];
+  const rigs: SqsRig[] = [];
   /** Queues of this test's own, through the SQS backend (closed with the file). */
-  const fixture = async (
+  const rig = async (
     label: string,
-    options?: Parameters<typeof createSqsFixture>[2],
-  ): Promise<SqsFixture> => {
-    const f = await createSqsFixture(server, label, options);
-    fixtures.push(f);
+    options?: Parameters<typeof createSqsRig>[2],
+  ): Promise<SqsRig> => {
+    const f = await createSqsRig(server, label, options);
+    rigs.push(f);
     return f;
   };
   beforeAll(async () => {
@@ -46,7 +46,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name): batches', (server) => 
     orders = new OrderService({ db: t.db });
   });
   afterAll(async () => {
-    for (const f of fixtures) await f.close();
+    for (const f of rigs) await f.close();
     await t?.drop();
   });
   beforeEach(() => t.db.query('TRUNCATE orders, outbox'));
@@ -63,7 +63,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name): batches', (server) => 
   it('endpoint lost in the middle of a round: those rows get an attempt and a backoff, then are published', async () => {
     const proxy = await new TcpProxy('127.0.0.1', Number(new URL(server.endpoint).port)).start();
     const via = `http://127.0.0.1:${proxy.port}`;
-    const f = await fixture('relay_sqs_mid', { endpoint: via, requestTimeoutMs: 500 });
+    const f = await rig('relay_sqs_mid', { endpoint: via, requestTimeoutMs: 500 });
     const inner = f.backend.publisher('outbox');
     // the connection drops after the relay checked it, before the batch is sent
     const dropping: Publisher = {
@@ -98,7 +98,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name): batches', (server) => 
   it.skipIf(!SQS_FEATURES[server.name].rejectsInvalidCharacters)(
     'a partial SendMessageBatch failure marks only the successful entries',
     async () => {
-      const f = await fixture('relay_sqs_partial');
+      const f = await rig('relay_sqs_partial');
       const store = new OutboxStore('outbox');
       const envelopes = Array.from({ length: 12 }, (_, i) =>
         newEnvelope({
@@ -127,7 +127,7 @@ describe.each(SQS_SERVERS)('outbox relay → SQS ($name): batches', (server) => 
   );
 
   it('FIFO: group id = aggregate id, deduplication id = event id', async () => {
-    const f = await fixture('relay_sqs_fifo', { fifo: true });
+    const f = await rig('relay_sqs_fifo', { fifo: true });
     const { orderId, eventId } = await orders.place({
       sku: 'sku-1',
       quantity: 1,

@@ -7,7 +7,7 @@ import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { REPUBLISH_PREFIX } from '../../shared/outbox/OutboxStore.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 
 const SKU = 'sku-route-loss';
 
@@ -21,13 +21,13 @@ const SKU = 'sku-route-loss';
  * management API) and PostgreSQL, a running relay and a running inventory worker.
  */
 describe('outbox relay: what a lost binding swallowed is published again (RabbitMQ)', () => {
-  let bench: InventoryBench;
+  let rig: InventoryRig;
   let relayBackend: RabbitMqBackend;
 
   beforeAll(async () => {
-    bench = await InventoryBench.create('relay_route_loss');
+    rig = await InventoryRig.create('relay_route_loss');
     // the relay's own backend, as a relay process has: its own route check, looking every 2 s
-    relayBackend = bench.scratch.backend(
+    relayBackend = rig.scratch.backend(
       'rabbitmq',
       { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-route-loss' },
       {
@@ -40,29 +40,27 @@ describe('outbox relay: what a lost binding swallowed is published again (Rabbit
   });
   afterAll(async () => {
     await relayBackend?.close();
-    await bench?.close();
+    await rig?.close();
   });
 
-  const management = () => bench.vhost.management;
+  const management = () => rig.vhost.management;
   const bindingPath = () =>
-    `/api/bindings/${encodeURIComponent(bench.vhost.vhost)}/e/${RABBITMQ_NAMES.ordersExchange}/q/${RABBITMQ_NAMES.inventoryQueue}`;
+    `/api/bindings/${encodeURIComponent(rig.vhost.vhost)}/e/${RABBITMQ_NAMES.ordersExchange}/q/${RABBITMQ_NAMES.inventoryQueue}`;
   const count = async (sql: string, params: unknown[] = []) =>
-    Number(
-      (await bench.t.db.query<{ n: string }>(sql, params as string[])).rows[0]?.n ?? Number.NaN,
-    );
+    Number((await rig.t.db.query<{ n: string }>(sql, params as string[])).rows[0]?.n ?? Number.NaN);
 
   it('the binding lost and restored mid-stream: every order reaches inventory exactly once', async () => {
-    await bench.stock(SKU, 100_000);
-    await bench.worker();
+    await rig.stock(SKU, 100_000);
+    await rig.worker();
     const relay = new OutboxRelay(
-      { db: bench.t.db, publisher: relayBackend.publisher('outbox') },
+      { db: rig.t.db, publisher: relayBackend.publisher('outbox') },
       { table: 'outbox', batchSize: 50, maxAttempts: 50, retryBaseMs: 100, retryMaxMs: 500 },
     );
     const stopRelay = new AbortController();
     const draining = relay.drain({ budgetMs: 180_000, idleWaitMs: 20, signal: stopRelay.signal });
 
     // orders flow, one at a time, until told to stop
-    const orders = new OrderService({ db: bench.t.db });
+    const orders = new OrderService({ db: rig.t.db });
     const placed: string[] = [];
     let flowing = true;
     const flow = (async () => {
@@ -134,15 +132,15 @@ describe('outbox relay: what a lost binding swallowed is published again (Rabbit
     ).toBe(n);
     expect(await count("SELECT count(*) AS n FROM reservations WHERE status = 'reserved'")).toBe(n);
     // applied once each: the stock counts one unit per order
-    expect(await bench.stockOf(SKU)).toMatchObject({ reserved: n });
+    expect(await rig.stockOf(SKU)).toMatchObject({ reserved: n });
     // the copies of rows that had arrived before the loss were delivered and absorbed
-    expect(bench.lines.filter((l) => l.step === 'duplicate').length).toBeGreaterThan(0);
+    expect(rig.lines.filter((l) => l.step === 'duplicate').length).toBeGreaterThan(0);
   }, 150_000);
 
   it('the results exchange: a lost orders.inventory-results binding puts back the inventory_outbox rows marked in the window, not the outbox rows', async () => {
-    const db = bench.t.db;
+    const db = rig.t.db;
     await db.query('TRUNCATE outbox, inventory_outbox');
-    const backend = bench.scratch.backend(
+    const backend = rig.scratch.backend(
       'rabbitmq',
       { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-route-loss' },
       { routeCheck: { intervalMs: 60_000 } },
@@ -168,9 +166,9 @@ describe('outbox relay: what a lost binding swallowed is published again (Rabbit
     ] as const;
     try {
       // a result and an order, both published while every route is there
-      const created = bench.orderCreated(SKU, 1);
+      const created = rig.orderCreated(SKU, 1);
       expect(
-        await bench.useCase().process([
+        await rig.useCase().process([
           {
             messageId: created.id,
             body: Buffer.from(JSON.stringify(created)),

@@ -18,7 +18,7 @@ import { readMessages, testConnection } from '../helpers/amqp.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { SERVICES } from '../helpers/services.js';
-import { createSqsFixture, receiveAll, SQS_SERVERS, type SqsFixture } from '../helpers/sqs.js';
+import { createSqsRig, receiveAll, SQS_SERVERS, type SqsRig } from '../helpers/sqs.js';
 
 /** The message limit of these relays: small, so that a "too large" row is cheap to write. */
 const MAX_MESSAGE_BYTES = 4_096;
@@ -206,10 +206,10 @@ describe('outbox relay: a row that cannot be published is set aside (RabbitMQ)',
 
 describe.each(SQS_SERVERS.slice(0, 1))('outbox relay: set aside on SQS ($name)', (server) => {
   let t: TestDatabase;
-  let f: SqsFixture;
+  let f: SqsRig;
   beforeAll(async () => {
     t = await createTestDatabase(`relay_setaside_${server.name}`);
-    f = await createSqsFixture(server, 'relay_setaside');
+    f = await createSqsRig(server, 'relay_setaside');
   });
   afterAll(async () => {
     await f?.close();

@@ -9,7 +9,7 @@ import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
-import { RELAY_HARNESSES, type RelayRig } from '../helpers/relayHarnesses.js';
+import { RELAY_RIGS, type RelayRig } from '../helpers/relayRigs.js';
 
 const options = {
   table: 'outbox' as const,
@@ -19,7 +19,7 @@ const options = {
   retryMaxMs: 200,
 };
 
-describe.each(RELAY_HARNESSES)('outbox relay → $name', (h) => {
+describe.each(RELAY_RIGS)('outbox relay → $name', (h) => {
   let t: TestDatabase;
   let orders: OrderService;
   let rig: RelayRig;

@@ -14,12 +14,12 @@ import {
   SCHEMA_VERSION_HEADER,
 } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMQEvent, RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
-import { BENCH_CONSUMER, InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig, RIG_CONSUMER } from '../helpers/inventory.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';
 
 describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulation', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   let trigger: RunningConsumer | undefined;
   afterEach(async () => {
     await trigger?.stop();
@@ -64,7 +64,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
   };
 
   it('a mixed batch (good, poison, transient) → each message settled on its own', async () => {
-    b = await InventoryBench.create('reserve_amazonmq_mixed');
+    b = await InventoryRig.create('reserve_amazonmq_mixed');
     await b.stock('SKU-G', 10);
     await b.stock('SKU-T', 10);
     // A database session whose statements give up after 300 ms: the "transient" message waits on
@@ -141,7 +141,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
   });
 
   it('database down → each message retried on the ladder by confirmed copies, the handler returns, then parked exhausted/transient', async () => {
-    b = await InventoryBench.create('reserve_amazonmq_dbdown');
+    b = await InventoryRig.create('reserve_amazonmq_dbdown');
     await b.stock('SKU-A', 10);
     const { db, proxy } = await b.proxiedDb();
     const { reports } = await start(db);
@@ -161,7 +161,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
         reason: 'exhausted',
         errorClass: 'transient',
         attempts: TEST_RETRY_BUDGET.maxAttempts,
-        consumer: BENCH_CONSUMER,
+        consumer: RIG_CONSUMER,
       });
       // one retry copy per ladder step, with the step's delay (the test budget has no jitter)
       const retries = b.linesFor(e.id).filter((l) => l.step === 'retry-scheduled');
@@ -185,7 +185,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
   });
 
   it('database unreachable: the use case does not try the batch message by message, each gets the same retry', async () => {
-    b = await InventoryBench.create('reserve_amazonmq_unreachable');
+    b = await InventoryRig.create('reserve_amazonmq_unreachable');
     const { db, proxy } = await b.proxiedDb();
     proxy.cut();
     const events = [1, 2, 3].map(() => b.orderCreated('SKU-U', 1));
@@ -207,7 +207,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
   });
 
   it('database down and the broker unreachable for the retry copy → the handler throws, the batch goes back, nothing lost', async () => {
-    b = await InventoryBench.create('reserve_amazonmq_nocopy');
+    b = await InventoryRig.create('reserve_amazonmq_nocopy');
     await b.stock('SKU-B', 10);
     const { db, proxy: dbProxy } = await b.proxiedDb();
     // The retry copies go through a broker connection of their own, behind a proxy; the
@@ -218,7 +218,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     ).start();
     const copies = b.scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
+      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
       {
         url: amqpUrlVia(brokerProxy.port, b.vhost.vhost),
         publish: { connectTimeoutMs: 500, confirmTimeoutMs: 1_000 },
@@ -253,7 +253,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
   });
 
   it('the broker connection drops during an invocation: the emulation survives the settle on the closed channel, and the batch comes back once', async () => {
-    b = await InventoryBench.create('reserve_amazonmq_closed');
+    b = await InventoryRig.create('reserve_amazonmq_closed');
     await b.stock('SKU-C', 10);
     // The event source's connection goes through a proxy; the handler's copies do not.
     const brokerProxy = await new TcpProxy(
@@ -262,7 +262,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     ).start();
     const viaProxy = b.scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: BENCH_CONSUMER },
+      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
       { url: amqpUrlVia(brokerProxy.port, b.vhost.vhost), reconnect: { baseMs: 50, maxMs: 200 } },
     );
     const unhandled: unknown[] = [];

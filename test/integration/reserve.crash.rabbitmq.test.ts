@@ -1,14 +1,14 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev, startDev } from '../helpers/child.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: the consumer process dies', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   beforeAll(() => devTemplates('rabbitmq'), DEV_TEMPLATES_TIMEOUT_MS);
   afterEach(() => b?.close());
 
   it('reserve.after-commit:exit → after a restart the message comes again; reserved once, one inbox row', async () => {
-    b = await InventoryBench.create('reserve_crash_commit');
+    b = await InventoryRig.create('reserve_crash_commit');
     await b.stock('SKU-A', 10);
     const e = b.orderCreated('SKU-A', 3);
     await b.publish(e);
@@ -35,7 +35,7 @@ describe('reserve inventory on RabbitMQ: the consumer process dies', () => {
   });
 
   it('reserve.after-retry-publish:exit → the original and the copy are both delivered → one reservation', async () => {
-    b = await InventoryBench.create('reserve_crash_retry');
+    b = await InventoryRig.create('reserve_crash_retry');
     await b.stock('SKU-A', 10);
     const { proxy } = await b.proxiedDb();
     const viaProxy = new URL(b.t.url);

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ under load', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   beforeAll(async () => {
-    b = await InventoryBench.create('reserve_load');
+    b = await InventoryRig.create('reserve_load');
   });
   afterAll(() => b?.close());
 

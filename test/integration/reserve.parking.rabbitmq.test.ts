@@ -2,14 +2,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
-import { InventoryBench } from '../helpers/inventory.js';
+import { InventoryRig } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ: parking lot unavailable', () => {
-  let b: InventoryBench;
+  let b: InventoryRig;
   afterEach(() => b?.close());
 
   it('the parking route is missing: nothing is lost; the broker holds the message and parks it once the route is back', async () => {
-    b = await InventoryBench.create('reserve_parking_down');
+    b = await InventoryRig.create('reserve_parking_down');
     const parkingBinding = [
       RETRY_NAMES.parkingQueue,
       RETRY_NAMES.parkingExchange,

@@ -8,16 +8,16 @@ import {
 } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { applyPolicies } from '../../shared/transport/rabbitmq/topology.js';
-import { RABBITMQ_HARNESS } from '../helpers/consumerHarnesses.js';
-import type { InventoryBench } from '../helpers/inventory.js';
+import { RABBITMQ_RIG } from '../helpers/consumerRigs.js';
+import type { InventoryRig } from '../helpers/inventory.js';
 
 /**
  * What only RabbitMQ has: a retry waits in one of a set of delay queues (not a delay per message),
  * dead-lettered back to the consumer's queue through the requeue exchange. The database faults
  * every transport runs are in reserve.faults.test.ts.
  */
-describe.each([RABBITMQ_HARNESS])('reserve inventory ($name): retry queues broken', (h) => {
-  let b: InventoryBench;
+describe.each([RABBITMQ_RIG])('reserve inventory ($name): retry queues broken', (h) => {
+  let b: InventoryRig;
   afterEach(() => b?.close());
 
   it('retry binding removed: the retry publish is returned, the original is not acked, reconnects are bounded', async () => {

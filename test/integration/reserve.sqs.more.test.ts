@@ -9,7 +9,7 @@ import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
-import { SqsInventoryBench } from '../helpers/sqsInventory.js';
+import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
 const event = (
   type: 'order.created' | 'order.cancelled',
@@ -34,7 +34,7 @@ const event = (
 describe.each(SQS_SERVERS)(
   'reserve inventory on SQS ($name): crashes, slow work, FIFO, parking',
   (server) => {
-    let b: SqsInventoryBench;
+    let b: SqsInventoryRig;
     beforeAll(() => devTemplates('sqs'), DEV_TEMPLATES_TIMEOUT_MS);
     afterEach(async () => {
       setFaults('');
@@ -42,7 +42,7 @@ describe.each(SQS_SERVERS)(
     });
 
     it('reserve.after-commit:exit → the message comes back after the visibility timeout → one reservation', async () => {
-      b = await SqsInventoryBench.create(server, `sqs_crash_${server.name}`);
+      b = await SqsInventoryRig.create(server, `sqs_crash_${server.name}`);
       await b.stock('SKU-A', 10);
       const e = event('order.created', randomUUID(), 1, 'SKU-A');
       await b.send(e);
@@ -72,7 +72,7 @@ describe.each(SQS_SERVERS)(
     });
 
     it('a handler that throws leaves the whole batch: every record comes back after its visibility timeout', async () => {
-      b = await SqsInventoryBench.create(server, `sqs_throw_${server.name}`);
+      b = await SqsInventoryRig.create(server, `sqs_throw_${server.name}`);
       await b.stock('SKU-T', 100);
       const batch = Array.from({ length: 10 }, () =>
         event('order.created', randomUUID(), 1, 'SKU-T'),
@@ -88,7 +88,7 @@ describe.each(SQS_SERVERS)(
     });
 
     it('processing longer than the visibility timeout → a concurrent second delivery → one reservation', async () => {
-      b = await SqsInventoryBench.create(server, `sqs_slow_${server.name}`);
+      b = await SqsInventoryRig.create(server, `sqs_slow_${server.name}`);
       await b.stock('SKU-S', 10);
       const release = await holdStockLock(b.t.db, 'SKU-S');
       try {
@@ -115,7 +115,7 @@ describe.each(SQS_SERVERS)(
     it.skipIf(!SQS_FEATURES[server.name].fifoGroupOrder)(
       'FIFO: v1/v2 of one order stay in order; a failure in one group does not block other groups',
       async () => {
-        b = await SqsInventoryBench.create(server, `sqs_fifo_${server.name}`, { fifo: true });
+        b = await SqsInventoryRig.create(server, `sqs_fifo_${server.name}`, { fifo: true });
         await b.stock('SKU-F', 10);
         await b.stock('SKU-G', 10);
         // statements give up after 300 ms: group A's first message fails while SKU-F is locked
@@ -153,7 +153,7 @@ describe.each(SQS_SERVERS)(
     );
 
     it('parking queue missing: the poison message is not lost; it comes back and is parked once the queue exists', async () => {
-      b = await SqsInventoryBench.create(server, `sqs_noparking_${server.name}`);
+      b = await SqsInventoryRig.create(server, `sqs_noparking_${server.name}`);
       await b.client.send(new DeleteQueueCommand({ QueueUrl: b.queues.parkingUrl }));
       const id = randomUUID();
       await b.sendRaw([{ body: '{not-json', messageId: id, type: 'order.created' }]);

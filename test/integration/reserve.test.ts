@@ -1,26 +1,26 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { CONSUMER_HARNESSES } from '../helpers/consumerHarnesses.js';
-import type { ConsumerBench } from '../helpers/inventory.js';
+import { CONSUMER_RIGS } from '../helpers/consumerRigs.js';
+import type { ConsumerRig } from '../helpers/inventory.js';
 
 /** Journal steps of a message, in the order they happened. */
-const stepsOf = (b: ConsumerBench, id: string) => b.linesFor(id).map((l) => l.step);
+const stepsOf = (b: ConsumerRig, id: string) => b.linesFor(id).map((l) => l.step);
 
 /**
  * The copies of an event published twice that reach the consumer: one where the broker drops a
  * second publish of one id within its deduplication window, else both.
  */
-const deliveredOfTwo = (b: ConsumerBench) => (b.backend.capabilities.publishDeduplication ? 1 : 2);
+const deliveredOfTwo = (b: ConsumerRig) => (b.backend.capabilities.publishDeduplication ? 1 : 2);
 
 /** Nothing of the event waits or is in flight: the broker stored no other copy. */
-async function noOtherCopy(b: ConsumerBench) {
+async function noOtherCopy(b: ConsumerRig) {
   expect(await b.backend.inspect()).toMatchObject({ ready: 0, inFlight: 0 });
 }
 
-describe.each(CONSUMER_HARNESSES)('reserve inventory ($name)', (h) => {
-  // One bench and one running consumer for the tests that only publish and read the outcome.
-  let b: ConsumerBench;
+describe.each(CONSUMER_RIGS)('reserve inventory ($name)', (h) => {
+  // One rig and one running consumer for the tests that only publish and read the outcome.
+  let b: ConsumerRig;
   beforeAll(async () => {
     b = await h.setup('reserve');
     await b.start();
@@ -226,33 +226,31 @@ describe.each(CONSUMER_HARNESSES)('reserve inventory ($name)', (h) => {
   });
 });
 
-describe.each(CONSUMER_HARNESSES)('reserve inventory, a whole batch ($name)', (h) => {
-  // A bench of its own: the consumer starts on messages already waiting, with settings of its own.
-  let b: ConsumerBench | undefined;
+describe.each(CONSUMER_RIGS)('reserve inventory, a whole batch ($name)', (h) => {
+  // A rig of its own: the consumer starts on messages already waiting, with settings of its own.
+  let b: ConsumerRig | undefined;
   afterEach(async () => {
     await b?.close();
     b = undefined;
   });
 
   it('a batch of 10 with mixed outcomes: only the failed records come back', async () => {
-    const bench = await h.setup('mixed_batch');
-    b = bench;
-    await bench.stock('SKU-M', 100);
-    const good = Array.from({ length: 7 }, () => bench.orderCreated('SKU-M', 1));
+    const rig = await h.setup('mixed_batch');
+    b = rig;
+    await rig.stock('SKU-M', 100);
+    const good = Array.from({ length: 7 }, () => rig.orderCreated('SKU-M', 1));
     // v2 without v1: deferred
-    const early = Array.from({ length: 3 }, () =>
-      bench.orderCancelled(bench.orderCreated('SKU-M', 1)),
-    );
-    await bench.publish(...good, ...early);
-    await bench.start({ concurrency: 1, batchWindowMs: 0 });
-    for (const e of early) await bench.waitForLine(e.id, 'received', 2, 15_000);
+    const early = Array.from({ length: 3 }, () => rig.orderCancelled(rig.orderCreated('SKU-M', 1)));
+    await rig.publish(...good, ...early);
+    await rig.start({ concurrency: 1, batchWindowMs: 0 });
+    for (const e of early) await rig.waitForLine(e.id, 'received', 2, 15_000);
     for (const e of good)
-      expect(bench.linesFor(e.id).filter((l) => l.step === 'received')).toHaveLength(1);
+      expect(rig.linesFor(e.id).filter((l) => l.step === 'received')).toHaveLength(1);
     for (const e of early) {
-      const received = bench.linesFor(e.id).filter((l) => l.step === 'received');
-      expect(received[1]?.redelivered).toBe(bench.retryComesBackAs === 'redelivery');
+      const received = rig.linesFor(e.id).filter((l) => l.step === 'received');
+      expect(received[1]?.redelivered).toBe(rig.retryComesBackAs === 'redelivery');
       expect(received[1]?.attempt).toBe(1);
     }
-    expect(await bench.stockOf('SKU-M')).toEqual({ available: 100, reserved: 7 });
+    expect(await rig.stockOf('SKU-M')).toEqual({ available: 100, reserved: 7 });
   });
 });

@@ -14,7 +14,7 @@ import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import { sqsDelivery } from '../../shared/transport/sqs/index.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import { SqsSettle } from '../../shared/transport/sqs/SqsSettle.js';
-import { createSqsFixture, SQS_SERVERS, type SqsFixture } from '../helpers/sqs.js';
+import { createSqsRig, SQS_SERVERS, type SqsRig } from '../helpers/sqs.js';
 
 /**
  * SQS retries get the budget's documented jitter (`RETRY_JITTER`, ±fraction of the step, the
@@ -28,7 +28,7 @@ const HIGH_MS = 6_000;
 const delayOf = (detail: string | undefined) => Number(/in (\d+) ms/.exec(detail ?? '')?.[1]);
 
 describe.each(SQS_SERVERS)('SQS retry jitter ($name)', (server) => {
-  let f: SqsFixture;
+  let f: SqsRig;
   let cleanup: (() => Promise<void>) | undefined;
   afterEach(async () => {
     await cleanup?.();
@@ -69,8 +69,8 @@ describe.each(SQS_SERVERS)('SQS retry jitter ($name)', (server) => {
   it.each(['visibility', 'resend'] as SqsRetryMode[])(
     '%s: the reserve driver jitters each retry within step ± jitter (whole seconds), and equal attempts differ',
     async (mode) => {
-      f = await createSqsFixture(server, `sqs_jitter_${mode}`, { budget: BUDGET });
-      // the fixture's backend on the same queues, in this retry mode
+      f = await createSqsRig(server, `sqs_jitter_${mode}`, { budget: BUDGET });
+      // the rig's backend on the same queues, in this retry mode
       const backend = sqsBackend({ ...f.backend.config, mode });
       cleanup = () => backend.close();
       const messages = await sendAndReceive(10);
@@ -104,7 +104,7 @@ describe.each(SQS_SERVERS)('SQS retry jitter ($name)', (server) => {
   it.each(['visibility', 'resend'] as SqsRetryMode[])(
     '%s: two retries of the same attempt at the two ends of the range come back in that order',
     async (mode) => {
-      f = await createSqsFixture(server, `sqs_jitter_order_${mode}`, { budget: BUDGET });
+      f = await createSqsRig(server, `sqs_jitter_order_${mode}`, { budget: BUDGET });
       const [early, late] = (await sendAndReceive(2)) as [Message, Message];
       const draws = [0, 0.999_999];
       const settle = new SqsSettle(

@@ -7,15 +7,12 @@ import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import type { SqsServer } from '../globalSetup.js';
 import { createTestVhost } from '../helpers/rabbit.js';
 import { uniqueName } from '../helpers/services.js';
-import type { TransportHarness } from './transport.contract.js';
+import type { TransportRig } from './transport.contract.js';
 
 const base = { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'contract' };
 
 /** RabbitMQ, worker mode or behind the Amazon MQ trigger emulation, in a vhost of its own. */
-export async function rabbitHarness(
-  label: string,
-  mode: 'worker' | 'lambda',
-): Promise<TransportHarness> {
+export async function rabbitRig(label: string, mode: 'worker' | 'lambda'): Promise<TransportRig> {
   const vhost = await createTestVhost(`contract_${label}`);
   const backend = createBackend('rabbitmq', {
     url: vhost.amqpUrl,
@@ -44,12 +41,12 @@ export async function rabbitHarness(
 }
 
 /** SQS behind the trigger emulation, with a retry mode, on standard or FIFO queues. */
-export async function sqsHarness(
+export async function sqsRig(
   server: SqsServer,
   label: string,
   mode: SqsRetryMode,
   fifo = false,
-): Promise<TransportHarness> {
+): Promise<TransportRig> {
   const prefix = `${uniqueName(`contract_${label}`).replace(/_/g, '-')}-`;
   const backend = createBackend('sqs', {
     endpoint: server.endpoint,
@@ -90,10 +87,10 @@ export async function sqsHarness(
 }
 
 /** NATS JetStream in worker mode, every stream, consumer and subject under a prefix of its own. */
-export async function natsHarness(
+export async function natsRig(
   label: string,
   settings: Partial<NatsBackendConfig> = {},
-): Promise<TransportHarness> {
+): Promise<TransportRig> {
   const prefix = `${uniqueName(`nats_${label}`)}_`;
   const backend = createBackend('nats-jetstream', {
     servers: NATS_URL.split(','),

@@ -21,7 +21,7 @@ import { queueDepth, type ReceivedMessage, readMessages, testConnection } from '
 import { readNatsMessages } from './nats.js';
 import { amqpUrlVia, createTestVhost } from './rabbit.js';
 import { AMQP_URL, SERVICES, uniqueName } from './services.js';
-import { createSqsFixture, receiveAll, SQS_FEATURES, SQS_SERVERS } from './sqs.js';
+import { createSqsRig, receiveAll, SQS_FEATURES, SQS_SERVERS } from './sqs.js';
 
 /** A message as it reached a consumer's destination, read alike on every transport. */
 export interface WireMessage {
@@ -57,7 +57,7 @@ export interface RelayRig {
 }
 
 /** One transport's publishing side as the relay tests run it. */
-export interface RelayHarness {
+export interface RelayRigKind {
   /** Shown in the test names. */
   name: string;
   /** What a publish to a missing destination says (its outcome's `error`). */
@@ -83,7 +83,7 @@ function closers() {
 }
 
 /** RabbitMQ (Amazon MQ): the relay publishes to the orders exchange, confirmed. */
-export const RABBITMQ_RELAY: RelayHarness = {
+export const RABBITMQ_RELAY: RelayRigKind = {
   name: 'RabbitMQ',
   missingDestinationError: /NOT_FOUND/,
   quickBulkSends: true,
@@ -140,13 +140,13 @@ export const RABBITMQ_RELAY: RelayHarness = {
 };
 
 /** SQS: the relay sends to the source queue with SendMessageBatch, on one SQS server. */
-export function sqsRelay(server: SqsServer): RelayHarness {
+export function sqsRelay(server: SqsServer): RelayRigKind {
   return {
     name: `SQS ${server.name}`,
     missingDestinationError: /NonExistentQueue|does not exist/i,
     quickBulkSends: SQS_FEATURES[server.name].quickBulkSends,
     async setup(label) {
-      const f = await createSqsFixture(server, label);
+      const f = await createSqsRig(server, label);
       const open = closers();
       open.add(() => f.close());
       const at = (attribute: string, m: Message) => m.MessageAttributes?.[attribute]?.StringValue;
@@ -193,7 +193,7 @@ export function sqsRelay(server: SqsServer): RelayHarness {
 }
 
 /** NATS JetStream: the relay publishes to the order events' stream, each publish ack awaited. */
-export const NATS_RELAY: RelayHarness = {
+export const NATS_RELAY: RelayRigKind = {
   name: 'NATS JetStream',
   missingDestinationError: /no stream takes subject/,
   quickBulkSends: true,
@@ -264,7 +264,7 @@ export const NATS_RELAY: RelayHarness = {
  * Every transport the transport-agnostic relay tests run on (`describe.each`). A new transport
  * adds its entry here.
  */
-export const RELAY_HARNESSES: readonly RelayHarness[] = [
+export const RELAY_RIGS: readonly RelayRigKind[] = [
   RABBITMQ_RELAY,
   ...SQS_SERVERS.map(sqsRelay),
   NATS_RELAY,
