@@ -4,6 +4,7 @@ import { startConsumer } from '../devkit/consumers.js';
 import type { ScratchEnvironment } from '../devkit/scratch.js';
 import { localTransport } from '../devkit/transports/index.js';
 import { waitFor } from '../devkit/waitFor.js';
+import { CONFIGURATIONS } from '../lab/configurations.js';
 import {
   effectCounts,
   ensurePeerSchema,
@@ -337,7 +338,9 @@ export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRo
       await local?.stop();
     }
   }
-  if (o.transports.includes('rabbitmq') && wanted('peer-pg-transactional-outbox')) {
+  // the relay peer publishes to its own broker: run it when that transport is asked for
+  const relayPeer = CONFIGURATIONS['peer-pg-transactional-outbox'];
+  if ((o.transports as readonly string[]).includes(relayPeer.transport) && wanted(relayPeer.id)) {
     rows.push(...(await benchRelayPeer(env, o)));
   }
   return rows;
