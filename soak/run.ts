@@ -9,7 +9,7 @@ import {
   type RabbitConsumer,
   runSoak,
   type SoakReport,
-  type Transport,
+  type SoakTransportName,
 } from './soak.js';
 import { summary } from './summary.js';
 
@@ -91,7 +91,7 @@ const opts = program.opts<{
   keep?: boolean;
 }>();
 
-const RUNS: Record<string, { transport: Transport; consumer?: RabbitConsumer }> = {
+const RUNS: Record<string, { transport: SoakTransportName; consumer?: RabbitConsumer }> = {
   rabbitmq: { transport: 'rabbitmq' },
   'rabbitmq-amazonmq': { transport: 'rabbitmq', consumer: 'amazonmq' },
   sqs: { transport: 'sqs' },

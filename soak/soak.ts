@@ -33,10 +33,10 @@ const SOAK_TRANSPORTS = {
     sqsTransport(scratch, logDir),
 } as const;
 
-export type Transport = keyof typeof SOAK_TRANSPORTS;
+export type SoakTransportName = keyof typeof SOAK_TRANSPORTS;
 
 export interface SoakOptions {
-  transport: Transport;
+  transport: SoakTransportName;
   orders: number;
   /** Poison events among the orders (parked by the consumer with a diagnosis). */
   poison: number;
@@ -82,7 +82,7 @@ export interface SoakOptions {
 }
 
 export interface SoakReport extends SoakVerdict {
-  transport: Transport;
+  transport: SoakTransportName;
   seed: number;
   settings: Record<string, unknown>;
   faults: Record<string, number>;

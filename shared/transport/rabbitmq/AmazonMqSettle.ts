@@ -1,11 +1,11 @@
 import type { Delivery, Diagnosis, RetryRequest, Settle, Settled } from '../../port/types.js';
 import { type RabbitMQEvent, rawFromRmqMessage } from './amazonMqEvent.js';
-import { inboundFromRaw, type RabbitCopies, type RawMessage } from './copies.js';
+import { type AmqpMessage, inboundFromRaw, type RabbitCopies } from './copies.js';
 import { BatchNotSettledError } from './errors.js';
 
 /** A message of the Amazon MQ trigger's event. */
 export interface AmazonMqDelivery extends Delivery {
-  raw: RawMessage;
+  raw: AmqpMessage;
 }
 
 /** The messages of an Amazon MQ (RabbitMQ) event, in order, as deliveries. */

@@ -13,7 +13,7 @@ import type {
 } from '../../port/types.js';
 import { backoffDelay, sleep } from '../../util/async.js';
 import { RABBITMQ_DEFAULTS } from './constants.js';
-import type { RabbitCopies, RawMessage } from './copies.js';
+import type { AmqpMessage, RabbitCopies } from './copies.js';
 import { inboundFromRaw, rawFromAmqp } from './copies.js';
 import type { RabbitConnection } from './RabbitConnection.js';
 
@@ -35,7 +35,7 @@ export interface RabbitWorkerOptions {
 /** A delivery on a worker channel. */
 interface WorkerDelivery extends Delivery {
   msg: ConsumeMessage;
-  raw: RawMessage;
+  raw: AmqpMessage;
   ch: ConfirmChannel;
 }
 

@@ -1,5 +1,5 @@
 import type { Message } from 'amqplib';
-import { type RawMessage, rawMessage } from './copies.js';
+import { type AmqpMessage, rawMessage } from './copies.js';
 
 /**
  * The event Lambda's Amazon MQ (RabbitMQ) event source mapping sends (docs/aws-facts.md; the example in
@@ -118,7 +118,7 @@ export function toRmqMessage(msg: Message, redelivered: boolean): RmqMessage {
 export const rmqQueueKey = (queue: string, vhost: string) => `${queue}::${vhost}`;
 
 /** What the handler needs of a record to process it and, if needed, publish a copy. */
-export function rawFromRmqMessage(m: RmqMessage): RawMessage {
+export function rawFromRmqMessage(m: RmqMessage): AmqpMessage {
   const p = m.basicProperties;
   const timestamp = p.timestamp ? Date.parse(`${p.timestamp} UTC`) : Number.NaN;
   return rawMessage(

@@ -6,7 +6,7 @@ import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './con
 import { SettlePublishError } from './errors.js';
 
 /** What the backend needs of a received message to read it and to publish a copy of it. */
-export interface RawMessage {
+export interface AmqpMessage {
   content: Buffer;
   properties: {
     messageId?: string | undefined;
@@ -33,7 +33,7 @@ export function rawMessage(
   },
   timestamp: number | undefined,
   headers: Record<string, unknown>,
-): RawMessage {
+): AmqpMessage {
   return {
     content,
     properties: {
@@ -49,7 +49,7 @@ export function rawMessage(
   };
 }
 
-export function rawFromAmqp(msg: Message): RawMessage {
+export function rawFromAmqp(msg: Message): AmqpMessage {
   const p = msg.properties;
   return rawMessage(msg.content, p, p.timestamp ?? undefined, { ...(p.headers ?? {}) });
 }
@@ -102,7 +102,7 @@ function originHeaders(origin: Origin | undefined): Record<string, string> {
 
 /** A raw AMQP message as the transport port's inbound message. */
 export function inboundFromRaw(
-  raw: RawMessage,
+  raw: AmqpMessage,
   redelivered: boolean,
   via: DeliveredVia = {},
 ): InboundMessage {
@@ -139,7 +139,7 @@ const truncate = (s: string, max = MAX_ERROR_HEADER) =>
  * queue's `x-delivery-count` (which 4.0.5 sets only from the first return on, where 3.10 sends 0:
  * a copy carrying the original's would show a stale count there).
  */
-export function baseHeaders(raw: RawMessage): Record<string, unknown> {
+export function baseHeaders(raw: AmqpMessage): Record<string, unknown> {
   const {
     'x-death': _d,
     'x-first-death-exchange': _e,
@@ -178,7 +178,7 @@ export class RabbitCopies {
   private async publish(
     exchange: string,
     routingKey: string,
-    raw: RawMessage,
+    raw: AmqpMessage,
     headers: Record<string, unknown>,
   ): Promise<void> {
     const p = raw.properties;
@@ -212,7 +212,7 @@ export class RabbitCopies {
   }
 
   /** Publishes the retry copy; resolves with the delay bucket it went to (ms). */
-  async retry(raw: RawMessage, retry: RetryRequest): Promise<number> {
+  async retry(raw: AmqpMessage, retry: RetryRequest): Promise<number> {
     const { budget } = this.options;
     if (!budget) throw new Error('retry copies need the retry budget');
     const bucket = rabbitRetryBucket(budget, retry.delayMs);
@@ -227,7 +227,7 @@ export class RabbitCopies {
     return bucket;
   }
 
-  async park(raw: RawMessage, d: Diagnosis): Promise<void> {
+  async park(raw: AmqpMessage, d: Diagnosis): Promise<void> {
     await this.publish(RETRY_NAMES.parkingExchange, RETRY_NAMES.parkingRoutingKey, raw, {
       ...baseHeaders(raw),
       [HEADERS.attempt]: d.attempts,
@@ -244,7 +244,7 @@ export class RabbitCopies {
     });
   }
 
-  async redrive(raw: RawMessage, now = new Date()): Promise<void> {
+  async redrive(raw: AmqpMessage, now = new Date()): Promise<void> {
     const {
       [HEADERS.parkedAt]: _p,
       [HEADERS.parkReason]: _r,

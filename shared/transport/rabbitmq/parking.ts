@@ -12,10 +12,10 @@ import type {
 import { pollUntil } from '../../util/async.js';
 import { HEADERS, RETRY_NAMES } from './constants.js';
 import {
+  type AmqpMessage,
   headerString,
   originOf,
   type RabbitCopies,
-  type RawMessage,
   rawFromAmqp,
   redriveOf,
 } from './copies.js';
@@ -34,7 +34,7 @@ import type { RabbitConnection } from './RabbitConnection.js';
  * are ready again: a `list` right after a `list` sees the same parking lot.
  */
 export interface ParkedMessage extends ParkedEntry {
-  raw: RawMessage;
+  raw: AmqpMessage;
 }
 
 interface XDeath {
@@ -46,7 +46,7 @@ interface XDeath {
   count?: number;
 }
 
-export function parkedFromRaw(raw: RawMessage): ParkedMessage {
+export function parkedFromRaw(raw: AmqpMessage): ParkedMessage {
   const h = raw.properties.headers;
   const death = (Array.isArray(h['x-death']) ? (h['x-death'][0] as XDeath) : undefined) ?? {};
   const body = peekEnvelope(raw.content);
