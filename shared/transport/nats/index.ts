@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { OUTBOX_TABLES, type OutboxTable } from '../../config/constants.js';
 import { ConfigError, DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
+import { runningWorkers } from '../../consumer/workers.js';
 import type {
   Backend,
   Capabilities,
@@ -214,21 +215,7 @@ class NatsBackend implements Backend {
         ),
     );
     for (const w of workers) w.start();
-    const running: RunningConsumer & { reconnects: number } = {
-      get stats() {
-        return {
-          batches: workers.reduce((n, w) => n + w.stats.batches, 0),
-          messages: workers.reduce((n, w) => n + w.stats.messages, 0),
-          givenBack: workers.reduce((n, w) => n + w.stats.givenBack, 0),
-        };
-      },
-      get reconnects() {
-        return workers.reduce((n, w) => n + w.reconnects, 0);
-      },
-      stop: async () => {
-        await Promise.all(workers.map((w) => w.stop()));
-      },
-    };
+    const running = runningWorkers(workers);
     this.consumers.push(running);
     return running;
   }

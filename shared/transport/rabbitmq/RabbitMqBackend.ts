@@ -2,6 +2,7 @@ import type { ConfirmChannel } from 'amqplib';
 import { rabbitRetryDelays } from '../../config/budget.js';
 import { DEFAULT_REDRIVE_LIMIT } from '../../config/env.js';
 import { ConsumerDriver, type DriverNotices } from '../../consumer/driver.js';
+import { runningWorkers } from '../../consumer/workers.js';
 import type {
   Backend,
   Capabilities,
@@ -231,21 +232,7 @@ export class RabbitMqBackend implements Backend {
         ),
     );
     for (const w of workers) await w.start();
-    const running: RunningConsumer & { reconnects: number } = {
-      get stats() {
-        return {
-          batches: workers.reduce((n, w) => n + w.stats.batches, 0),
-          messages: workers.reduce((n, w) => n + w.stats.messages, 0),
-          givenBack: workers.reduce((n, w) => n + w.stats.givenBack, 0),
-        };
-      },
-      get reconnects() {
-        return workers.reduce((n, w) => n + w.reconnects, 0);
-      },
-      stop: async () => {
-        await Promise.all(workers.map((w) => w.stop()));
-      },
-    };
+    const running = runningWorkers(workers);
     this.consumers.push(running);
     return running;
   }
