@@ -2,7 +2,7 @@ import type { JournalLine } from '../devkit/journalRecorder.js';
 import { INVENTORY_CONSUMER } from '../shared/inventory/ReserveInventory.js';
 import type { Measurements } from './measure.js';
 import type { Rig } from './rigs/index.js';
-import type { AcceptedEvent } from './rigs/rig.js';
+import type { AcceptedEvent } from './rigs/types.js';
 import type { Accounting } from './types.js';
 
 /** The accounting of a run that did not run (not applicable) or could not be measured. */

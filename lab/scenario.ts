@@ -1,6 +1,7 @@
 import type { Configuration } from './configurations.js';
 import type { Measurements } from './measure.js';
-import type { Rig, RigOptions } from './rigs/rig.js';
+import type { Rig } from './rigs/rig.js';
+import type { RigOptions } from './rigs/types.js';
 import type { Check } from './types.js';
 
 /** A scenario does not apply to a configuration: why, and what happens there instead. */

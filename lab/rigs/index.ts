@@ -7,17 +7,13 @@ import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import { NatsRig } from './nats.js';
 import { RabbitRig } from './rabbitmq.js';
-import type { Rig, RigOptions } from './rig.js';
+import type { Rig } from './rig.js';
 import { SqsRig } from './sqs.js';
 
-export {
-  type AcceptedEvent,
-  type ChildOverrides,
-  type ConsumerOptions,
-  type Mark,
-  Rig,
-  type RigOptions,
-} from './rig.js';
+import type { RigOptions } from './types.js';
+
+export { Rig } from './rig.js';
+export type { AcceptedEvent, ChildOverrides, ConsumerOptions, Mark, RigOptions } from './types.js';
 
 type RigFactory = (
   configuration: Configuration,

@@ -8,13 +8,8 @@ import { NATS_NAMES, OUTBOX_STREAM } from '../../shared/transport/nats/constants
 import type { NatsBackend } from '../../shared/transport/nats/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import {
-  type ConsumerLease,
-  type PeerBroker,
-  type ProxiedBroker,
-  Rig,
-  type RigOptions,
-} from './rig.js';
+import { Rig } from './rig.js';
+import type { ConsumerLease, PeerBroker, ProxiedBroker, RigOptions } from './types.js';
 
 /**
  * The NATS JetStream backend on the run's name prefix, and its broker controls. Its lease is

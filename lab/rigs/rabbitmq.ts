@@ -10,14 +10,14 @@ import type {
 } from '../../shared/transport/rabbitmq/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import {
-  type ConsumerLease,
-  type PartialPublish,
-  type PeerBroker,
-  type ProxiedBroker,
-  Rig,
-  type RigOptions,
-} from './rig.js';
+import { Rig } from './rig.js';
+import type {
+  ConsumerLease,
+  PartialPublish,
+  PeerBroker,
+  ProxiedBroker,
+  RigOptions,
+} from './types.js';
 
 /** The heartbeat a frozen consumer is given (s): its connection is closed after ~2×. */
 const HEARTBEAT_S = 1;

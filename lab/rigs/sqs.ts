@@ -7,13 +7,8 @@ import type { Publisher } from '../../shared/port/types.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
-import {
-  type ConsumerLease,
-  type PartialPublish,
-  type PeerBroker,
-  Rig,
-  type RigOptions,
-} from './rig.js';
+import { Rig } from './rig.js';
+import type { ConsumerLease, PartialPublish, PeerBroker, RigOptions } from './types.js';
 
 /**
  * The SQS backend on the run's queue prefix, and its controls. Every client of the run (ours, a

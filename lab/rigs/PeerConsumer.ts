@@ -1,0 +1,185 @@
+import type { RawMessage } from '../../devkit/rawMessages.js';
+import {
+  ensurePeerSchema,
+  parseOrderCreated,
+  reserveEffect,
+  reserveEffectIn,
+} from '../../peers/effect.js';
+import type { PeerDelivery } from '../../peers/types.js';
+import { fault } from '../../shared/config/faults.js';
+import { Journal } from '../../shared/consumer/journal.js';
+import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { Publisher } from '../../shared/port/types.js';
+import type { Configuration } from '../configurations.js';
+import type { LabSettings } from '../settings.js';
+import type { ParkedSummary } from '../types.js';
+import { PeerSide, REDIS_URL } from './peer.js';
+import type { RunJournal } from './RunJournal.js';
+import type { ConsumerOptions, PeerBroker } from './types.js';
+
+type PeerId = NonNullable<Configuration['peer']>;
+
+/** What a peer's consumer reaches of its rig. */
+export interface PeerDeps {
+  /** The configuration's id, in the messages. */
+  configurationId: string;
+  db: PgDatabase;
+  /** The run's queue prefix, the peer's namespace is built on. */
+  sqsPrefix: string;
+  /** The URL a peer opening its own pool connects to, for the consumer's database. */
+  databaseUrl: (db: PgDatabase) => string;
+  broker: () => PeerBroker;
+  maxAttempts: number;
+  settings: LabSettings;
+  run: RunJournal;
+  onClose: (close: () => Promise<unknown>) => void;
+}
+
+/**
+ * A peer configuration's consumer: the peer library on the run's namespace (its own queues and
+ * stores), running the handler its user would write (peers/effect.ts) on the run's database
+ * (or the given one). The fault point `reserve.after-commit` fires after the handler's COMMIT,
+ * as it does in ours; a peer that runs the effect in its own transaction (its inbox) meets it
+ * before that transaction commits.
+ */
+export class PeerConsumer {
+  private side: PeerSide | undefined;
+  /** Peer handler calls in progress (a delivery being handled is not settled). */
+  private inFlight = 0;
+
+  constructor(
+    private readonly id: PeerId,
+    private readonly deps: PeerDeps,
+  ) {}
+
+  /** A peer's handler writes its effects beside ours. */
+  prepare(): Promise<void> {
+    return ensurePeerSchema(this.deps.db);
+  }
+
+  async start(options: ConsumerOptions): Promise<void> {
+    const broker = this.deps.broker();
+    const side = new PeerSide(this.id, {
+      db: this.deps.db,
+      ...(broker.sqs ? { sqs: broker.sqs.client } : {}),
+      ...(broker.amqpUrl ? { amqpUrl: broker.amqpUrl } : {}),
+    });
+    this.side = side;
+    this.deps.onClose(() => side.close());
+    const db = (options.db ?? this.deps.db) as PgDatabase;
+    const journal = new Journal();
+    journal.addSink((e) => this.deps.run.journal.record(e));
+    await side.start({
+      namespace: `${this.deps.sqsPrefix}${this.id.replace('peer-', '')}-`,
+      db,
+      databaseUrl: this.deps.databaseUrl(db),
+      ...(broker.sqs ? { sqs: broker.sqs } : {}),
+      ...(broker.amqpUrl ? { amqpUrl: broker.amqpUrl } : {}),
+      redisUrl: REDIS_URL,
+      concurrency: options.concurrency ?? 1,
+      batchSize: 10,
+      maxDeliveries: this.deps.maxAttempts + 1,
+      visibilityTimeoutSeconds: this.deps.settings.visibilityTimeoutSeconds,
+      functionTimeoutMs: this.deps.settings.functionTimeoutMs,
+      journal,
+      ...this.handlers(db),
+    });
+  }
+
+  /** The handler its user would write, in the peer's transaction or on its own. */
+  private handlers(db: PgDatabase) {
+    return {
+      handle: (body: string, delivery: PeerDelivery) =>
+        this.tracked(async () => {
+          await reserveEffect(db, this.id, parseOrderCreated(body));
+          this.committed(delivery);
+          fault('reserve.after-commit');
+        }),
+      handleIn: (
+        client: Parameters<typeof reserveEffectIn>[0],
+        body: string,
+        delivery: PeerDelivery,
+      ) =>
+        this.tracked(async () => {
+          await reserveEffectIn(client, this.id, parseOrderCreated(body));
+          fault('reserve.after-commit');
+          // committed with the peer's own transaction: journaled as the handler returns
+          this.committed(delivery);
+        }),
+    };
+  }
+
+  private committed(delivery: PeerDelivery): void {
+    this.deps.run.journal.record({
+      step: 'effect-committed',
+      messageId: delivery.messageId,
+      eventType: 'order.created',
+      attempt: delivery.attempt,
+      redelivered: delivery.attempt > 1,
+    });
+  }
+
+  private async tracked<T>(fn: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    try {
+      return await fn();
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  private started(): PeerSide {
+    if (!this.side) throw new Error(`${this.deps.configurationId}: start the consumer first`);
+    return this.side;
+  }
+
+  publisher(): Publisher {
+    return this.started().publisher();
+  }
+
+  send(messages: RawMessage[]): Promise<void> {
+    return this.started().send(messages);
+  }
+
+  /**
+   * True when the peer's queue holds nothing (visible, in flight or delayed) and no handler is
+   * running: every delivery settled one way or another.
+   */
+  async idle(): Promise<boolean> {
+    if (!this.side) return true;
+    return this.inFlight === 0 && (await this.side.pending()) === 0;
+  }
+
+  /** The peer's dead-letter queue (nothing before it started). */
+  parked(limit: number): Promise<ParkedSummary[]> {
+    return this.side ? this.side.parked(limit) : Promise.resolve([]);
+  }
+
+  /**
+   * Waits until these events are each committed or parked and the queue idle (twice in a row,
+   * 100 ms apart: a copy being moved between queues is briefly in neither).
+   */
+  async waitSettled(eventIds: string[]): Promise<void> {
+    let streak = 0;
+    await this.deps.run.waitFor(
+      async () => {
+        const done = this.allSettled(eventIds, await this.parked(500));
+        streak = done && (await this.idle()) ? streak + 1 : 0;
+        return streak >= 2;
+      },
+      `${eventIds.length} event(s) settled by ${this.deps.configurationId}`,
+      { intervalMs: 100 },
+    );
+  }
+
+  private allSettled(eventIds: string[], parkedList: ParkedSummary[]): boolean {
+    const parked = new Set(parkedList.map((p) => p.messageId));
+    const open = eventIds.filter(
+      (id) => this.deps.run.linesOf(id, 'effect-committed').length === 0 && !parked.has(id),
+    );
+    // a peer may park a copy without the id we know it by (a body that is not JSON, moved
+    // without its attributes): count those against the events still open
+    const unnamed = parkedList.filter((p) => !p.messageId || !eventIds.includes(p.messageId));
+    return open.length <= unnamed.length;
+  }
+}
