@@ -196,13 +196,24 @@ describe('relay heartbeat and round errors (every invocation, every outbox)', ()
   });
 });
 
-describe('npm run rig (short run)', () => {
+describe('npm run bench (short run)', () => {
   it('writes well-formed figures with a baseline and a ratio', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rig-'));
-    const out = join(dir, 'rig.json');
+    const dir = await mkdtemp(join(tmpdir(), 'bench-'));
+    const out = join(dir, 'bench.json');
     await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'rig/run.ts', 'relay', '--messages', '300', '--runs', '1', '--out', out],
+      [
+        '--import',
+        'tsx',
+        'bench/run.ts',
+        'relay',
+        '--messages',
+        '300',
+        '--runs',
+        '1',
+        '--out',
+        out,
+      ],
       {
         env: {
           ...process.env,
@@ -225,14 +236,14 @@ describe('npm run rig (short run)', () => {
   });
 
   it('end to end, memory, cost at scale and bundles: well-formed figures and a summary', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rig-'));
-    const out = join(dir, 'rig.json');
+    const dir = await mkdtemp(join(tmpdir(), 'bench-'));
+    const out = join(dir, 'bench.json');
     const { stdout } = await promisify(execFile)(
       process.execPath,
       [
         '--import',
         'tsx',
-        'rig/run.ts',
+        'bench/run.ts',
         '--suite',
         'e2e,memory,scale,bundle',
         ...['--rate', '40', '--duration', '1', '--warmup', '0', '--raw-duration', '1'],
@@ -275,7 +286,7 @@ describe('npm run rig (short run)', () => {
     expect(report['e2e.rabbitmq.p99'].goal).toEqual({ on: 'value', max: 500 });
     expect(report['e2e.rabbitmq'].reserved).toBe(report['e2e.rabbitmq'].orders);
     expect(report['scale.relay']).toMatchObject({ unit: 'ms', rows: 2000 });
-    const summary = await readFile(join(dir, 'rig.md'), 'utf8');
+    const summary = await readFile(join(dir, 'bench.md'), 'utf8');
     for (const name of names) {
       expect(summary).toContain(`| ${name} |`);
       expect(stdout).toContain(name);
