@@ -377,7 +377,10 @@ export interface Capabilities {
   perMessageDelay: boolean;
   /** A batch's records can be settled one by one (SQS partial batch response, worker acks). */
   partialBatchResponse: boolean;
-  /** The broker flags a redelivery on the message itself (else `redelivered` is always false). */
+  /**
+   * The broker marks a delivery after the first (RabbitMQ `redelivered`, SQS
+   * `ApproximateReceiveCount`, JetStream's delivery count); else `redelivered` is always false.
+   */
   redeliveryFlag: boolean;
   /**
    * The broker may deliver one message twice with no failure in between (SQS standard queues:

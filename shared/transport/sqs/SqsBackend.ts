@@ -38,7 +38,8 @@ export const sqsCapabilities = (fifo: boolean): Capabilities => ({
   orderedPerKey: fifo,
   perMessageDelay: true,
   partialBatchResponse: true,
-  redeliveryFlag: false,
+  // a receive after the first (ApproximateReceiveCount > 1)
+  redeliveryFlag: true,
   // a standard queue delivers at least once by design; FIFO's exactly-once processing does not
   spontaneousDuplicates: !fifo,
   brokerParking: true,
