@@ -156,26 +156,28 @@ export function registerParkedCommands(program: Command): void {
       async (opts: { transport: string; stack?: string; limit: string; dryRun?: boolean }) => {
         const limit = Number(opts.limit);
         if (!(limit > 0)) program.error('--limit must be a positive number');
-        const { notices, failed } = await withParkingLot(
-          opts.transport,
-          opts.stack,
-          async (lot, backend) => {
-            const items = await lot.list(limit);
-            const notices = items.flatMap((p) => {
-              const n = p.body
-                ? reservationQuarantineNotice(p.body, p.diagnosis, p.via)
-                : undefined;
-              return n ? [n] : [];
-            });
-            if (opts.dryRun || notices.length === 0) return { notices, failed: 0 };
-            // the results destination, as the relay publishes inventory_outbox (confirmed)
-            const outcomes = await backend.publisher('inventory_outbox').publish(notices);
-            for (const [i, o] of outcomes.entries()) {
-              if (!o.ok) console.error(`not published ${notices[i]?.id}: ${o.reason}: ${o.error}`);
-            }
-            return { notices, failed: outcomes.filter((o) => !o.ok).length };
-          },
-        );
+        const told = await withParkingLot(opts.transport, opts.stack, async (lot, backend) => {
+          if (!backend.capabilities.brokerParking) return undefined;
+          const items = await lot.list(limit);
+          const notices = items.flatMap((p) => {
+            const n = p.body ? reservationQuarantineNotice(p.body, p.diagnosis, p.via) : undefined;
+            return n ? [n] : [];
+          });
+          if (opts.dryRun || notices.length === 0) return { notices, failed: 0 };
+          // the results destination, as the relay publishes inventory_outbox (confirmed)
+          const outcomes = await backend.publisher('inventory_outbox').publish(notices);
+          for (const [i, o] of outcomes.entries()) {
+            if (!o.ok) console.error(`not published ${notices[i]?.id}: ${o.reason}: ${o.error}`);
+          }
+          return { notices, failed: outcomes.filter((o) => !o.ok).length };
+        });
+        if (!told) {
+          console.log(
+            `${opts.transport} never parks a message by itself, and the consumer announced each message it parked before settling it: nothing to notify`,
+          );
+          return;
+        }
+        const { notices, failed } = told;
         for (const n of notices) {
           console.log(
             `${opts.dryRun ? 'would notify' : 'notified'} order ${n.aggregate.id} (v${n.aggregate.version}): ${n.id}`,

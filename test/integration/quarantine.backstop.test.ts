@@ -84,6 +84,15 @@ async function notifiedAndQuarantined(
 }
 
 describe('parked notify: orders whose event the broker parked by itself', () => {
+  it('NATS JetStream parks nothing by itself (brokerParking: false): nothing to notify', async () => {
+    const run = await runCli(['parked', 'notify', '--transport', 'nats-jetstream'], {
+      NATS_PREFIX: `notify_${Date.now()}_`,
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('nats-jetstream never parks a message by itself');
+    expect(run.stdout).not.toContain('order(s) to tell');
+  });
+
   let b: Rig | undefined;
   afterEach(async () => {
     await b?.close();
