@@ -150,11 +150,11 @@ export async function accountRun(rig: Rig, m: Measurements): Promise<Accounting>
         )
       ).rows.map((r) => ({ eventId: r.message_id, effects: 0, at: null }));
   return account({
-    accepted: rig.accepted.values(),
-    uncertain: rig.uncertain,
+    accepted: rig.run.accepted.values(),
+    uncertain: rig.run.uncertain,
     lines: m.lines,
     stored,
     parked: m.parked.map((p) => p.messageId),
-    faultEndedAt: rig.faultEndedAt,
+    faultEndedAt: rig.run.faultEndedAt,
   });
 }

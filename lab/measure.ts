@@ -60,7 +60,7 @@ const isTriggerGiveBack = (rig: Rig, l: JournalLine) =>
   l.step === 'abandoned' && rig.configuration.consumer !== 'worker';
 
 export async function measure(rig: Rig): Promise<Measurements> {
-  const lines = rig.recorder.lines.filter((l) => l.at >= rig.t0);
+  const lines = rig.run.recorder.lines.filter((l) => l.at >= rig.run.t0);
   const by = (step: JournalLine['step']) => lines.filter((l) => l.step === step);
   const received = by('received');
   // A retry is journaled once its copy (or visibility change) is settled; a fault right after the
@@ -69,7 +69,7 @@ export async function measure(rig: Rig): Promise<Measurements> {
   const retries: { messageId: string | null; attempt: number; at: number }[] = [
     ...by('retry-scheduled'),
     ...rig.faults.fired
-      .filter((f) => f.point === 'reserve.after-retry-publish' && f.at >= rig.t0)
+      .filter((f) => f.point === 'reserve.after-retry-publish' && f.at >= rig.run.t0)
       .map((f) => {
         const handled = received.filter((l) => l.at <= f.at).at(-1);
         return { messageId: handled?.messageId ?? null, attempt: handled?.attempt ?? 0, at: f.at };
@@ -122,12 +122,12 @@ export async function measure(rig: Rig): Promise<Measurements> {
     maxEffectsPerMessage: [...perMessage.values()].reduce((a, n) => Math.max(a, n), 0),
     inboxRows: row?.inbox ?? 0,
     duplicatesAbsorbed: by('duplicate').length,
-    droppedCopies: [...rig.droppedCopies.values()].reduce((a, n) => a + n, 0),
+    droppedCopies: [...rig.producer.droppedCopies.values()].reduce((a, n) => a + n, 0),
     retries: retries.length,
     retryDelaysMs,
     deferrals: by('deferred').length,
     failedInvocations:
-      rig.marks.filter((m) => m.kind === 'failed-invocation' && m.at >= rig.t0).length +
+      rig.run.marks.filter((m) => m.kind === 'failed-invocation' && m.at >= rig.run.t0).length +
       lines.filter((l) => isGiveUp(rig, l)).length,
     parked,
     rejectionEvents: row?.rejections ?? 0,
@@ -163,7 +163,7 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
   const events: TimelineEvent[] = m.lines
     .filter((l) => !isTriggerGiveBack(rig, l))
     .map((l) => ({
-      t: l.at - rig.t0,
+      t: l.at - rig.run.t0,
       kind: STEP_KIND[l.step],
       messageId: l.messageId,
       attempt: l.attempt,
@@ -171,13 +171,14 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
         l.outcome ? ` ${l.outcome}` : ''
       }${l.reason ? `: ${l.reason}` : ''}`,
     }));
-  for (const mark of rig.marks) {
-    if (mark.at >= rig.t0) events.push({ t: mark.at - rig.t0, kind: mark.kind, label: mark.label });
+  for (const mark of rig.run.marks) {
+    if (mark.at >= rig.run.t0)
+      events.push({ t: mark.at - rig.run.t0, kind: mark.kind, label: mark.label });
   }
   for (const f of rig.faults.fired) {
-    if (f.at < rig.t0) continue;
+    if (f.at < rig.run.t0) continue;
     events.push({
-      t: f.at - rig.t0,
+      t: f.at - rig.run.t0,
       kind: 'fault',
       label: `fault ${f.point}: ${FAULT_MEANING[f.point]}`,
     });
@@ -185,7 +186,7 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
       // the retry it interrupted (see measure): drawn like any other retry
       const handled = m.lines.filter((l) => l.step === 'received' && l.at <= f.at).at(-1);
       events.push({
-        t: f.at - rig.t0,
+        t: f.at - rig.run.t0,
         kind: 'retry',
         messageId: handled?.messageId ?? null,
         attempt: handled?.attempt ?? 0,
@@ -193,6 +194,7 @@ export function timeline(rig: Rig, m: Measurements, finalAt: number | null): Tim
       });
     }
   }
-  if (finalAt !== null) events.push({ t: finalAt - rig.t0, kind: 'final', label: 'final state' });
+  if (finalAt !== null)
+    events.push({ t: finalAt - rig.run.t0, kind: 'final', label: 'final state' });
   return events.sort((a, b) => a.t - b.t);
 }

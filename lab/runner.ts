@@ -73,7 +73,7 @@ export async function runScenario(
   try {
     let error: string | undefined;
     let finalAt: number | null = null;
-    rig.begin();
+    rig.run.begin();
     try {
       await rig.faults.run(() => scenario.run(rig));
       finalAt = Date.now();
@@ -97,7 +97,7 @@ export async function runScenario(
       effects: m.effects,
       parked: m.parked.length,
       retries: m.retries,
-      timeToFinalMs: finalAt === null ? null : finalAt - rig.t0,
+      timeToFinalMs: finalAt === null ? null : finalAt - rig.run.t0,
       note,
       duplicatesAbsorbed: m.duplicatesAbsorbed,
       retryDelaysMs: m.retryDelaysMs,

@@ -51,7 +51,7 @@ export interface ParkedSummary {
  * the journal, the database, the parking lot), never from what the scenario meant to do.
  */
 export interface Accounting {
-  /** Events the producer side accepted (`rig.accepted`: the API answered, or the scenario published). */
+  /** Events the producer side accepted (`rig.run.accepted`: the API answered, or the scenario published). */
   accepted: number;
   /** Of those, decided in the end: an inbox row / a peer's effect row, or parked. */
   decided: number;
@@ -59,14 +59,14 @@ export interface Accounting {
   lost: number;
   /** Extra applications of an effect (an event applied n times counts n − 1). */
   duplicated: number;
-  /** Uncertain publishes (`rig.uncertain`) that arrived anyway (decided). */
+  /** Uncertain publishes (`rig.run.uncertain`) that arrived anyway (decided). */
   recovered: number;
   /** Effects (inbox rows / a peer's effect rows) of no accepted event. */
   unexpected: number;
   /** Per ordering key (aggregate id): events applied after an event of a higher version. */
   orderViolations: number;
   /**
-   * From the end of the fault (`rig.faultEnded`) to the last decision of an accepted event (0 when
+   * From the end of the fault (`rig.run.faultEnded`) to the last decision of an accepted event (0 when
    * everything was decided before the fault ended); null when no fault end was marked or nothing
    * accepted was decided.
    */

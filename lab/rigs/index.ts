@@ -110,7 +110,7 @@ async function deployBundles(
     ...(rig.scratch.vhost ? { vhost: rig.scratch.vhost.vhost } : {}),
     onLog: (_fn, line) => {
       const entry = journalEntryOf(line);
-      if (entry) rig.journal.record(entry);
+      if (entry) rig.run.journal.record(entry);
     },
   });
   rig.useBundles(pipeline);

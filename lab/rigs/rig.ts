@@ -11,6 +11,7 @@ import type { Backend, ParkingLot, Publisher } from '../../shared/port/types.js'
 import type { BackendBase } from '../../shared/transport/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
+import type { ParkedSummary } from '../types.js';
 import type { ChildProcesses } from './ChildProcesses.js';
 import type { ConsumerSide } from './ConsumerSide.js';
 import type { DatabaseControls } from './DatabaseControls.js';
@@ -18,10 +19,10 @@ import { log } from './log.js';
 import type { PeerConsumer } from './PeerConsumer.js';
 import type { ProducerSide } from './ProducerSide.js';
 import { composeParts } from './parts.js';
-import { RigSurface } from './RigSurface.js';
 import type { RunJournal } from './RunJournal.js';
 import type {
   ConsumerLease,
+  ConsumerOptions,
   PartialPublish,
   PeerBroker,
   ProxiedBroker,
@@ -36,7 +37,7 @@ import type {
  * built and the broker controls are written once per transport (`rabbitmq.ts`, `sqs.ts`,
  * `nats.ts`); `createRig` (index.ts) picks one.
  */
-export abstract class Rig extends RigSurface {
+export abstract class Rig {
   readonly faults = new FaultScope();
   readonly budget: RetryBudget;
   /** What a scenario observed on the way (relay round results, errors read back), for its checks. */
@@ -65,7 +66,6 @@ export abstract class Rig extends RigSurface {
     readonly scratch: ScratchEnvironment,
     options: RigOptions,
   ) {
-    super();
     this.budget = { ...settings.budget, ...options.budget };
     const parts = composeParts({
       configuration,
@@ -87,6 +87,28 @@ export abstract class Rig extends RigSurface {
     this.producer = parts.producer;
     this.consumer = parts.consumer;
     this.children = parts.children;
+  }
+
+  // --- our consumer or a peer's ---
+
+  /** Starts the configuration's consumer: ours, or a peer's (see `ConsumerSide`, `PeerConsumer`). */
+  startConsumer(options: ConsumerOptions = {}): Promise<void> {
+    return this.peer ? this.peer.start(options) : this.consumer.start(options);
+  }
+
+  /**
+   * Waits until these events are settled: ours, each acknowledged `copies` times; a peer's, each
+   * committed or parked and its queue idle.
+   */
+  waitSettled(eventIds: string[], copies = 1): Promise<void> {
+    return this.peer
+      ? this.peer.waitSettled(eventIds)
+      : this.consumer.waitSettled(eventIds, copies);
+  }
+
+  /** What is parked: our parking lot with its diagnoses, or a peer's dead-letter queue. */
+  parked(limit = 500): Promise<ParkedSummary[]> {
+    return this.peer ? this.peer.parked(limit) : this.consumer.parked(limit);
   }
 
   // --- per transport ---

@@ -26,15 +26,15 @@ export async function orderDeliveredTwice(
   rig: Rig,
   order: { sku: string; stock: number; quantity: number },
 ): Promise<void> {
-  await rig.stock(order.sku, order.stock);
+  await rig.database.stock(order.sku, order.stock);
   await rig.startConsumer();
-  rig.begin();
-  await rig.placeOrder(order.sku, order.quantity);
-  const [e] = await rig.outboxEnvelopes();
+  rig.run.begin();
+  await rig.producer.placeOrder(order.sku, order.quantity);
+  const [e] = await rig.producer.outboxEnvelopes();
   if (!e) throw new Error('the order wrote no outbox event');
-  await rig.drainOutbox();
-  await rig.publish(e);
-  rig.mark('the same event published again');
+  await rig.producer.drainOutbox();
+  await rig.producer.publish(e);
+  rig.run.mark('the same event published again');
   await rig.waitSettled([e.id], 2);
 }
 
@@ -91,7 +91,9 @@ export async function placeOrders(
   const placed: { orderId: string; eventId: string }[] = [];
   for (let i = 0; i < n; i += parallel) {
     const batch = Array.from({ length: Math.min(parallel, n - i) }, (_, k) => order(i + k));
-    placed.push(...(await Promise.all(batch.map((o) => rig.placeOrder(o.sku, o.quantity)))));
+    placed.push(
+      ...(await Promise.all(batch.map((o) => rig.producer.placeOrder(o.sku, o.quantity)))),
+    );
   }
   return placed;
 }

@@ -18,12 +18,12 @@ export const happyPath: Scenario = {
   invariant: 'Each order reserved exactly once; nothing retried, nothing parked; the outbox empty.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-H', 100);
+    await rig.database.stock('SKU-H', 100);
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     const placed = [];
-    for (const q of [1, 2, 3]) placed.push(await rig.placeOrder('SKU-H', q));
-    await rig.drainOutbox();
+    for (const q of [1, 2, 3]) placed.push(await rig.producer.placeOrder('SKU-H', q));
+    await rig.producer.drainOutbox();
     await rig.waitSettled(placed.map((p) => p.eventId));
   },
   async check(rig, m) {
@@ -84,22 +84,22 @@ export const crashAfterCommit: Scenario = {
   invariant: 'The message comes back and is recognised as a duplicate: one reservation.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-C', 10);
+    await rig.database.stock('SKU-C', 10);
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     rig.faults.arm('reserve.after-commit');
-    const { eventId } = await rig.placeOrder('SKU-C', 3);
-    await rig.drainOutbox();
+    const { eventId } = await rig.producer.placeOrder('SKU-C', 3);
+    await rig.producer.drainOutbox();
     rig.facts.eventId = eventId;
-    await rig.waitFor(() => rig.faults.fired.length > 0, 'the fault after the commit');
-    rig.faultEnded('the consumer failed after its COMMIT', rig.faults.fired[0]?.at);
+    await rig.run.waitFor(() => rig.faults.fired.length > 0, 'the fault after the commit');
+    rig.run.faultEnded('the consumer failed after its COMMIT', rig.faults.fired[0]?.at);
     if (rig.configuration.peer) {
       // the peer's own way: delivered again after its visibility timeout or redelivery, or not
       await rig.waitSettled([eventId]);
       return;
     }
-    await rig.waitForLine(eventId, 'duplicate');
-    await rig.waitForLine(eventId, 'acked');
+    await rig.run.waitForLine(eventId, 'duplicate');
+    await rig.run.waitForLine(eventId, 'acked');
   },
   async check(rig, m) {
     const stock = await stockOf(rig, 'SKU-C');
@@ -119,7 +119,7 @@ export const crashAfterCommit: Scenario = {
     const again = m.lines.find((l) => l.step === 'received' && fired !== undefined && l.at > fired);
     const gap = fired !== undefined && again ? ms(again.at - fired) : '?';
     if (rig.configuration.peer) {
-      const effects = rig.linesOf(String(rig.facts.eventId), 'effect-committed').length;
+      const effects = rig.run.linesOf(String(rig.facts.eventId), 'effect-committed').length;
       return `committed, not acknowledged → ${rig.configuration.unsettled}; back after ${gap}: ${m.duplicatesAbsorbed > 0 ? `recognised as a duplicate (${m.duplicatesAbsorbed})` : 'not recognised'}, ${effects} effect(s) committed`;
     }
     return `committed, not acknowledged → ${rig.configuration.unsettled}; back after ${gap}, absorbed as a duplicate`;
@@ -169,30 +169,32 @@ export const concurrencyDuplicates: Scenario = {
     'Every order decided exactly once (reserved or rejected); reserved totals equal the sum of reserved orders; stock never over-reserved.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    for (const sku of ['SKU-1', 'SKU-2', 'SKU-3']) await rig.stock(sku, 20);
+    for (const sku of ['SKU-1', 'SKU-2', 'SKU-3']) await rig.database.stock(sku, 20);
     await rig.startConsumer({ concurrency: 3 });
-    rig.begin();
+    rig.run.begin();
     const placing = Array.from({ length: ORDERS }, (_, i) => i);
     for (let i = 0; i < placing.length; i += 10) {
       await Promise.all(
-        placing.slice(i, i + 10).map((n) => rig.placeOrder(`SKU-${(n % 3) + 1}`, (n % 4) + 1)),
+        placing
+          .slice(i, i + 10)
+          .map((n) => rig.producer.placeOrder(`SKU-${(n % 3) + 1}`, (n % 4) + 1)),
       );
     }
-    const envelopes = await rig.outboxEnvelopes();
-    await rig.drainOutbox();
+    const envelopes = await rig.producer.outboxEnvelopes();
+    await rig.producer.drainOutbox();
     const again = envelopes.filter((_, i) => i % 5 === 2).slice(0, DUPLICATES);
-    await rig.publish(...again);
-    rig.mark(`${again.length} events published a second time`);
+    await rig.producer.publish(...again);
+    rig.run.mark(`${again.length} events published a second time`);
     if (rig.configuration.peer) {
       await rig.waitSettled(envelopes.map((e) => e.id));
       return;
     }
-    await rig.waitFor(() => {
+    await rig.run.waitFor(() => {
       const committed = new Set(
-        rig.recorder.lines.filter((l) => l.step === 'effect-committed').map((l) => l.messageId),
+        rig.run.recorder.lines.filter((l) => l.step === 'effect-committed').map((l) => l.messageId),
       );
-      const dups = rig.recorder.lines.filter((l) => l.step === 'duplicate').length;
-      const dropped = again.filter((e) => rig.droppedCopies.has(e.id)).length;
+      const dups = rig.run.recorder.lines.filter((l) => l.step === 'duplicate').length;
+      const dropped = again.filter((e) => rig.producer.droppedCopies.has(e.id)).length;
       return committed.size >= ORDERS && dups + dropped >= again.length;
     }, `${ORDERS} effects and ${DUPLICATES} duplicates`);
   },

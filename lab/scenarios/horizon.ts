@@ -37,8 +37,8 @@ async function phase(rig: Rig, sku: string): Promise<Phase> {
   );
   const lags = rows.map((r) => Number(r.lag));
   const reserve = ids.flatMap((id) => {
-    const at = rig.accepted.get(id)?.at;
-    const committed = rig.linesOf(id, 'effect-committed')[0]?.at;
+    const at = rig.run.accepted.get(id)?.at;
+    const committed = rig.run.linesOf(id, 'effect-committed')[0]?.at;
     return at !== undefined && committed !== undefined ? [committed - at] : [];
   });
   return {
@@ -66,21 +66,21 @@ export const pinnedXmin: Scenario = {
     'Every order decided exactly once in every phase; the relay lag and the time to reserve are measured before, during and after the pin.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-X', 10_000);
+    await rig.database.stock('SKU-X', 10_000);
     await rig.startConsumer();
-    const relay = rig.relayLoop(rig.relay(), rig.settings.waitMs * 4);
+    const relay = rig.producer.relayLoop(rig.producer.relay(), rig.settings.waitMs * 4);
     const pin = new pg.Client({ connectionString: rig.scratch.database.url });
     await pin.connect();
     try {
-      rig.begin();
+      rig.run.begin();
       rig.facts.before = await phase(rig, 'SKU-X');
       await pin.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       await pin.query('SELECT count(*) FROM outbox');
-      rig.mark('horizon pinned: a session idle in a REPEATABLE READ transaction', 'fault');
+      rig.run.mark('horizon pinned: a session idle in a REPEATABLE READ transaction', 'fault');
       rig.facts.during = await phase(rig, 'SKU-X');
       rig.facts.deadDuring = await deadAfterVacuum(rig);
       await pin.query('ROLLBACK');
-      rig.faultEnded('the pinning transaction ended');
+      rig.run.faultEnded('the pinning transaction ended');
       rig.facts.deadAfter = await deadAfterVacuum(rig);
       rig.facts.after = await phase(rig, 'SKU-X');
     } finally {

@@ -20,26 +20,26 @@ export const outOfOrder: Scenario = {
   invariant:
     'Final state by the ordering policy: reservation released at version 2, nothing held; v1 applied before v2, each once.',
   async run(rig) {
-    await rig.stock('SKU-V', 10);
+    await rig.database.stock('SKU-V', 10);
     await rig.startConsumer();
-    rig.begin();
-    const { orderId, eventId: v1 } = await rig.placeOrder('SKU-V', 4);
-    const { eventId: v2 } = await rig.cancelOrder(orderId);
+    rig.run.begin();
+    const { orderId, eventId: v1 } = await rig.producer.placeOrder('SKU-V', 4);
+    const { eventId: v2 } = await rig.producer.cancelOrder(orderId);
     rig.facts.v1 = v1;
     rig.facts.v2 = v2;
     rig.facts.orderId = orderId;
-    await rig.failures.fail(orderId);
-    rig.mark('writes for v1 fail');
-    await rig.drainOutbox();
-    await rig.waitForLine(v1, 'retry-scheduled');
-    await rig.failures.clear();
-    rig.faultEnded('writes succeed again');
-    await rig.waitForLine(v2, 'effect-committed');
-    await rig.waitFor(
+    await rig.database.failures.fail(orderId);
+    rig.run.mark('writes for v1 fail');
+    await rig.producer.drainOutbox();
+    await rig.run.waitForLine(v1, 'retry-scheduled');
+    await rig.database.failures.clear();
+    rig.run.faultEnded('writes succeed again');
+    await rig.run.waitForLine(v2, 'effect-committed');
+    await rig.run.waitFor(
       () =>
-        rig
+        rig.run
           .linesOf(v2, 'acked')
-          .some((l) => l.at >= (rig.linesOf(v2, 'effect-committed')[0]?.at ?? Infinity)),
+          .some((l) => l.at >= (rig.run.linesOf(v2, 'effect-committed')[0]?.at ?? Infinity)),
       'v2 acknowledged',
     );
   },
@@ -71,7 +71,7 @@ export const outOfOrder: Scenario = {
   },
   note: (rig, m) => {
     const v2 = String(rig.facts.v2);
-    const first = rig.linesOf(v2, 'received')[0]?.at;
+    const first = rig.run.linesOf(v2, 'received')[0]?.at;
     const applied = m.committedAt.get(v2);
     const waited = first !== undefined && applied !== undefined ? ms(applied - first) : '?';
     if (m.deferrals > 0) {

@@ -5,10 +5,10 @@ import { check } from '../types.js';
 import { fifoOnlyForOrder, list, ms, noDoubleEffect, ours, parkedLine, stockOf } from './common.js';
 
 const failedOrRetried = (rig: Parameters<Scenario['run']>[0], eventId: string) =>
-  rig.linesOf(eventId, 'retry-scheduled').length > 0 ||
+  rig.run.linesOf(eventId, 'retry-scheduled').length > 0 ||
   // a peer: its handler was called and the effect did not commit (the database is cut)
-  (rig.configuration.peer !== undefined && rig.linesOf(eventId, 'received').length > 0) ||
-  rig.marks.some((m) => m.kind === 'failed-invocation' && m.at >= rig.t0);
+  (rig.configuration.peer !== undefined && rig.run.linesOf(eventId, 'received').length > 0) ||
+  rig.run.marks.some((m) => m.kind === 'failed-invocation' && m.at >= rig.run.t0);
 
 /** Inventory's database is unreachable for a moment, then back within the retry budget. */
 export const dbOutageShort: Scenario = {
@@ -19,26 +19,26 @@ export const dbOutageShort: Scenario = {
   invariant: 'Processed exactly once after the database is back; nothing parked.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-S', 10);
-    const { db, proxy } = await rig.proxiedDb();
+    await rig.database.stock('SKU-S', 10);
+    const { db, proxy } = await rig.database.proxied();
     await rig.startConsumer({ db });
-    rig.begin();
+    rig.run.begin();
     proxy.cut();
-    rig.mark('database cut');
-    const { eventId } = await rig.placeOrder('SKU-S', 2);
-    await rig.drainOutbox();
-    await rig.waitFor(() => failedOrRetried(rig, eventId), 'a failed first attempt');
+    rig.run.mark('database cut');
+    const { eventId } = await rig.producer.placeOrder('SKU-S', 2);
+    await rig.producer.drainOutbox();
+    await rig.run.waitFor(() => failedOrRetried(rig, eventId), 'a failed first attempt');
     proxy.restore();
-    rig.faultEnded('database back');
-    rig.facts.outageMs = Date.now() - rig.t0;
-    await rig.waitForLine(eventId, 'effect-committed');
+    rig.run.faultEnded('database back');
+    rig.facts.outageMs = Date.now() - rig.run.t0;
+    await rig.run.waitForLine(eventId, 'effect-committed');
     if (rig.configuration.peer) {
       await rig.waitSettled([eventId]);
       return;
     }
-    await rig.waitFor(() => {
-      const committed = rig.linesOf(eventId, 'effect-committed')[0]?.at ?? Infinity;
-      return rig.linesOf(eventId, 'acked').some((l) => l.at >= committed);
+    await rig.run.waitFor(() => {
+      const committed = rig.run.linesOf(eventId, 'effect-committed')[0]?.at ?? Infinity;
+      return rig.run.linesOf(eventId, 'acked').some((l) => l.at >= committed);
     }, 'acknowledged after the commit');
   },
   async check(rig, m) {
@@ -70,16 +70,16 @@ export const dbOutageLong: Scenario = {
     'Not applied, not lost: after a bounded number of deliveries it is parked with a diagnosis (no hot loop).',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-L', 10);
-    const { db, proxy } = await rig.proxiedDb();
+    await rig.database.stock('SKU-L', 10);
+    const { db, proxy } = await rig.database.proxied();
     await rig.startConsumer({ db });
-    rig.begin();
+    rig.run.begin();
     proxy.cut();
-    rig.mark('database cut');
-    const { eventId } = await rig.placeOrder('SKU-L', 1);
+    rig.run.mark('database cut');
+    const { eventId } = await rig.producer.placeOrder('SKU-L', 1);
     rig.facts.eventId = eventId;
-    await rig.drainOutbox();
-    await rig.waitFor(
+    await rig.producer.drainOutbox();
+    await rig.run.waitFor(
       async () => (await rig.parked(10)).some((p) => p.messageId === eventId),
       'parked',
       {
@@ -88,7 +88,7 @@ export const dbOutageLong: Scenario = {
       },
     );
     proxy.restore();
-    rig.faultEnded('database back');
+    rig.run.faultEnded('database back');
   },
   check(rig, m) {
     const parked = m.parked.filter((p) => p.messageId === rig.facts.eventId);
@@ -151,18 +151,18 @@ export const retryAckLost: Scenario = {
   invariant: 'Original and retry copy may both arrive: exactly one reservation.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-R', 10);
+    await rig.database.stock('SKU-R', 10);
     await rig.startConsumer();
-    rig.begin();
-    await rig.failures.failNext(1);
+    rig.run.begin();
+    await rig.database.failures.failNext(1);
     rig.faults.arm('reserve.after-retry-publish');
-    const { eventId } = await rig.placeOrder('SKU-R', 1);
-    await rig.drainOutbox();
-    await rig.waitFor(() => rig.faults.fired.length > 0, 'the fault after the retry publish');
-    await rig.waitForLine(eventId, 'effect-committed');
+    const { eventId } = await rig.producer.placeOrder('SKU-R', 1);
+    await rig.producer.drainOutbox();
+    await rig.run.waitFor(() => rig.faults.fired.length > 0, 'the fault after the retry publish');
+    await rig.run.waitForLine(eventId, 'effect-committed');
     // A retry copy exists unless a retry is the same message delivered again.
     const copies = rig.configuration.retryAs === 'redelivery' ? 1 : 2;
-    await rig.waitForLine(eventId, 'acked', copies);
+    await rig.run.waitForLine(eventId, 'acked', copies);
     rig.facts.copies = copies;
   },
   async check(rig, m) {
@@ -199,36 +199,40 @@ export const slowProcessing: Scenario = {
   invariant: 'However many deliveries run at once, one reservation.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-W', 10);
+    await rig.database.stock('SKU-W', 10);
     await rig.startConsumer({ concurrency: 2 });
-    rig.begin();
+    rig.run.begin();
     const release = await holdStockLock(rig.db, 'SKU-W');
-    rig.mark('stock row locked: processing blocks');
+    rig.run.mark('stock row locked: processing blocks');
     try {
-      const { eventId } = await rig.placeOrder('SKU-W', 1);
+      const { eventId } = await rig.producer.placeOrder('SKU-W', 1);
       rig.facts.eventId = eventId;
-      await rig.drainOutbox();
-      await rig.waitForLine(eventId, 'received');
+      await rig.producer.drainOutbox();
+      await rig.run.waitForLine(eventId, 'received');
       const holdMs = rig.settings.visibilityTimeoutSeconds * 1_500;
-      const second = await rig.observe(() => rig.linesOf(eventId, 'received').length >= 2, holdMs);
+      const second = await rig.run.observe(
+        () => rig.run.linesOf(eventId, 'received').length >= 2,
+        holdMs,
+      );
       rig.facts.second = second;
     } finally {
       await release();
-      rig.faultEnded('lock released');
+      rig.run.faultEnded('lock released');
     }
     const eventId = String(rig.facts.eventId);
-    await rig.waitForLine(eventId, 'effect-committed');
+    await rig.run.waitForLine(eventId, 'effect-committed');
     if (rig.configuration.peer) {
       await rig.waitSettled([eventId]);
       return;
     }
     // every delivery settled: acked, or retried (a bounded lock wait, as deployed), or its
     // invocation killed at the function timeout (a deployed bundle, as Lambda does)
-    await rig.waitFor(() => {
-      const n = (step: Parameters<typeof rig.linesOf>[1]) => rig.linesOf(eventId, step).length;
-      const killed = rig.marks.filter(
+    await rig.run.waitFor(() => {
+      const n = (step: Parameters<typeof rig.run.linesOf>[1]) =>
+        rig.run.linesOf(eventId, step).length;
+      const killed = rig.run.marks.filter(
         (x) =>
-          x.kind === 'failed-invocation' && /Sandbox\.Timedout/.test(x.label) && x.at >= rig.t0,
+          x.kind === 'failed-invocation' && /Sandbox\.Timedout/.test(x.label) && x.at >= rig.run.t0,
       ).length;
       return n('acked') >= 1 && n('acked') + n('retry-scheduled') + killed >= n('received');
     }, 'every delivery settled');
@@ -244,18 +248,18 @@ export const slowProcessing: Scenario = {
   },
   note: (rig, m) => {
     if (rig.configuration.peer) {
-      const effects = rig.linesOf(String(rig.facts.eventId), 'effect-committed').length;
+      const effects = rig.run.linesOf(String(rig.facts.eventId), 'effect-committed').length;
       return `${m.deliveries} deliveries (${rig.facts.second ? 'a second one while the first was blocked' : 'no second one while blocked'}) → ${effects} effect(s) committed`;
     }
-    const timedOut = rig.marks.find(
+    const timedOut = rig.run.marks.find(
       (x) =>
         x.kind === 'failed-invocation' &&
         /abort|Sandbox\.Timedout/i.test(x.label) &&
-        x.at >= rig.t0,
+        x.at >= rig.run.t0,
     );
     const eventId = String(rig.facts.eventId);
     if (timedOut) {
-      const back = rig.linesOf(eventId, 'received').find((l) => l.at > timedOut.at);
+      const back = rig.run.linesOf(eventId, 'received').find((l) => l.at > timedOut.at);
       const how = /Sandbox\.Timedout/.test(timedOut.label)
         ? 'killed the invocation (its transaction rolled back just before, by transactionDeadline)'
         : 'ended the invocation while its transaction went on';

@@ -42,17 +42,17 @@ export const poison: Scenario = {
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     const messages = poisonMessages();
     rig.facts.ids = messages.map((m) => m.messageId);
     rig.facts.kinds = messages.map((m) => m.kind);
-    await rig.publishRaw(messages);
+    await rig.producer.publishRaw(messages);
     if (rig.configuration.peer) {
       await rig.waitSettled(messages.map((m) => m.messageId));
       return;
     }
-    for (const m of messages) await rig.waitForLine(m.messageId, 'parked');
-    await rig.waitFor(
+    for (const m of messages) await rig.run.waitForLine(m.messageId, 'parked');
+    await rig.run.waitFor(
       async () => (await rig.parked(10)).length >= messages.length,
       'three in the parking lot',
       { intervalMs: 200 },
@@ -66,7 +66,7 @@ export const poison: Scenario = {
       return [
         ...ids.map((id, i) => {
           const p = m.parked.filter((x) => x.messageId === id);
-          const calls = rig.linesOf(id, 'received').length;
+          const calls = rig.run.linesOf(id, 'received').length;
           return check(
             p.length === 1 && p[0]?.errorClass !== 'none recorded' && calls <= 1,
             `${kinds[i]}: parked once with a diagnosis, on its first delivery (${p.length ? `in ${p[0]?.via} after ${calls} deliveries, ${p[0]?.error}` : `not parked, ${calls} deliveries`})`,
@@ -110,24 +110,24 @@ export const parkingUnavailable: Scenario = {
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     await rig.breakParking();
-    rig.mark('parking route removed');
+    rig.run.mark('parking route removed');
     const id = randomUUID();
     rig.facts.id = id;
-    await rig.publishRaw([{ body: '{not json', messageId: id, type: 'order.created' }]);
+    await rig.producer.publishRaw([{ body: '{not json', messageId: id, type: 'order.created' }]);
     // Wait until the consumer has met the missing parking lot and the message was kept somewhere.
-    await rig.waitFor(
+    await rig.run.waitFor(
       () =>
-        rig.marks.filter((x) => x.kind === 'failed-invocation').length >= 2 ||
-        rig.linesOf(id, 'parked').some((l) => l.outcome === 'dead-lettered by the broker') ||
-        rig.linesOf(id, 'received').length >= 2,
+        rig.run.marks.filter((x) => x.kind === 'failed-invocation').length >= 2 ||
+        rig.run.linesOf(id, 'parked').some((l) => l.outcome === 'dead-lettered by the broker') ||
+        rig.run.linesOf(id, 'received').length >= 2,
       'the park attempt failed and the message was kept',
     );
     rig.facts.held = await rig.heldForDeadLettering();
     await rig.restoreParking();
-    rig.faultEnded('parking route back');
-    await rig.waitFor(
+    rig.run.faultEnded('parking route back');
+    await rig.run.waitFor(
       async () => (await rig.parkingLot().list(10)).some((p) => p.diagnosis.messageId === id),
       'parked at last',
       { intervalMs: 200 },
@@ -143,7 +143,7 @@ export const parkingUnavailable: Scenario = {
   },
   note: (rig, m) => {
     const id = String(rig.facts.id);
-    const refused = rig
+    const refused = rig.run
       .linesOf(id, 'parked')
       .map((l) => l.outcome)
       .filter((o) => o !== 'permanent');
@@ -175,31 +175,32 @@ export const redriveAfterFix: Scenario = {
   notApplicable: fifoOnlyForOrder,
   rig: { budget: { maxAttempts: 0 } },
   async run(rig) {
-    await rig.stock('SKU-X', 100);
+    await rig.database.stock('SKU-X', 100);
     await rig.startConsumer();
-    rig.begin();
-    await rig.failures.fail();
-    rig.mark('reservation writes fail');
+    rig.run.begin();
+    await rig.database.failures.fail();
+    rig.run.mark('reservation writes fail');
     const ids: string[] = [];
-    for (let i = 0; i < REDRIVEN; i++) ids.push((await rig.placeOrder('SKU-X', 1)).eventId);
+    for (let i = 0; i < REDRIVEN; i++)
+      ids.push((await rig.producer.placeOrder('SKU-X', 1)).eventId);
     rig.facts.ids = ids;
-    await rig.drainOutbox();
+    await rig.producer.drainOutbox();
     // Every order parked and every delivery settled, counted without reading the parking lot
     // (a read gives messages back asynchronously: a redrive right after one could miss a copy).
     // An Amazon MQ invocation that timed out gives its batch back and parks it again: those
     // copies must be parked before the fix, or one could be parked after the redrive.
     const settled = () => {
-      const steps = rig.recorder.lines.filter((l) => l.at >= rig.t0).map((l) => l.step);
+      const steps = rig.run.recorder.lines.filter((l) => l.at >= rig.run.t0).map((l) => l.step);
       const n = (step: string) => steps.filter((s) => s === step).length;
       return n('received') > 0 && n('received') === n('acked') + n('abandoned');
     };
-    await rig.waitFor(
+    await rig.run.waitFor(
       async () => settled() && (await rig.backend.inspect()).parked >= REDRIVEN,
       `${REDRIVEN} parked and every delivery settled`,
       { intervalMs: 200 },
     );
-    await rig.failures.clear();
-    rig.faultEnded('the fix: writes succeed again');
+    await rig.database.failures.clear();
+    rig.run.faultEnded('the fix: writes succeed again');
     // One redrive, as an operator runs it: it must move every parked order.
     const { moved: movedIds } = await rig
       .parkingLot()
@@ -210,11 +211,15 @@ export const redriveAfterFix: Scenario = {
     const moved = new Set(movedIds).size;
     rig.facts.moved = moved;
     rig.facts.copies = movedIds.length;
-    rig.mark(`redrive moved ${movedIds.length} (${moved} orders)`);
-    for (const id of ids) await rig.waitForLine(id, 'effect-committed');
-    await rig.waitFor(async () => (await rig.parkingLot().list(50)).length === 0, 'parking empty', {
-      intervalMs: 200,
-    });
+    rig.run.mark(`redrive moved ${movedIds.length} (${moved} orders)`);
+    for (const id of ids) await rig.run.waitForLine(id, 'effect-committed');
+    await rig.run.waitFor(
+      async () => (await rig.parkingLot().list(50)).length === 0,
+      'parking empty',
+      {
+        intervalMs: 200,
+      },
+    );
   },
   check(rig, m) {
     const ids = rig.facts.ids as string[];

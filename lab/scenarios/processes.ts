@@ -33,7 +33,7 @@ const PEERS_IN_PROCESS: NotApplicable = {
 async function settledCount(rig: Rig, count: () => number, quietMs: number): Promise<number> {
   let last = count();
   let since = Date.now();
-  await rig.waitFor(() => {
+  await rig.run.waitFor(() => {
     const now = count();
     if (now !== last) {
       last = now;
@@ -54,7 +54,7 @@ const inboxRows = async (rig: Rig) => {
 /** Twice in a row, 200 ms apart: nothing ready, in flight or delayed. */
 async function waitQueueIdle(rig: Rig): Promise<void> {
   let streak = 0;
-  await rig.waitFor(
+  await rig.run.waitFor(
     async () => {
       streak = (await queueIdle(rig)) ? streak + 1 : 0;
       return streak >= 2;
@@ -77,38 +77,38 @@ export const consumerPausedPastLease: Scenario = {
     'Two processes held the same message at once; one reservation; every delivery settled, nothing lost.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-P', 10);
-    const a = await rig.startConsumerProcess('consumer A', rig.consumerLease().child);
-    rig.begin();
+    await rig.database.stock('SKU-P', 10);
+    const a = await rig.children.startConsumer('consumer A', rig.consumerLease().child);
+    rig.run.begin();
     const release = await holdStockLock(rig.db, 'SKU-P');
-    rig.mark('stock row locked: processing blocks');
+    rig.run.mark('stock row locked: processing blocks');
     let b: LabProcess | undefined;
     let eventId: string;
     try {
-      ({ eventId } = await rig.placeOrder('SKU-P', 1));
+      ({ eventId } = await rig.producer.placeOrder('SKU-P', 1));
       rig.facts.eventId = eventId;
-      await rig.drainOutbox();
-      await rig.waitFor(() => a.receivedIds.includes(eventId), 'A received the order');
+      await rig.producer.drainOutbox();
+      await rig.run.waitFor(() => a.receivedIds.includes(eventId), 'A received the order');
       a.pause();
       const pausedAt = Date.now();
       rig.facts.pausedAt = pausedAt;
-      rig.mark('consumer A frozen (SIGSTOP) holding the message');
-      b = await rig.startConsumerProcess('consumer B', rig.consumerLease().child);
-      await rig.waitFor(() => b?.receivedIds.includes(eventId), 'B received the same message');
+      rig.run.mark('consumer A frozen (SIGSTOP) holding the message');
+      b = await rig.children.startConsumer('consumer B', rig.consumerLease().child);
+      await rig.run.waitFor(() => b?.receivedIds.includes(eventId), 'B received the same message');
       rig.facts.secondAfterMs = Date.now() - pausedAt;
-      rig.mark('consumer B holds the same message');
+      rig.run.mark('consumer B holds the same message');
     } finally {
       await release();
-      rig.mark('lock released');
+      rig.run.mark('lock released');
     }
     // A stays frozen a while longer: whatever B can finish alone, it finishes
     await sleep(500);
     a.resume();
-    rig.faultEnded('consumer A resumed (SIGCONT)');
+    rig.run.faultEnded('consumer A resumed (SIGCONT)');
     rig.facts.received = { a: a.received, b: b?.received ?? 0 };
-    await rig.waitForLine(eventId, 'effect-committed');
+    await rig.run.waitForLine(eventId, 'effect-committed');
     await waitQueueIdle(rig);
-    await rig.waitForLine(eventId, 'acked');
+    await rig.run.waitForLine(eventId, 'acked');
     rig.facts.received = { a: a.received, b: b?.received ?? 0 };
   },
   async check(rig, m) {
@@ -141,10 +141,10 @@ export const repeatedKillUnderLoad: Scenario = {
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
     const skus = ['SKU-K1', 'SKU-K2', 'SKU-K3', 'SKU-K4', 'SKU-K5'];
-    for (const sku of skus) await rig.stock(sku, 1_000);
-    let consumer = await rig.startConsumerProcess('consumer 1', { concurrency: 3 });
-    rig.begin();
-    const relay = rig.relayLoop(rig.relay(), rig.settings.waitMs * 3);
+    for (const sku of skus) await rig.database.stock(sku, 1_000);
+    let consumer = await rig.children.startConsumer('consumer 1', { concurrency: 3 });
+    rig.run.begin();
+    const relay = rig.producer.relayLoop(rig.producer.relay(), rig.settings.waitMs * 3);
     let placedAll = false;
     const placing = placeOrders(rig, LOAD_ORDERS, (i) => ({
       sku: skus[i % skus.length] as string,
@@ -159,16 +159,16 @@ export const repeatedKillUnderLoad: Scenario = {
         const before = await inboxRows(rig);
         await consumer.kill();
         kills++;
-        rig.mark(`consumer killed (SIGKILL #${kills}) after ${before} effects`, 'fault');
-        consumer = await rig.startConsumerProcess(`consumer ${kills + 1}`, { concurrency: 3 });
+        rig.run.mark(`consumer killed (SIGKILL #${kills}) after ${before} effects`, 'fault');
+        consumer = await rig.children.startConsumer(`consumer ${kills + 1}`, { concurrency: 3 });
       }
       rig.facts.kills = kills;
-      rig.faultEnded(`the last kill (#${kills}); consumer ${kills + 1} runs on`);
+      rig.run.faultEnded(`the last kill (#${kills}); consumer ${kills + 1} runs on`);
       const placed = await placing;
       rig.facts.orders = placed.length;
       // the inbox, not the journal: a process killed between its COMMIT and its journal line
       // leaves an effect no line tells of (its redelivery is then absorbed as a duplicate)
-      await rig.waitFor(
+      await rig.run.waitFor(
         async () => (await inboxRows(rig)) >= LOAD_ORDERS,
         `${LOAD_ORDERS} effects`,
         {
@@ -216,44 +216,49 @@ export const relayKilledMidWindow: Scenario = {
     'No loss and no double effect: the unconfirmed rows stay unpublished, the new relay sends them again, the copies that had arrived are absorbed.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-RK', 1_000);
+    await rig.database.stock('SKU-RK', 1_000);
     await rig.startConsumer();
     // the fault layer holds SQS's answers; elsewhere a proxy on the relay's broker connection
     const via = rig.sqsFaults ? undefined : await rig.proxiedBroker();
-    const relay = await rig.startRelayProcess('relay 1', via?.child ?? {});
-    rig.begin();
+    const relay = await rig.children.startRelay('relay 1', via?.child ?? {});
+    rig.run.begin();
     // the relay's connection (and confirm channel) are open: one order through
-    const warm = await rig.placeOrder('SKU-RK', 1);
+    const warm = await rig.producer.placeOrder('SKU-RK', 1);
     await rig.waitSettled([warm.eventId]);
     if (via) via.proxy.holdReplies();
     else faultLayer(rig).arm({ kind: 'hold-send' });
-    rig.mark("the broker's answers to the relay held");
+    rig.run.mark("the broker's answers to the relay held");
     const placed = await placeOrders(rig, RELAY_WINDOW, () => ({ sku: 'SKU-RK', quantity: 1 }));
     const ids = placed.map((p) => p.eventId);
-    const received = () => ids.filter((id) => rig.linesOf(id, 'received').length > 0).length;
-    await rig.waitFor(() => received() > 0, 'part of the window delivered');
+    const received = () => ids.filter((id) => rig.run.linesOf(id, 'received').length > 0).length;
+    await rig.run.waitFor(() => received() > 0, 'part of the window delivered');
     const arrived = await settledCount(rig, received, 500);
     const { rows } = await rig.db.query<{ id: string }>(
       'SELECT id FROM outbox WHERE published_at IS NULL',
     );
-    const unconfirmed = rows.map((r) => r.id).filter((id) => rig.linesOf(id, 'received').length);
-    rig.markUncertain(unconfirmed);
+    const unconfirmed = rows
+      .map((r) => r.id)
+      .filter((id) => rig.run.linesOf(id, 'received').length);
+    rig.run.markUncertain(unconfirmed);
     rig.facts.arrived = arrived;
     rig.facts.uncertain = unconfirmed.length;
     await relay.kill();
-    rig.mark(`relay killed (SIGKILL): ${unconfirmed.length} sent, delivered, unconfirmed`, 'fault');
+    rig.run.mark(
+      `relay killed (SIGKILL): ${unconfirmed.length} sent, delivered, unconfirmed`,
+      'fault',
+    );
     if (via) via.proxy.releaseReplies();
     else {
       faultLayer(rig).dropHeld();
       faultLayer(rig).disarm('hold-send');
     }
-    await rig.startRelayProcess('relay 2');
-    rig.faultEnded('a new relay process runs');
-    await rig.waitFor(async () => (await rig.unpublished()) === 0, 'outbox drained');
+    await rig.children.startRelay('relay 2');
+    rig.run.faultEnded('a new relay process runs');
+    await rig.run.waitFor(async () => (await rig.producer.unpublished()) === 0, 'outbox drained');
     await rig.waitSettled(ids);
     // a broker that deduplicates publishes drops the new relay's copies within its window
     if (!capabilitiesOf(rig.configuration).publishDeduplication) {
-      for (const id of unconfirmed) await rig.waitForLine(id, 'duplicate');
+      for (const id of unconfirmed) await rig.run.waitForLine(id, 'duplicate');
     }
   },
   async check(rig, m) {

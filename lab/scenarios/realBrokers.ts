@@ -36,7 +36,7 @@ export const faultLayer = (rig: Rig): SqsFaultLayer => {
 export function deliveriesOf(rig: Rig, eventId: string): number {
   let n = 0;
   let previous: string | undefined;
-  for (const l of rig.linesOf(eventId)) {
+  for (const l of rig.run.linesOf(eventId)) {
     if (l.step === 'received' || (l.step === 'duplicate' && previous !== 'received')) n++;
     previous = l.step;
   }
@@ -76,24 +76,24 @@ export const sqsSpontaneousDuplicate: Scenario = {
   notApplicable: spontaneousDuplicatesOnly,
   async run(rig) {
     const layer = faultLayer(rig);
-    await rig.stock('SKU-SD', 100);
+    await rig.database.stock('SKU-SD', 100);
     await rig.startConsumer({ concurrency: 2 });
-    rig.begin();
+    rig.run.begin();
     layer.arm({ kind: 'duplicate', count: 1 });
-    rig.mark('fault layer: the next message received is delivered twice');
+    rig.run.mark('fault layer: the next message received is delivered twice');
     const placed = await placeOrders(rig, DUP_ORDERS, () => ({ sku: 'SKU-SD', quantity: 1 }));
-    await rig.drainOutbox();
-    await rig.waitFor(() => layer.count('duplicate') >= 1, 'the copy delivered');
+    await rig.producer.drainOutbox();
+    await rig.run.waitFor(() => layer.count('duplicate') >= 1, 'the copy delivered');
     const copied = layer.events.find((e) => e.kind === 'duplicate')?.eventIds[0];
     rig.facts.copied = copied;
-    rig.faultEnded('copy delivered');
+    rig.run.faultEnded('copy delivered');
     const ids = placed.map((p) => p.eventId);
     if (rig.configuration.peer) {
       await rig.waitSettled(ids);
       return;
     }
     await rig.waitSettled(ids);
-    if (copied) await rig.waitForLine(copied, 'acked', 2);
+    if (copied) await rig.run.waitForLine(copied, 'acked', 2);
   },
   async check(rig, m) {
     const copied = rig.facts.copied as string | undefined;
@@ -113,9 +113,9 @@ export const sqsSpontaneousDuplicate: Scenario = {
   },
   note: (rig, m) => {
     const copied = String(rig.facts.copied);
-    const [first, second] = rig.linesOf(copied, 'received');
+    const [first, second] = rig.run.linesOf(copied, 'received');
     const gap = first && second ? ms(second.at - first.at) : '?';
-    return `a second copy ${gap} after the first, no retry involved: ${m.duplicatesAbsorbed > 0 ? `recognised as a duplicate (${m.duplicatesAbsorbed})` : 'not recognised'}, ${rig.linesOf(copied, 'effect-committed').length} effect(s) for it`;
+    return `a second copy ${gap} after the first, no retry involved: ${m.duplicatesAbsorbed > 0 ? `recognised as a duplicate (${m.duplicatesAbsorbed})` : 'not recognised'}, ${rig.run.linesOf(copied, 'effect-committed').length} effect(s) for it`;
   },
 };
 
@@ -135,18 +135,18 @@ export const sqsReordered: Scenario = {
   notApplicable: unorderedOnly,
   async run(rig) {
     const layer = faultLayer(rig);
-    await rig.stock('SKU-SR', 10);
+    await rig.database.stock('SKU-SR', 10);
     await rig.startConsumer();
-    rig.begin();
-    const { orderId, eventId: v1 } = await rig.placeOrder('SKU-SR', 4);
-    const { eventId: v2 } = await rig.cancelOrder(orderId);
+    rig.run.begin();
+    const { orderId, eventId: v1 } = await rig.producer.placeOrder('SKU-SR', 4);
+    const { eventId: v2 } = await rig.producer.cancelOrder(orderId);
     Object.assign(rig.facts, { v1, v2, orderId });
     layer.arm({ kind: 'reorder', count: 1 });
-    rig.mark('fault layer: the next receive answers out of order');
-    await rig.drainOutbox();
-    await rig.waitFor(() => layer.count('reorder') >= 1, 'a reordered answer');
-    rig.faultEnded('reordered answer delivered');
-    await rig.waitForLine(v2, 'effect-committed');
+    rig.run.mark('fault layer: the next receive answers out of order');
+    await rig.producer.drainOutbox();
+    await rig.run.waitFor(() => layer.count('reorder') >= 1, 'a reordered answer');
+    rig.run.faultEnded('reordered answer delivered');
+    await rig.run.waitForLine(v2, 'effect-committed');
     await rig.waitSettled([v1, v2]);
   },
   async check(rig, m) {
@@ -171,7 +171,7 @@ export const sqsReordered: Scenario = {
   },
   note: (rig, m) => {
     const v2 = String(rig.facts.v2);
-    const first = rig.linesOf(v2, 'received')[0]?.at;
+    const first = rig.run.linesOf(v2, 'received')[0]?.at;
     const applied = m.committedAt.get(v2);
     return `v2 arrived first: deferred ${m.deferrals}× (missing predecessor), applied ${first !== undefined && applied !== undefined ? ms(applied - first) : '?'} after it arrived, after v1`;
   },
@@ -189,27 +189,27 @@ export const publishPartiallyFailed: Scenario = {
     'Exactly the failed part stays unpublished and is published again; nothing published twice by the relay; every event applied once.',
   notApplicable: (c) => c.cannot?.['partial-publish'] ?? fifoOnlyForOrder(c),
   async run(rig) {
-    await rig.stock('SKU-PF', 100);
+    await rig.database.stock('SKU-PF', 100);
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     const placed = await placeOrders(rig, WINDOW / 2, () => ({ sku: 'SKU-PF', quantity: 1 }));
-    for (const p of placed) await rig.cancelOrder(p.orderId);
+    for (const p of placed) await rig.producer.cancelOrder(p.orderId);
     const partial = await rig.failPartOfNextPublish();
     if (!partial)
       throw new Error(`${rig.configuration.id}: part of a publish cannot be made to fail`);
-    rig.mark(partial.mark);
-    const round: RoundResult = await rig.relay(partial.publisher).runOnce();
+    rig.run.mark(partial.mark);
+    const round: RoundResult = await rig.producer.relay(partial.publisher).runOnce();
     rig.facts.round = round;
-    rig.facts.unpublishedAfterRound = await rig.unpublished();
-    rig.mark(`relay round: ${round.published} confirmed, ${round.failed} failed`);
+    rig.facts.unpublishedAfterRound = await rig.producer.unpublished();
+    rig.run.mark(`relay round: ${round.published} confirmed, ${round.failed} failed`);
     await partial.restore();
     rig.facts.brokerAnswer = partial.note(round);
-    rig.faultEnded('the failed part can be published');
-    await rig.drainOutbox(partial.publisher);
-    const ids = [...rig.accepted.keys()];
+    rig.run.faultEnded('the failed part can be published');
+    await rig.producer.drainOutbox(partial.publisher);
+    const ids = [...rig.run.accepted.keys()];
     // a cancellation that overtook its order is deferred (acknowledged, retried later): wait for
     // every effect, not only for an acknowledgement of each event
-    for (const id of ids) await rig.waitForLine(id, 'effect-committed');
+    for (const id of ids) await rig.run.waitForLine(id, 'effect-committed');
     await rig.waitSettled(ids);
   },
   async check(rig, m) {
@@ -250,22 +250,22 @@ export const brokerThrottled: Scenario = {
   notApplicable: (c) => c.cannot?.throttle ?? fifoOnlyForOrder(c),
   async run(rig) {
     const layer = faultLayer(rig);
-    await rig.stock('SKU-T', 1_000);
+    await rig.database.stock('SKU-T', 1_000);
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     layer.arm({ kind: 'throttle', forMs: THROTTLE_MS, error: 'ThrottlingException' });
     const until = Date.now() + THROTTLE_MS;
-    rig.mark(`fault layer: every request throttled for ${THROTTLE_MS / 1000} s`);
+    rig.run.mark(`fault layer: every request throttled for ${THROTTLE_MS / 1000} s`);
     const placed = await placeOrders(rig, THROTTLED_ORDERS, () => ({ sku: 'SKU-T', quantity: 1 }));
-    const relay = rig.relayLoop();
+    const relay = rig.producer.relayLoop();
     try {
-      await rig.waitFor(() => Date.now() >= until, 'the throttling window', {
+      await rig.run.waitFor(() => Date.now() >= until, 'the throttling window', {
         timeoutMs: THROTTLE_MS + 5_000,
       });
       rig.facts.throttled = layer.count('throttle');
-      rig.facts.unpublishedDuring = await rig.unpublished();
-      rig.faultEnded('throttling over');
-      await rig.waitFor(async () => (await rig.unpublished()) === 0, 'outbox drained');
+      rig.facts.unpublishedDuring = await rig.producer.unpublished();
+      rig.run.faultEnded('throttling over');
+      await rig.run.waitFor(async () => (await rig.producer.unpublished()) === 0, 'outbox drained');
     } finally {
       await relay.stop();
     }
@@ -301,53 +301,53 @@ export const staleAck: Scenario = {
         }
       : undefined,
   async run(rig) {
-    await rig.stock('SKU-SA', 10);
+    await rig.database.stock('SKU-SA', 10);
     if (rig.sqsFaults) {
       await rig.startConsumer();
-      rig.begin();
+      rig.run.begin();
       faultLayer(rig).arm({ kind: 'stale-receipt', count: 1 });
-      rig.mark('fault layer: the next delete meets a stale receipt handle');
-      const { eventId } = await rig.placeOrder('SKU-SA', 1);
+      rig.run.mark('fault layer: the next delete meets a stale receipt handle');
+      const { eventId } = await rig.producer.placeOrder('SKU-SA', 1);
       rig.facts.eventId = eventId;
-      await rig.drainOutbox();
-      await rig.waitFor(() => faultLayer(rig).count('stale-receipt') >= 1, 'a stale delete');
-      rig.faultEnded('stale delete answered');
+      await rig.producer.drainOutbox();
+      await rig.run.waitFor(() => faultLayer(rig).count('stale-receipt') >= 1, 'a stale delete');
+      rig.run.faultEnded('stale delete answered');
       if (rig.configuration.peer) {
-        await rig.waitFor(
+        await rig.run.waitFor(
           () => deliveriesOf(rig, eventId) >= 2,
           'delivered again after the visibility timeout',
         );
         await rig.waitSettled([eventId]);
         return;
       }
-      await rig.waitForLine(eventId, 'duplicate');
-      await rig.waitForLine(eventId, 'acked', 2);
+      await rig.run.waitForLine(eventId, 'duplicate');
+      await rig.run.waitForLine(eventId, 'acked', 2);
       return;
     }
     const via = await rig.proxiedBroker();
     if (!via) throw new Error(`${rig.configuration.id}: no proxied broker connection`);
     const { proxy } = via;
-    await rig.startConsumerProcess('consumer', via.child);
-    rig.begin();
+    await rig.children.startConsumer('consumer', via.child);
+    rig.run.begin();
     const release = await holdStockLock(rig.db, 'SKU-SA');
-    rig.mark('stock row locked: processing blocks');
+    rig.run.mark('stock row locked: processing blocks');
     let eventId: string;
     try {
-      ({ eventId } = await rig.placeOrder('SKU-SA', 1));
+      ({ eventId } = await rig.producer.placeOrder('SKU-SA', 1));
       rig.facts.eventId = eventId;
-      await rig.drainOutbox();
-      await rig.waitForLine(eventId, 'received');
+      await rig.producer.drainOutbox();
+      await rig.run.waitForLine(eventId, 'received');
       proxy.cut();
-      rig.mark("the consumer's connection dropped while it processes");
+      rig.run.mark("the consumer's connection dropped while it processes");
     } finally {
       await release();
-      rig.mark('lock released: the handler commits, its ack meets a closed channel');
+      rig.run.mark('lock released: the handler commits, its ack meets a closed channel');
     }
-    await rig.waitForLine(eventId, 'effect-committed');
+    await rig.run.waitForLine(eventId, 'effect-committed');
     proxy.restore();
-    rig.faultEnded('the broker reachable again');
-    await rig.waitForLine(eventId, 'duplicate');
-    await rig.waitForLine(eventId, 'acked');
+    rig.run.faultEnded('the broker reachable again');
+    await rig.run.waitForLine(eventId, 'duplicate');
+    await rig.run.waitForLine(eventId, 'acked');
   },
   async check(rig, m) {
     const eventId = String(rig.facts.eventId);
@@ -363,7 +363,7 @@ export const staleAck: Scenario = {
   },
   note: (rig, m) => {
     const eventId = String(rig.facts.eventId);
-    const [first, second] = rig.linesOf(eventId, 'received');
+    const [first, second] = rig.run.linesOf(eventId, 'received');
     const gap = first && second ? ms(second.at - first.at) : '?';
     return rig.sqsFaults
       ? `the delete "succeeded" and deleted nothing: back after ${gap} (its visibility timeout), ${m.duplicatesAbsorbed > 0 ? 'absorbed as a duplicate' : 'not recognised'}`

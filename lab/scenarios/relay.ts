@@ -14,29 +14,29 @@ export const unroutable: Scenario = {
     'The row is not marked published while nothing can receive it; once the route is back it is published and reserved exactly once.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-U', 10);
+    await rig.database.stock('SKU-U', 10);
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     await rig.breakRoute();
-    rig.mark('route removed');
-    const { eventId } = await rig.placeOrder('SKU-U', 1);
-    const round: RoundResult = await rig.relay().runOnce();
+    rig.run.mark('route removed');
+    const { eventId } = await rig.producer.placeOrder('SKU-U', 1);
+    const round: RoundResult = await rig.producer.relay().runOnce();
     rig.facts.round = round;
     const { rows } = await rig.db.query<{ attempts: number; last_error: string | null }>(
       'SELECT attempts, last_error FROM outbox WHERE id = $1',
       [eventId],
     );
     rig.facts.row = rows[0];
-    rig.facts.unpublishedAfterRound = await rig.unpublished();
-    rig.mark(
+    rig.facts.unpublishedAfterRound = await rig.producer.unpublished();
+    rig.run.mark(
       round.brokerUnavailable
         ? 'relay round: destination unavailable, nothing claimed'
         : `relay round: ${rows[0]?.last_error}`,
     );
     await rig.restoreRoute();
-    rig.faultEnded('route restored');
-    await rig.drainOutbox();
-    await rig.waitForLine(eventId, 'acked');
+    rig.run.faultEnded('route restored');
+    await rig.producer.drainOutbox();
+    await rig.run.waitForLine(eventId, 'acked');
   },
   check(rig, m) {
     const round = rig.facts.round as RoundResult;
@@ -75,14 +75,14 @@ export const brokerDownRelay: Scenario = {
   invariant: `All ${ORDERS} published once the broker is back and each reserved exactly once; nothing lost.`,
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-B', 1_000);
+    await rig.database.stock('SKU-B', 1_000);
     await rig.startConsumer();
     const { publisher, proxy } = await rig.proxiedPublisher();
-    const relay = rig.relay(publisher);
+    const relay = rig.producer.relay(publisher);
     await relay.runOnce(); // connects through the proxy
-    rig.begin();
+    rig.run.begin();
     proxy.cut();
-    rig.mark('broker cut (relay side)');
+    rig.run.mark('broker cut (relay side)');
     const abort = new AbortController();
     const draining = relay.drain({
       budgetMs: rig.settings.waitMs,
@@ -92,23 +92,25 @@ export const brokerDownRelay: Scenario = {
     try {
       const n = Array.from({ length: ORDERS }, (_, i) => i);
       for (let i = 0; i < n.length; i += 20) {
-        await Promise.all(n.slice(i, i + 20).map(() => rig.placeOrder('SKU-B', 1)));
+        await Promise.all(n.slice(i, i + 20).map(() => rig.producer.placeOrder('SKU-B', 1)));
       }
-      await rig.waitFor(() => proxy.refused >= 2, 'the relay kept trying');
-      rig.facts.unpublishedDuringOutage = await rig.unpublished();
+      await rig.run.waitFor(() => proxy.refused >= 2, 'the relay kept trying');
+      rig.facts.unpublishedDuringOutage = await rig.producer.unpublished();
       proxy.restore();
-      rig.faultEnded('broker back');
-      rig.facts.outageMs = Date.now() - rig.t0;
+      rig.run.faultEnded('broker back');
+      rig.facts.outageMs = Date.now() - rig.run.t0;
       rig.facts.refused = proxy.refused;
-      await rig.waitFor(async () => (await rig.unpublished()) === 0, 'outbox drained');
+      await rig.run.waitFor(async () => (await rig.producer.unpublished()) === 0, 'outbox drained');
     } finally {
       abort.abort();
       rig.facts.drain = await draining;
     }
-    await rig.waitFor(
+    await rig.run.waitFor(
       () =>
         new Set(
-          rig.recorder.lines.filter((l) => l.step === 'effect-committed').map((l) => l.messageId),
+          rig.run.recorder.lines
+            .filter((l) => l.step === 'effect-committed')
+            .map((l) => l.messageId),
         ).size >= ORDERS,
       `${ORDERS} reserved`,
     );
@@ -142,21 +144,21 @@ export const relayCrash: Scenario = {
     'A duplicate with the same id, never a loss: every order reserved exactly once; the copies are absorbed by the inbox.',
   notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.stock('SKU-Z', 100);
+    await rig.database.stock('SKU-Z', 100);
     await rig.startConsumer();
-    rig.begin();
+    rig.run.begin();
     const ids: string[] = [];
-    for (let i = 0; i < CRASHED; i++) ids.push((await rig.placeOrder('SKU-Z', 1)).eventId);
+    for (let i = 0; i < CRASHED; i++) ids.push((await rig.producer.placeOrder('SKU-Z', 1)).eventId);
     rig.faults.arm('relay.after-publish');
-    await rig.drainOutbox();
+    await rig.producer.drainOutbox();
     // the crashed round had sent them all: uncertain publishes, which arrived anyway
-    rig.markUncertain(ids);
+    rig.run.markUncertain(ids);
     const crashed = rig.faults.fired[0]?.at;
-    if (crashed !== undefined) rig.faultEnded('the relay failed; the next round runs', crashed);
+    if (crashed !== undefined) rig.run.faultEnded('the relay failed; the next round runs', crashed);
     for (const id of ids) {
-      await rig.waitForLine(id, 'effect-committed');
+      await rig.run.waitForLine(id, 'effect-committed');
       // a copy the broker dropped (its deduplication window) never reaches the inbox
-      if (!rig.droppedCopies.has(id)) await rig.waitForLine(id, 'duplicate');
+      if (!rig.producer.droppedCopies.has(id)) await rig.run.waitForLine(id, 'duplicate');
     }
   },
   check(rig, m) {
