@@ -7,7 +7,7 @@ import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
-import type { Backend, ParkingLot } from '../../shared/port/types.js';
+import type { Backend } from '../../shared/port/types.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import type { ParkedSummary } from '../types.js';
@@ -24,7 +24,6 @@ export interface ConsumerDeps {
   db: PgDatabase;
   budget: RetryBudget;
   backend: () => Backend;
-  parkingLot: () => ParkingLot;
   consumerSettings: () => Partial<ConsumerSettings> & { invocationFailed: string };
   /** The deployed bundles the run uses, if any. */
   pipeline: () => LocalPipeline | undefined;
@@ -106,7 +105,7 @@ export class ConsumerSide {
 
   /** Our parking lot with its diagnoses. */
   async parked(limit: number): Promise<ParkedSummary[]> {
-    return (await this.deps.parkingLot().list(limit)).map((p) => ({
+    return (await this.deps.backend().parkingLot().list(limit)).map((p) => ({
       messageId: p.diagnosis.messageId,
       reason: p.diagnosis.reason,
       errorClass: p.diagnosis.errorClass,

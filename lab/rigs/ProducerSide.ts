@@ -22,7 +22,7 @@ export interface ProducerDeps {
   run: RunJournal;
   backend: () => Backend;
   /** A peer configuration's side, which publishes and sends for it (undefined for ours). */
-  peer: (() => PeerConsumer) | undefined;
+  peer: PeerConsumer | undefined;
   /** The deployed bundles the run uses, if any. */
   pipeline: () => LocalPipeline | undefined;
   onClose: (close: () => Promise<unknown>) => void;
@@ -152,7 +152,7 @@ export class ProducerSide {
 
   /** The publisher the relay uses: order events to the consumer's queue (dropped copies counted). */
   publisher(): Publisher {
-    if (this.deps.peer) return this.deps.peer().publisher();
+    if (this.deps.peer) return this.deps.peer.publisher();
     const publisher = this.deps.backend().publisher('outbox');
     return {
       publish: async (envelopes) => {
@@ -184,7 +184,7 @@ export class ProducerSide {
 
   /** Puts messages on the transport as they are (poison messages). */
   publishRaw(messages: RawMessage[]): Promise<void> {
-    if (this.deps.peer) return this.deps.peer().send(messages);
+    if (this.deps.peer) return this.deps.peer.send(messages);
     return publishRaw(this.deps.backend(), messages);
   }
 }

@@ -3,7 +3,14 @@ import { waitFor } from '../../devkit/waitFor.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import { sleep } from '../../shared/util/async.js';
 import type { TimelineKind } from '../types.js';
-import type { AcceptedEvent, Mark } from './types.js';
+import type { AcceptedEvent } from './types.js';
+
+/** A mark on the run's timeline. */
+export interface Mark {
+  at: number;
+  kind: TimelineKind;
+  label: string;
+}
 
 /**
  * What one run observed: every consumer step with its time, the marks on the timeline, the

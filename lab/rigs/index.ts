@@ -13,7 +13,6 @@ import { SqsRig } from './sqs.js';
 import type { RigOptions } from './types.js';
 
 export { Rig } from './rig.js';
-export type { AcceptedEvent, ChildOverrides, ConsumerOptions, Mark, RigOptions } from './types.js';
 
 type RigFactory = (
   configuration: Configuration,

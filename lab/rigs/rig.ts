@@ -7,19 +7,18 @@ import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
 import { FaultScope } from '../../shared/config/faults.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { Backend, ParkingLot, Publisher } from '../../shared/port/types.js';
+import type { Backend, Publisher } from '../../shared/port/types.js';
 import type { BackendBase } from '../../shared/transport/index.js';
 import type { Configuration } from '../configurations.js';
 import type { LabServices, LabSettings } from '../settings.js';
 import type { ParkedSummary } from '../types.js';
-import type { ChildProcesses } from './ChildProcesses.js';
-import type { ConsumerSide } from './ConsumerSide.js';
-import type { DatabaseControls } from './DatabaseControls.js';
+import { ChildProcesses } from './ChildProcesses.js';
+import { ConsumerSide } from './ConsumerSide.js';
+import { DatabaseControls } from './DatabaseControls.js';
 import { log } from './log.js';
-import type { PeerConsumer } from './PeerConsumer.js';
-import type { ProducerSide } from './ProducerSide.js';
-import { composeParts } from './parts.js';
-import type { RunJournal } from './RunJournal.js';
+import { PeerConsumer } from './PeerConsumer.js';
+import { ProducerSide } from './ProducerSide.js';
+import { RunJournal } from './RunJournal.js';
 import type {
   ConsumerLease,
   ConsumerOptions,
@@ -51,12 +50,17 @@ export abstract class Rig {
   protected readonly closers: (() => Promise<unknown>)[] = [];
   /** The deployed bundles the consumer and relay run from (`--bundles`), with the relay's schedule. */
   private bundles: { pipeline: LocalPipeline; relay?: RunningEventSource } | undefined;
+  /** What the run observed (journal, marks, accepted and uncertain events) and the waits on it. */
   readonly run: RunJournal;
+  /** The orders API, the outbox, the relay and the publisher. */
   readonly producer: ProducerSide;
+  /** Our consumer in the lab process (see `startConsumer`, `waitSettled`, `parked` for either). */
   readonly consumer: ConsumerSide;
   /** A peer configuration's consumer (undefined for ours). */
   readonly peer: PeerConsumer | undefined;
+  /** Our consumer or the relay in a process of its own. */
   readonly children: ChildProcesses;
+  /** Stock, reservation failures, pools through a proxy. */
   readonly database: DatabaseControls;
 
   protected constructor(
@@ -67,26 +71,63 @@ export abstract class Rig {
     options: RigOptions,
   ) {
     this.budget = { ...settings.budget, ...options.budget };
-    const parts = composeParts({
+    const budget = this.budget;
+    const db = scratch.database.db;
+    const onClose = (close: () => Promise<unknown>) => this.closers.push(close);
+    const backend = () => this.backend;
+    const pipeline = () => this.bundles?.pipeline;
+    const consumerSettings = () => this.consumerSettings();
+    const run = new RunJournal(settings.waitMs);
+    const database = new DatabaseControls(db, scratch.database.url, onClose);
+    this.run = run;
+    this.database = database;
+    this.peer = configuration.peer
+      ? new PeerConsumer(configuration.peer, {
+          configurationId: configuration.id,
+          db,
+          sqsPrefix: scratch.sqsPrefix,
+          databaseUrl: (pool) => database.urlOf(pool),
+          broker: () => this.peerBroker(),
+          maxAttempts: budget.maxAttempts,
+          settings,
+          run,
+          onClose,
+        })
+      : undefined;
+    this.producer = new ProducerSide({
+      db,
+      name: scratch.name,
+      waitMs: settings.waitMs,
+      run,
+      backend,
+      peer: this.peer,
+      pipeline,
+      onClose,
+    });
+    this.consumer = new ConsumerSide({
       configuration,
       settings,
       services,
       scratch,
-      budget: this.budget,
-      backend: () => this.backend,
-      parkingLot: () => this.parkingLot(),
-      pipeline: () => this.bundles?.pipeline,
-      consumerSettings: () => this.consumerSettings(),
-      childBackend: () => this.childBackend(),
-      peerBroker: () => this.peerBroker(),
-      onClose: (close) => this.closers.push(close),
+      db,
+      budget,
+      backend,
+      consumerSettings,
+      pipeline,
+      droppedCopies: this.producer.droppedCopies,
+      run,
+      onClose,
     });
-    this.run = parts.run;
-    this.database = parts.database;
-    this.peer = parts.peer;
-    this.producer = parts.producer;
-    this.consumer = parts.consumer;
-    this.children = parts.children;
+    this.children = new ChildProcesses({
+      configuration,
+      settings,
+      budget,
+      databaseUrl: scratch.database.url,
+      childBackend: () => this.childBackend(),
+      consumerSettings,
+      run,
+      onClose,
+    });
   }
 
   // --- our consumer or a peer's ---
@@ -173,10 +214,6 @@ export abstract class Rig {
     return (await this.backend.inspect()).heldForDeadLettering;
   }
 
-  parkingLot(): ParkingLot {
-    return this.backend.parkingLot();
-  }
-
   // --- lifecycle ---
 
   /** Creates the transport's resources (called once, inside the rig's fault scope). */
@@ -215,9 +252,5 @@ export abstract class Rig {
 
   get db(): PgDatabase {
     return this.scratch.database.db;
-  }
-
-  get name(): string {
-    return this.scratch.name;
   }
 }

@@ -2,7 +2,6 @@ import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { RetryBudget } from '../../shared/config/budget.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Publisher } from '../../shared/port/types.js';
-import type { TimelineKind } from '../types.js';
 
 export interface RigOptions {
   /** Overrides of the retry budget for this scenario (e.g. `maxAttempts: 0`: park at once). */
@@ -56,12 +55,6 @@ export interface PartialPublish {
 export interface PeerBroker {
   sqs?: { client: import('@aws-sdk/client-sqs').SQSClient; endpoint: string; region: string };
   amqpUrl?: string;
-}
-
-export interface Mark {
-  at: number;
-  kind: TimelineKind;
-  label: string;
 }
 
 export interface ConsumerOptions {

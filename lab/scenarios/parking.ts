@@ -128,7 +128,8 @@ export const parkingUnavailable: Scenario = {
     await rig.restoreParking();
     rig.run.faultEnded('parking route back');
     await rig.run.waitFor(
-      async () => (await rig.parkingLot().list(10)).some((p) => p.diagnosis.messageId === id),
+      async () =>
+        (await rig.backend.parkingLot().list(10)).some((p) => p.diagnosis.messageId === id),
       'parked at last',
       { intervalMs: 200 },
     );
@@ -202,7 +203,7 @@ export const redriveAfterFix: Scenario = {
     await rig.database.failures.clear();
     rig.run.faultEnded('the fix: writes succeed again');
     // One redrive, as an operator runs it: it must move every parked order.
-    const { moved: movedIds } = await rig
+    const { moved: movedIds } = await rig.backend
       .parkingLot()
       .redrive({ errorClasses: ['transient'] }, { rate: 20 });
     // A batch whose invocation timed out after parking is given back and parked again: parking
@@ -214,7 +215,7 @@ export const redriveAfterFix: Scenario = {
     rig.run.mark(`redrive moved ${movedIds.length} (${moved} orders)`);
     for (const id of ids) await rig.run.waitForLine(id, 'effect-committed');
     await rig.run.waitFor(
-      async () => (await rig.parkingLot().list(50)).length === 0,
+      async () => (await rig.backend.parkingLot().list(50)).length === 0,
       'parking empty',
       {
         intervalMs: 200,
