@@ -64,17 +64,17 @@ const program = new Command('bench')
   .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
   .option(
     '--scale-phases <phases>',
-    `scale: phases, comma-separated (${SCALE_PHASES.join(', ')}; pinned-xmin: ~1.5 min at the default --pin-seconds, ~2.7 min with the alternative claim)`,
+    `scale: phases, comma-separated (${SCALE_PHASES.join(', ')}; pinned-xmin: ~1.4 min at the default --pin-seconds, ~2.3 min with the unbounded claim)`,
     'rows',
   )
   .option(
     '--pin-seconds <s>',
-    'scale pinned-xmin: seconds of flow without and with the pinned horizon, in 5-s slices (after the release: a third as long)',
+    'scale pinned-xmin: seconds of flow without and with the pinned horizon, in 5-s slices',
     '30',
   )
   .option(
     '--pin-alternative <when>',
-    'scale pinned-xmin: measure the alternative claim too: auto (when a loss reaches 20 %), always, never',
+    'scale pinned-xmin: measure the unbounded claim too (fullClaimEveryMs 0): auto (when the loss reaches 20 %), always, never',
     'auto',
   )
   .option(
@@ -269,7 +269,7 @@ if (chosen.includes('scale')) {
     );
   if (phases.includes('pinned-xmin'))
     progress(
-      `cost at scale: the flow without and with a session pinning the vacuum horizon, ${opts.pinSeconds} s each`,
+      `cost at scale: the relay without and with a session pinning the vacuum horizon, ${opts.pinSeconds} s each`,
     );
   Object.assign(
     figures,

@@ -18,8 +18,8 @@ import { type BenchFigure, figure, median } from './report.js';
 
 /**
  * The phases of the suite: `rows` (a relay round and a reserve call with `rows` rows already
- * there), `pinned-xmin` (the flow with and without a session pinning the vacuum horizon,
- * bench/pinnedHorizon.ts).
+ * there), `pinned-xmin` (the relay's throughput with and without a session pinning the vacuum
+ * horizon, bench/pinnedHorizon.ts).
  */
 export const SCALE_PHASES = ['rows', 'pinned-xmin'] as const;
 export type ScalePhase = (typeof SCALE_PHASES)[number];
@@ -32,11 +32,11 @@ export interface ScaleOptions {
   batchSize: number;
   /** Phases to run (default: `rows`). */
   phases?: readonly ScalePhase[];
-  /** pinned-xmin: seconds of flow in each compared window, in 5-s slices (after the release: a third). */
+  /** pinned-xmin: seconds of flow in each compared window, in 5-s slices. */
   pinSeconds?: number;
   /** pinned-xmin: relay loops (RELAY_CONCURRENCY). */
   concurrency?: number;
-  /** pinned-xmin: when to measure the alternative claim too (default `auto`). */
+  /** pinned-xmin: when to measure the unbounded claim too (default `auto`: a loss of 20 % or more). */
   pinAlternative?: 'auto' | 'always' | 'never';
 }
 
