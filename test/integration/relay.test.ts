@@ -19,7 +19,9 @@ const options = {
   retryMaxMs: 200,
 };
 
-describe.each(RELAY_RIGS)('outbox relay → $name', (h) => {
+// the transports run side by side (each with its own rig); each one's tests run in order
+const inOrder = { concurrent: false };
+describe.each(RELAY_RIGS)('outbox relay → $name', { concurrent: true }, (h) => {
   let t: TestDatabase;
   let orders: OrderService;
   let rig: RelayRig;
@@ -59,128 +61,152 @@ describe.each(RELAY_RIGS)('outbox relay → $name', (h) => {
   const idsOf = (messages: { messageId: string | undefined }[]) =>
     new Set(messages.map((m) => m.messageId));
 
-  it('publishes confirmed, durable messages carrying the envelope id, type, correlation id and schema version', async () => {
-    const { eventId, orderId } = await orders.place({
-      sku: 'sku-1',
-      quantity: 2,
-      correlationId: 'c-0',
-    });
-    const ids = [eventId, ...(await placeOrders(24, 'c-more'))];
-    const relay = new OutboxRelay(
-      { db: t.db, publisher: rig.backend.publisher('outbox') },
-      options,
-    );
-
-    expect(await relay.runOnce()).toMatchObject({ claimed: 25, published: 25, failed: 0 });
-    expect(await unpublished()).toBe(0);
-    const got = await rig.orders((m) => m.length >= 25);
-    expect(idsOf(got)).toEqual(new Set(ids));
-    const first = got.find((m) => m.messageId === eventId);
-    expect(first).toMatchObject({
-      type: 'order.created',
-      correlationId: 'c-0',
-      schemaVersion: '1.0',
-      durable: true,
-    });
-    expect(first?.body).toMatchObject({
-      id: eventId,
-      type: 'order.created',
-      aggregate: { type: 'order', id: orderId, version: 1 },
-      data: { orderId, sku: 'sku-1', quantity: 2 },
-    });
-    // a tap (RabbitMQ's audit.orders, order.#) got its own copies
-    if (rig.tapCopies) expect(await rig.tapCopies()).toBe(25);
-  });
-
-  it('broker down while orders are created (200; 50 where bulk sends are slow): nothing marked and no attempt charged meanwhile; everything published once it is back', async () => {
-    const n = h.quickBulkSends ? 200 : 50;
-    const { backend: viaProxy, proxy } = await rig.throughProxy();
-    const relay = new OutboxRelay(
-      { db: t.db, publisher: viaProxy.publisher('outbox') },
-      { ...options, readyTimeoutMs: 300 },
-    );
-    const abort = new AbortController();
-    try {
-      await relay.runOnce(); // reaches the broker through the proxy
-      proxy.cut();
-      const draining = relay.drain({ budgetMs: 60_000, idleWaitMs: 20, signal: abort.signal });
-      const ids = await placeOrders(n, 'down');
-      // while the broker is unreachable nothing is marked published, and the relay keeps trying
-      expect(await unpublished()).toBe(n);
-      await waitFor(() => proxy.refused >= 2, { message: 'reconnect attempts during the outage' });
-      expect(await unpublished()).toBe(n);
-      const { rows } = await t.db.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM outbox WHERE attempts > 0',
-      );
-      expect(rows[0]?.n).toBe(0);
-
-      proxy.restore();
-      await waitFor(async () => (await unpublished()) === 0, {
-        timeoutMs: 30_000,
-        message: 'outbox drained',
+  it(
+    'publishes confirmed, durable messages carrying the envelope id, type, correlation id and schema version',
+    inOrder,
+    async () => {
+      const { eventId, orderId } = await orders.place({
+        sku: 'sku-1',
+        quantity: 2,
+        correlationId: 'c-0',
       });
-      abort.abort();
-      expect((await draining).published).toBe(n);
-      const seen = await rig.orders((m) => {
-        const got = idsOf(m);
-        return ids.every((id) => got.has(id));
-      });
-      expect(idsOf(seen)).toEqual(new Set(ids));
-      // rows charged no attempts for an outage they were never sent into
-      const attention = await t.db.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM outbox WHERE needs_attention_at IS NOT NULL',
+      const ids = [eventId, ...(await placeOrders(24, 'c-more'))];
+      const relay = new OutboxRelay(
+        { db: t.db, publisher: rig.backend.publisher('outbox') },
+        options,
       );
-      expect(attention.rows[0]?.n).toBe(0);
-    } finally {
-      abort.abort();
-    }
-  });
 
-  it('relay.after-publish:exit in a child process: after a restart the event is published again with the same id (a broker that deduplicates publishes drops the copy)', async () => {
-    const { eventId } = await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'crash' });
-    const child = await runDev(['--transport', rig.backend.transport, '--role', 'relay'], {
-      FAULTS: 'relay.after-publish:exit',
-      DATABASE_URL: t.url,
-      ...rig.devEnv,
-    });
-    expect(child.signal, child.stderr).toBe('SIGKILL');
-    expect(child.stderr).toContain('FAULT relay.after-publish');
-    // confirmed by the broker, but never marked
-    expect(await unpublished()).toBe(1);
-    await waitFor(async () => (await rig.backend.inspect()).ready === 1, {
-      message: 'the published copy waits for the consumer',
-    });
+      expect(await relay.runOnce()).toMatchObject({ claimed: 25, published: 25, failed: 0 });
+      expect(await unpublished()).toBe(0);
+      const got = await rig.orders((m) => m.length >= 25);
+      expect(idsOf(got)).toEqual(new Set(ids));
+      const first = got.find((m) => m.messageId === eventId);
+      expect(first).toMatchObject({
+        type: 'order.created',
+        correlationId: 'c-0',
+        schemaVersion: '1.0',
+        durable: true,
+      });
+      expect(first?.body).toMatchObject({
+        id: eventId,
+        type: 'order.created',
+        aggregate: { type: 'order', id: orderId, version: 1 },
+        data: { orderId, sku: 'sku-1', quantity: 2 },
+      });
+      // a tap (RabbitMQ's audit.orders, order.#) got its own copies
+      if (rig.tapCopies) expect(await rig.tapCopies()).toBe(25);
+    },
+  );
 
-    // the restarted relay (no fault) publishes it again
-    const relay = new OutboxRelay(
-      { db: t.db, publisher: rig.backend.publisher('outbox') },
-      options,
-    );
-    expect(await relay.runOnce()).toMatchObject({ published: 1 });
-    expect(await unpublished()).toBe(0);
-    // a duplicate, never a loss; where the broker deduplicates, its window drops the copy
-    const deduplicated = rig.backend.capabilities.publishDeduplication;
-    const messages = await rig.orders((m) => m.length >= (deduplicated ? 1 : 2));
-    expect(messages.map((m) => m.messageId)).toEqual(deduplicated ? [eventId] : [eventId, eventId]);
-    if (deduplicated) expect((await rig.backend.inspect()).ready).toBe(0);
-  });
+  it(
+    'broker down while orders are created (200; 50 where bulk sends are slow): nothing marked and no attempt charged meanwhile; everything published once it is back',
+    inOrder,
+    async () => {
+      const n = h.quickBulkSends ? 200 : 50;
+      const { backend: viaProxy, proxy } = await rig.throughProxy();
+      const relay = new OutboxRelay(
+        { db: t.db, publisher: viaProxy.publisher('outbox') },
+        { ...options, readyTimeoutMs: 300 },
+      );
+      const abort = new AbortController();
+      try {
+        await relay.runOnce(); // reaches the broker through the proxy
+        proxy.cut();
+        const draining = relay.drain({ budgetMs: 60_000, idleWaitMs: 20, signal: abort.signal });
+        const ids = await placeOrders(n, 'down');
+        // while the broker is unreachable nothing is marked published, and the relay keeps trying
+        expect(await unpublished()).toBe(n);
+        await waitFor(() => proxy.refused >= 2, {
+          message: 'reconnect attempts during the outage',
+        });
+        expect(await unpublished()).toBe(n);
+        const { rows } = await t.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM outbox WHERE attempts > 0',
+        );
+        expect(rows[0]?.n).toBe(0);
 
-  it('a publish to a missing destination fails as unroutable; the backend still publishes to the right one', async () => {
-    const { eventId } = await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'nowhere' });
-    const envelopes = (
-      await t.db.transaction((tx) => new OutboxStore('outbox').claim(tx, 100))
-    ).map((r) => r.envelope);
-    const [lost] = await rig.missingDestination().publish(envelopes);
-    expect(lost).toMatchObject({ id: eventId, ok: false, reason: 'unroutable' });
-    expect(lost?.ok === false && lost.error).toMatch(h.missingDestinationError);
-    expect(await rig.backend.publisher('outbox').publish(envelopes)).toEqual([
-      { id: eventId, ok: true },
-    ]);
-    const [msg] = await rig.orders((m) => m.length >= 1);
-    expect(msg?.messageId).toBe(eventId);
-  });
+        proxy.restore();
+        await waitFor(async () => (await unpublished()) === 0, {
+          timeoutMs: 30_000,
+          message: 'outbox drained',
+        });
+        abort.abort();
+        expect((await draining).published).toBe(n);
+        const seen = await rig.orders((m) => {
+          const got = idsOf(m);
+          return ids.every((id) => got.has(id));
+        });
+        expect(idsOf(seen)).toEqual(new Set(ids));
+        // rows charged no attempts for an outage they were never sent into
+        const attention = await t.db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM outbox WHERE needs_attention_at IS NOT NULL',
+        );
+        expect(attention.rows[0]?.n).toBe(0);
+      } finally {
+        abort.abort();
+      }
+    },
+  );
 
-  it('serves inventory_outbox too: its events go to the results destination', async () => {
+  it(
+    'relay.after-publish:exit in a child process: after a restart the event is published again with the same id (a broker that deduplicates publishes drops the copy)',
+    inOrder,
+    async () => {
+      const { eventId } = await orders.place({ sku: 'sku-1', quantity: 1, correlationId: 'crash' });
+      const child = await runDev(['--transport', rig.backend.transport, '--role', 'relay'], {
+        FAULTS: 'relay.after-publish:exit',
+        DATABASE_URL: t.url,
+        ...rig.devEnv,
+      });
+      expect(child.signal, child.stderr).toBe('SIGKILL');
+      expect(child.stderr).toContain('FAULT relay.after-publish');
+      // confirmed by the broker, but never marked
+      expect(await unpublished()).toBe(1);
+      await waitFor(async () => (await rig.backend.inspect()).ready === 1, {
+        message: 'the published copy waits for the consumer',
+      });
+
+      // the restarted relay (no fault) publishes it again
+      const relay = new OutboxRelay(
+        { db: t.db, publisher: rig.backend.publisher('outbox') },
+        options,
+      );
+      expect(await relay.runOnce()).toMatchObject({ published: 1 });
+      expect(await unpublished()).toBe(0);
+      // a duplicate, never a loss; where the broker deduplicates, its window drops the copy
+      const deduplicated = rig.backend.capabilities.publishDeduplication;
+      const messages = await rig.orders((m) => m.length >= (deduplicated ? 1 : 2));
+      expect(messages.map((m) => m.messageId)).toEqual(
+        deduplicated ? [eventId] : [eventId, eventId],
+      );
+      if (deduplicated) expect((await rig.backend.inspect()).ready).toBe(0);
+    },
+  );
+
+  it(
+    'a publish to a missing destination fails as unroutable; the backend still publishes to the right one',
+    inOrder,
+    async () => {
+      const { eventId } = await orders.place({
+        sku: 'sku-1',
+        quantity: 1,
+        correlationId: 'nowhere',
+      });
+      const envelopes = (
+        await t.db.transaction((tx) => new OutboxStore('outbox').claim(tx, 100))
+      ).map((r) => r.envelope);
+      const [lost] = await rig.missingDestination().publish(envelopes);
+      expect(lost).toMatchObject({ id: eventId, ok: false, reason: 'unroutable' });
+      expect(lost?.ok === false && lost.error).toMatch(h.missingDestinationError);
+      expect(await rig.backend.publisher('outbox').publish(envelopes)).toEqual([
+        { id: eventId, ok: true },
+      ]);
+      const [msg] = await rig.orders((m) => m.length >= 1);
+      expect(msg?.messageId).toBe(eventId);
+    },
+  );
+
+  it('serves inventory_outbox too: its events go to the results destination', inOrder, async () => {
     const store = new OutboxStore('inventory_outbox');
     const envelope = newEnvelope({
       type: 'inventory.reservation_rejected',
@@ -202,6 +228,7 @@ describe.each(RELAY_RIGS)('outbox relay → $name', (h) => {
 
   it.runIf(h.quickBulkSends)(
     'four relays draining 2,000 rows concurrently publish every row exactly once',
+    inOrder,
     async () => {
       await t.db.query(
         `INSERT INTO outbox (id, event_type, schema_version, aggregate_type, aggregate_id, aggregate_version,
