@@ -125,7 +125,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     },
     'soak',
     {
-      name: `rm_soak_${o.transport}${o.consumer === 'amazonmq' ? '_amq' : ''}_${process.pid}_${(o.seed >>> 0).toString(36)}`,
+      name: `rm_soak_${o.transport}${o.consumer === 'amazonmq' ? '_amq' : ''}${o.db === 'data-api' ? '_dapi' : ''}_${process.pid}_${(o.seed >>> 0).toString(36)}`,
       transports: [o.transport],
       poolSize: 4,
       keep: o.keep,
