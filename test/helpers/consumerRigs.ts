@@ -9,7 +9,10 @@ export interface ConsumerRigOptions {
   budget?: RetryBudget;
   /** One of the rig's `retryModes` (default: the first). */
   retryMode?: string;
-  /** The source queue's visibility timeout, where the transport has one (SQS; default 6 s). */
+  /**
+   * How long a delivery is held before it comes again: the source queue's visibility timeout (SQS;
+   * default 6 s), JetStream's `AckWait` (default 30 s); none on RabbitMQ (a closed channel).
+   */
   visibilityTimeoutSeconds?: number;
 }
 
@@ -57,7 +60,13 @@ export const NATS_RIG: ConsumerRigKind<NatsInventoryRig> = {
   retryModes: ['nak delay'],
   retryDelayTolerance: { earlyMs: 50, lateMs: 1_500 },
   setup: (label, options = {}) =>
-    NatsInventoryRig.create(label, options.budget ?? TEST_RETRY_BUDGET),
+    NatsInventoryRig.create(
+      label,
+      options.budget ?? TEST_RETRY_BUDGET,
+      options.visibilityTimeoutSeconds
+        ? { ackWaitMs: options.visibilityTimeoutSeconds * 1_000 }
+        : {},
+    ),
 };
 
 /**

@@ -82,6 +82,11 @@ export abstract class ConsumerRig<B extends Backend = Backend> extends JournalRe
   /** What `bin/cli.ts` needs in its environment to reach this rig's broker. */
   abstract cliEnv(): Record<string, string>;
 
+  /** What an `npm run dev` consumer needs to consume this rig's queue with its database. */
+  devEnv(): Record<string, string> {
+    return { DATABASE_URL: this.t.url, ...this.cliEnv() };
+  }
+
   /** Copies of order events a tap kept besides the consumer's queue (RabbitMQ: audit.orders). */
   tapCopies?(): Promise<number>;
 

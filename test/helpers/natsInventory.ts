@@ -55,4 +55,9 @@ export class NatsInventoryRig extends ConsumerRig<NatsBackend> {
     const { servers, prefix } = this.backend.config;
     return { NATS_URL: [servers].flat().join(','), NATS_PREFIX: prefix ?? '' };
   }
+
+  override devEnv(): Record<string, string> {
+    const { ackWaitMs } = this.backend.config;
+    return { ...super.devEnv(), ...(ackWaitMs ? { NATS_ACK_WAIT_MS: String(ackWaitMs) } : {}) };
+  }
 }

@@ -87,6 +87,17 @@ export class SqsInventoryRig extends ConsumerRig<SqsBackend> {
     return { SQS_ENDPOINT: this.endpoint, SQS_QUEUE_PREFIX: this.prefix };
   }
 
+  override devEnv(): Record<string, string> {
+    return {
+      ...super.devEnv(),
+      SQS_VISIBILITY_TIMEOUT_S: String(this.backend.config.visibilityTimeoutSeconds ?? 6),
+      FUNCTION_TIMEOUT_MS: '1000',
+      // one poller: each long poll a killed process leaves open on the server may still take the
+      // message when it is visible again (as on SQS), and the deployed mapping runs 5
+      SQS_MAX_CONCURRENCY: '1',
+    };
+  }
+
   get client(): SQSClient {
     return this.backend.client;
   }

@@ -1,14 +1,17 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
 import { CONSUMER_RIGS } from '../helpers/consumerRigs.js';
 import type { ConsumerRig } from '../helpers/inventory.js';
 
 // the transports run side by side (each with its own rig); each one's tests run in order
 const inOrder = { concurrent: false };
 describe.each(CONSUMER_RIGS)(
-  'reserve inventory ($name): database down',
+  'reserve inventory ($name): database down, consumer process killed',
   { concurrent: true },
   (h) => {
     let b: ConsumerRig | undefined;
+    // the killed consumer is an `npm run dev` process, which reads its settings from the templates
+    beforeAll(() => devTemplates('rabbitmq', 'sqs'), DEV_TEMPLATES_TIMEOUT_MS);
     afterEach(async () => {
       await b?.close();
       b = undefined;
@@ -78,6 +81,39 @@ describe.each(CONSUMER_RIGS)(
         expect(rig.linesFor(e.id).some((l) => l.step === 'parked')).toBe(false);
         // the retry went to the consumer's queue only, never to a tap (RabbitMQ's audit.orders)
         if (rig.tapCopies) expect(await rig.tapCopies()).toBe(1);
+      },
+    );
+
+    it(
+      'reserve.after-commit:exit in a consumer process → the message comes again → reserved once, one inbox row',
+      inOrder,
+      async () => {
+        // what a killed consumer held comes again after 6 s where a lease holds it (SQS, JetStream)
+        const rig = await h.setup('crash_commit', { visibilityTimeoutSeconds: 6 });
+        b = rig;
+        await rig.stock('SKU-A', 10);
+        const e = rig.orderCreated('SKU-A', 3);
+        await rig.publish(e);
+        const child = await runDev(['--transport', rig.backend.transport, '--role', 'consumer'], {
+          FAULTS: 'reserve.after-commit:exit',
+          ...rig.devEnv(),
+        });
+        expect(child.signal, child.stderr).toBe('SIGKILL');
+        // the child's own journal lines: committed, never acknowledged
+        expect(child.journal.filter((j) => j.messageId === e.id).map((j) => j.step)).toEqual([
+          'received',
+          'effect-committed',
+        ]);
+        expect(await rig.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
+
+        // the consumer as deployed (no fault): the message comes again, the inbox absorbs it
+        await rig.start();
+        await rig.waitForLine(e.id, 'acked', 1, 20_000);
+        const again = rig.linesFor(e.id);
+        expect(again.map((l) => l.step)).toEqual(['received', 'duplicate', 'acked']);
+        expect(again[0]?.redelivered).toBe(rig.backend.capabilities.redeliveryFlag);
+        expect(await rig.stockOf('SKU-A')).toEqual({ available: 10, reserved: 3 });
+        expect(await rig.inboxRows(e.id)).toBe(1);
       },
     );
   },

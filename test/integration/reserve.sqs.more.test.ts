@@ -7,7 +7,7 @@ import { waitFor } from '../../devkit/waitFor.js';
 import { setFaults } from '../../shared/config/faults.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
+import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates } from '../helpers/child.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 
@@ -43,40 +43,6 @@ describe.each(SQS_SERVERS)(
       setFaults('');
       await b?.close();
     });
-
-    it(
-      'reserve.after-commit:exit → the message comes back after the visibility timeout → one reservation',
-      inOrder,
-      async () => {
-        b = await SqsInventoryRig.create(server, `sqs_crash_${server.name}`);
-        await b.stock('SKU-A', 10);
-        const e = event('order.created', randomUUID(), 1, 'SKU-A');
-        await b.send(e);
-        const child = await runDev(['--transport', 'sqs', '--role', 'consumer'], {
-          FAULTS: 'reserve.after-commit:exit',
-          DATABASE_URL: b.t.url,
-          SQS_ENDPOINT: b.endpoint,
-          SQS_QUEUE_PREFIX: b.prefix,
-          SQS_VISIBILITY_TIMEOUT_S: '6',
-          FUNCTION_TIMEOUT_MS: '1000',
-          // one poller: each long poll the killed process leaves open on the server may still take
-          // the message when it is visible again (as on SQS), and the deployed mapping runs 5
-          SQS_MAX_CONCURRENCY: '1',
-        });
-        expect(child.signal, child.stderr).toBe('SIGKILL');
-        expect(child.journal.filter((j) => j.messageId === e.id).map((j) => j.step)).toEqual([
-          'received',
-          'effect-committed',
-        ]);
-
-        await b.trigger();
-        await b.waitForLine(e.id, 'acked', 1, 20_000);
-        expect(b.linesFor(e.id).map((l) => l.step)).toEqual(['received', 'duplicate', 'acked']);
-        expect(b.linesFor(e.id)[0]?.redelivered).toBe(true);
-        expect(await b.stockOf('SKU-A')).toEqual({ available: 10, reserved: 1 });
-        expect(await b.inboxRows(e.id)).toBe(1);
-      },
-    );
 
     it(
       'a handler that throws leaves the whole batch: every record comes back after its visibility timeout',
