@@ -65,15 +65,36 @@ const RABBITMQ_CANNOT: Configuration['cannot'] = {
   },
 };
 
-const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
+/** A configuration as written below: what follows from its id and transport is filled in. */
+type Entry = Omit<Configuration, 'id' | 'short' | 'brokerFaults' | 'peer'> & { short?: string };
+
+/**
+ * The configurations of these entries: the short name defaults to the label; SQS's broker
+ * faults come from the fault layer, the others' from a proxy; RabbitMQ cannot throttle
+ * ({@link RABBITMQ_CANNOT}); a peer consumer is the peer of its id.
+ */
+function configurations<K extends ConfigurationId>(
+  entries: Record<K, Entry>,
+): Record<K, Configuration> {
+  const built = Object.entries<Entry>(entries).map(([id, e]): [string, Configuration] => [
+    id,
+    {
+      id: id as K,
+      short: e.label,
+      brokerFaults: e.transport === 'sqs' ? 'fault-layer' : 'proxy',
+      ...(e.transport === 'rabbitmq' ? { cannot: RABBITMQ_CANNOT } : {}),
+      ...(e.consumer === 'peer' ? { peer: id as PeerId } : {}),
+      ...e,
+    },
+  ]);
+  return Object.fromEntries(built) as Record<K, Configuration>;
+}
+
+const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
   'rabbitmq-worker': {
-    id: 'rabbitmq-worker',
     retryAs: 'copy',
-    short: 'RabbitMQ worker',
     label: 'RabbitMQ worker',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'worker',
     ack: 'basic.ack after COMMIT',
     retry:
@@ -81,13 +102,10 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     unsettled: 'channel closed, the broker redelivers at once (redelivered=true)',
   },
   'rabbitmq-amazonmq': {
-    id: 'rabbitmq-amazonmq',
     retryAs: 'copy',
     short: 'Amazon MQ trigger',
     label: 'RabbitMQ · Amazon MQ trigger',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'amazonmq-trigger',
     ack: 'the invocation returns: the mapping acks the whole batch',
     retry:
@@ -96,12 +114,9 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
       'the invocation throws, the whole batch is requeued (emulated: AWS does not document it) after a backoff',
   },
   'sqs-visibility': {
-    id: 'sqs-visibility',
     retryAs: 'redelivery',
-    short: 'SQS visibility',
     label: 'SQS visibility',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -110,12 +125,9 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     unsettled: 'not deleted: visible again when its visibility timeout expires',
   },
   'sqs-resend': {
-    id: 'sqs-resend',
     retryAs: 'copy',
-    short: 'SQS resend',
     label: 'SQS resend',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'resend',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -123,12 +135,9 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     unsettled: 'not deleted: visible again when its visibility timeout expires',
   },
   'sqs-fifo': {
-    id: 'sqs-fifo',
     retryAs: 'redelivery',
-    short: 'SQS FIFO',
     label: 'SQS FIFO',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     fifo: true,
@@ -137,13 +146,10 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     unsettled: 'the whole group waits until the record is visible again',
   },
   'nats-jetstream': {
-    id: 'nats-jetstream',
     retryAs: 'redelivery',
-    short: 'NATS JetStream',
     label: 'NATS JetStream',
     transport: 'nats-jetstream',
     consumer: 'worker',
-    brokerFaults: 'proxy',
     cannot: {
       throttle: {
         reason:
@@ -164,78 +170,61 @@ const OWN_CONFIGURATIONS: Record<OwnConfigurationId, Configuration> = {
     unsettled:
       'not acknowledged within AckWait, or nak on a give-back: delivered again (redelivered)',
   },
-};
+});
 
 /**
  * The peers: our producer side (the order API, the outbox, our relay) publishing to the peer's
  * own queue, the peer consuming it with the handler its user would write (peers/effect.ts). How
  * each is set up, with the doc sections followed, is in peers/*.ts and docs/peers.md.
  */
-const PEER_CONFIGURATIONS: Record<PeerId, Configuration> = {
+const PEER_CONFIGURATIONS = configurations<PeerId>({
   'peer-powertools': {
-    id: 'peer-powertools',
     short: 'Powertools',
     label: 'peer: Powertools batch + idempotency (SQS trigger)',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'peer',
-    peer: 'peer-powertools',
     ack: 'not in batchItemFailures: the mapping deletes it',
     retry:
       'none of its own: the record is reported failed and comes back after its visibility timeout',
     unsettled: 'not deleted: visible again when its visibility timeout expires',
   },
   'peer-sqs-consumer': {
-    id: 'peer-sqs-consumer',
     short: 'sqs-consumer',
     label: 'peer: sqs-consumer',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'peer',
-    peer: 'peer-sqs-consumer',
     ack: 'DeleteMessage after the handler resolves',
     retry: 'none of its own: a failed message comes back after its visibility timeout',
     unsettled: 'not deleted: visible again when its visibility timeout expires',
   },
   'peer-mqt-sqs': {
-    id: 'peer-mqt-sqs',
     short: 'MQT SQS',
     label: 'peer: message-queue-toolkit SQS',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'peer',
-    peer: 'peer-mqt-sqs',
     ack: 'DeleteMessage after the handler resolves',
     retry: "the toolkit's own retry (see peers/mqtSqs.ts)",
     unsettled: 'not deleted: visible again when its visibility timeout expires',
   },
   'peer-mqt-amqp': {
-    id: 'peer-mqt-amqp',
     short: 'MQT AMQP',
     label: 'peer: message-queue-toolkit AMQP',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
-    peer: 'peer-mqt-amqp',
     ack: 'basic.ack after the handler resolves',
     retry: "the toolkit's own retry (see peers/mqtAmqp.ts)",
     unsettled: 'channel closed, the broker redelivers at once',
   },
   'peer-pg-transactional-outbox': {
-    id: 'peer-pg-transactional-outbox',
     short: 'pg-transactional-outbox',
     label: 'peer: pg-transactional-outbox inbox',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
-    peer: 'peer-pg-transactional-outbox',
     ack: 'basic.ack once the message is stored in its inbox table',
     retry: "its inbox listener's retry strategy (see peers/pgTransactionalOutbox.ts)",
     unsettled: 'channel closed, the broker redelivers at once; the inbox row absorbs the copy',
   },
-};
+});
 
 export const CONFIGURATIONS: Record<ConfigurationId, Configuration> = {
   ...OWN_CONFIGURATIONS,
