@@ -16,68 +16,34 @@ import type { LabSettings } from './settings.js';
  * lab's checks agree; place-order and the broker and database controls stay the lab's.
  */
 
-const CHILD_PROCESSES: NotApplicable = {
-  reason:
-    "it kills and freezes the consumer or the relay as the lab's child processes (lab/child.ts), run from the sources; the deployed bundles run behind the local Lambda runtime",
-  instead: 'run it without --bundles',
-};
+const WITHOUT_BUNDLES = 'run it without --bundles';
+const CHILD_PROCESSES =
+  "it kills and freezes the consumer or the relay as the lab's child processes (lab/child.ts), run from the sources; the deployed bundles run behind the local Lambda runtime";
+const FAULT_POINT = (what: string) =>
+  `its fault point is armed in the lab's own process; ${what} runs in a process of its own`;
+const DATABASE_PROXY =
+  "it cuts the consumer's own database connection (a proxy of the lab's); a deployed consumer reaches the database through the Data API endpoint it shares with the relay";
+const SINGLE_ROUNDS =
+  'it runs single relay rounds in the lab; the deployed relay runs on its schedule';
 
-/** Scenarios that drive something inside the consumer's or the relay's process. */
-const NEEDS_THE_PROCESS: Record<string, NotApplicable> = {
-  'crash-after-commit': {
-    reason:
-      "its fault point is armed in the lab's own process; a deployed bundle runs in a process of its own",
-    instead: 'run it without --bundles',
-  },
-  'retry-ack-lost': {
-    reason:
-      "its fault point is armed in the lab's own process; a deployed bundle runs in a process of its own",
-    instead: 'run it without --bundles',
-  },
-  'relay-crash': {
-    reason:
-      "its fault point is armed in the lab's own process; the deployed relay runs in a process of its own",
-    instead: 'run it without --bundles',
-  },
-  'db-outage-short': {
-    reason:
-      "it cuts the consumer's own database connection (a proxy of the lab's); a deployed consumer reaches the database through the Data API endpoint it shares with the relay",
-    instead: 'run it without --bundles',
-  },
-  'db-outage-long': {
-    reason:
-      "it cuts the consumer's own database connection (a proxy of the lab's); a deployed consumer reaches the database through the Data API endpoint it shares with the relay",
-    instead: 'run it without --bundles',
-  },
-  unroutable: {
-    reason: 'it runs single relay rounds in the lab; the deployed relay runs on its schedule',
-    instead: 'run it without --bundles',
-  },
-  'publish-partially-failed': {
-    reason: 'it runs single relay rounds in the lab; the deployed relay runs on its schedule',
-    instead: 'run it without --bundles',
-  },
-  'broker-throttled': {
-    reason: "it drives the lab's own relay through the throttled window",
-    instead: 'run it without --bundles',
-  },
-  'stale-ack': {
-    reason:
-      "on RabbitMQ it runs the consumer as the lab's child process behind a proxy it cuts; the deployed consumer connects to the broker itself",
-    instead: 'run it without --bundles',
-  },
+/** Why scenarios that drive something inside the consumer's or the relay's process do not run. */
+const NEEDS_THE_PROCESS: Record<string, string> = {
+  'crash-after-commit': FAULT_POINT('a deployed bundle'),
+  'retry-ack-lost': FAULT_POINT('a deployed bundle'),
+  'relay-crash': FAULT_POINT('the deployed relay'),
+  'db-outage-short': DATABASE_PROXY,
+  'db-outage-long': DATABASE_PROXY,
+  unroutable: SINGLE_ROUNDS,
+  'publish-partially-failed': SINGLE_ROUNDS,
+  'broker-throttled': "it drives the lab's own relay through the throttled window",
+  'stale-ack':
+    "on RabbitMQ it runs the consumer as the lab's child process behind a proxy it cuts; the deployed consumer connects to the broker itself",
   'consumer-paused-past-lease': CHILD_PROCESSES,
   'repeated-kill-under-load': CHILD_PROCESSES,
   'relay-killed-mid-window': CHILD_PROCESSES,
-  'pinned-xmin': {
-    reason: "it measures the lab's own relay loop under the pin",
-    instead: 'run it without --bundles',
-  },
-  'broker-down-relay': {
-    reason:
-      "it cuts the relay's broker connection through a proxy of the lab's; the deployed relay connects to the broker's endpoint itself",
-    instead: 'run it without --bundles',
-  },
+  'pinned-xmin': "it measures the lab's own relay loop under the pin",
+  'broker-down-relay':
+    "it cuts the relay's broker connection through a proxy of the lab's; the deployed relay connects to the broker's endpoint itself",
 };
 
 /** Why a scenario × configuration does not run from the bundles (undefined: it does). */
@@ -85,19 +51,12 @@ export function notApplicableWithBundles(
   scenario: Scenario,
   configuration: Configuration,
 ): NotApplicable | undefined {
-  if (!localTransport(configuration.transport).deployed) {
-    return {
-      reason: `nothing deploys ${configuration.transport}: there are no bundles`,
-      instead: 'run it without --bundles',
-    };
-  }
-  if (configuration.fifo) {
-    return {
-      reason: 'the stacks deploy no FIFO queue',
-      instead: 'run it without --bundles',
-    };
-  }
-  return NEEDS_THE_PROCESS[scenario.id];
+  const reason = !localTransport(configuration.transport).deployed
+    ? `nothing deploys ${configuration.transport}: there are no bundles`
+    : configuration.fifo
+      ? 'the stacks deploy no FIFO queue'
+      : NEEDS_THE_PROCESS[scenario.id];
+  return reason ? { reason, instead: WITHOUT_BUNDLES } : undefined;
 }
 
 /**
