@@ -19,6 +19,7 @@ import { renderHtml } from '../lab/report/html.js';
 import { renderMarkdown } from '../lab/report/markdown.js';
 import { renderTable } from '../lab/report/table.js';
 import { describeSettings, runAll } from '../lab/runner.js';
+import { notApplicableTo } from '../lab/scenario.js';
 import { parseScenarios, SCENARIOS } from '../lab/scenarios/index.js';
 import { startLabServices } from '../lab/services.js';
 import { REAL_TIME_SETTINGS, SCALED_SETTINGS } from '../lab/settings.js';
@@ -123,7 +124,7 @@ if (opts.bundles) {
   const started = Date.now();
   for (const c of configurations) {
     for (const s of scenarios) {
-      if (s.notApplicable?.(c) || notApplicableWithBundles(s, c)) continue;
+      if (notApplicableTo(s, c) || notApplicableWithBundles(s, c)) continue;
       const options = typeof s.rig === 'function' ? s.rig(c) : s.rig;
       const budget = { ...settings.budget, ...options?.budget };
       await services.assemblies.get(c.transport, pipelineOverrides(settings, c, budget));

@@ -6,7 +6,7 @@ import { notApplicableWithBundles } from './bundles.js';
 import type { Configuration } from './configurations.js';
 import { measure, timeline } from './measure.js';
 import { createRig, type Rig } from './rigs/index.js';
-import type { Scenario } from './scenario.js';
+import { notApplicableTo, type Scenario } from './scenario.js';
 import type { LabServices, LabSettings } from './settings.js';
 import type { LabReport, PeerSummary, RunResult, ScenarioReport } from './types.js';
 
@@ -42,7 +42,7 @@ export async function runScenario(
   const started = Date.now();
   const na =
     (configuration.peer ? (scenario.forPeers ?? scenario.forPeer?.(configuration)) : undefined) ??
-    scenario.notApplicable?.(configuration) ??
+    notApplicableTo(scenario, configuration) ??
     (settings.code === 'bundles' ? notApplicableWithBundles(scenario, configuration) : undefined);
   if (na) {
     return {

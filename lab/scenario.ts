@@ -2,6 +2,7 @@ import type { Configuration } from './configurations.js';
 import type { Measurements } from './measure.js';
 import type { Rig } from './rigs/rig.js';
 import type { RigOptions } from './rigs/types.js';
+import { fifoOnlyForOrder } from './scenarios/common.js';
 import type { Check } from './types.js';
 
 /** A scenario does not apply to a configuration: why, and what happens there instead. */
@@ -25,7 +26,7 @@ export interface Scenario {
   stimulus: string;
   /** The invariant, in words (the checks below are its executable form). */
   invariant: string;
-  /** Where it does not apply (default: applies everywhere except SQS FIFO). */
+  /** Where it does not apply (default: {@link fifoOnlyForOrder}, everywhere but SQS FIFO). */
   notApplicable?(configuration: Configuration): NotApplicable | undefined;
   /**
    * Why it does not apply to the peer configurations, when it does not (it exercises a part of
@@ -47,3 +48,7 @@ export interface Scenario {
   /** One line on the mechanism that produced the result, from the measurements. */
   note(rig: Rig, m: Measurements): string;
 }
+
+/** Why a scenario does not apply to a configuration: its own rule, else {@link fifoOnlyForOrder}. */
+export const notApplicableTo = (scenario: Scenario, configuration: Configuration) =>
+  (scenario.notApplicable ?? fifoOnlyForOrder)(configuration);

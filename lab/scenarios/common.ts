@@ -1,6 +1,7 @@
 import type { Configuration } from '../configurations.js';
 import type { Measurements } from '../measure.js';
 import type { Rig } from '../rigs/index.js';
+import type { ConsumerOptions } from '../rigs/types.js';
 import type { NotApplicable } from '../scenario.js';
 import { type Check, check } from '../types.js';
 
@@ -18,6 +19,18 @@ export const ms = (n: number) =>
   n >= 10_000 ? `${(n / 1000).toFixed(0)} s` : `${Math.round(n)} ms`;
 export const list = (ns: number[]) => (ns.length ? ns.map(ms).join(', ') : '—');
 
+/** Stock for one SKU, the configuration's consumer started, then the scenario's clock. */
+export async function startWithStock(
+  rig: Rig,
+  sku: string,
+  available: number,
+  options?: ConsumerOptions,
+): Promise<void> {
+  await rig.database.stock(sku, available);
+  await rig.startConsumer(options);
+  rig.run.begin();
+}
+
 /**
  * One order through the API and the relay, then its event published a second time (same id), as
  * a relay that crashed between confirm and mark would: waits until both copies are acknowledged.
@@ -26,9 +39,7 @@ export async function orderDeliveredTwice(
   rig: Rig,
   order: { sku: string; stock: number; quantity: number },
 ): Promise<void> {
-  await rig.database.stock(order.sku, order.stock);
-  await rig.startConsumer();
-  rig.run.begin();
+  await startWithStock(rig, order.sku, order.stock);
   await rig.producer.placeOrder(order.sku, order.quantity);
   const [e] = await rig.producer.outboxEnvelopes();
   if (!e) throw new Error('the order wrote no outbox event');
@@ -59,6 +70,36 @@ export async function stockOf(rig: Rig, sku: string) {
     [sku],
   );
   return rows[0] ?? { available: 0, reserved: 0 };
+}
+
+/**
+ * An order placed (v1, created) and cancelled (v2), its ids in `rig.facts` (`orderId`, `v1`,
+ * `v2`): released at version 2, nothing held, v1 applied before v2, whatever the arrival order.
+ */
+export async function releasedInOrder(rig: Rig, m: Measurements, sku: string): Promise<Check[]> {
+  const { rows } = await rig.db.query<{ status: string; order_version: number }>(
+    'SELECT status, order_version FROM reservations WHERE order_id = $1',
+    [String(rig.facts.orderId)],
+  );
+  const stock = await stockOf(rig, sku);
+  const t1 = m.committedAt.get(String(rig.facts.v1));
+  const t2 = m.committedAt.get(String(rig.facts.v2));
+  return [
+    check(
+      rows[0]?.status === 'released' && rows[0]?.order_version === 2,
+      `released at version 2 (got ${rows[0]?.status} v${rows[0]?.order_version})`,
+    ),
+    check(stock.reserved === 0, `nothing held (reserved ${stock.reserved})`),
+    check(t1 !== undefined && t2 !== undefined && t1 <= t2, 'v1 applied before v2'),
+  ];
+}
+
+/** From v2's first delivery to its effect (`?` when either is missing). */
+export function v2Waited(rig: Rig, m: Measurements): string {
+  const v2 = String(rig.facts.v2);
+  const first = rig.run.linesOf(v2, 'received')[0]?.at;
+  const applied = m.committedAt.get(v2);
+  return first !== undefined && applied !== undefined ? ms(applied - first) : '?';
 }
 
 /** The checks every scenario makes: no message had two effects; the inbox agrees. */

@@ -1,11 +1,11 @@
 import type { Scenario } from '../scenario.js';
 import { check } from '../types.js';
 import {
-  fifoOnlyForOrder,
   ms,
   noDoubleEffect,
   orderDeliveredTwice,
   ours,
+  startWithStock,
   stockOf,
 } from './common.js';
 
@@ -16,11 +16,8 @@ export const happyPath: Scenario = {
   stimulus:
     'Three orders through POST /orders; the relay publishes them; the consumer reserves stock.',
   invariant: 'Each order reserved exactly once; nothing retried, nothing parked; the outbox empty.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.database.stock('SKU-H', 100);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-H', 100);
     const placed = [];
     for (const q of [1, 2, 3]) placed.push(await rig.producer.placeOrder('SKU-H', q));
     await rig.producer.drainOutbox();
@@ -48,7 +45,6 @@ export const duplicatePublish: Scenario = {
   stimulus:
     'One order; the relay publishes it, then the same event (same id) is published a second time.',
   invariant: 'One reservation; the second copy is recognised by the inbox and changes nothing.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await orderDeliveredTwice(rig, { sku: 'SKU-D', stock: 10, quantity: 2 });
   },
@@ -82,11 +78,8 @@ export const crashAfterCommit: Scenario = {
   stimulus:
     'Fault reserve.after-commit (once): the effect is committed, then the consumer fails before acknowledging.',
   invariant: 'The message comes back and is recognised as a duplicate: one reservation.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.database.stock('SKU-C', 10);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-C', 10);
     rig.faults.arm('reserve.after-commit');
     const { eventId } = await rig.producer.placeOrder('SKU-C', 3);
     await rig.producer.drainOutbox();
@@ -134,7 +127,6 @@ export const outOfStock: Scenario = {
     'An order for 5 units of a SKU with 2 in stock, delivered twice (the relay published it twice).',
   invariant:
     'Rejected as a result: one inventory.reservation_rejected event (even when delivered twice), no retry, nothing parked.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await orderDeliveredTwice(rig, { sku: 'SKU-O', stock: 2, quantity: 5 });
   },
@@ -167,7 +159,6 @@ export const concurrencyDuplicates: Scenario = {
   stimulus: `${ORDERS} orders on 3 SKUs with too little stock for all; ${DUPLICATES} of them published twice; 3 consumers (or invocations) at once where the configuration allows.`,
   invariant:
     'Every order decided exactly once (reserved or rejected); reserved totals equal the sum of reserved orders; stock never over-reserved.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     for (const sku of ['SKU-1', 'SKU-2', 'SKU-3']) await rig.database.stock(sku, 20);
     await rig.startConsumer({ concurrency: 3 });

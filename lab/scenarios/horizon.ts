@@ -3,7 +3,7 @@ import { sleep } from '../../shared/util/async.js';
 import type { Rig } from '../rigs/index.js';
 import type { Scenario } from '../scenario.js';
 import { check } from '../types.js';
-import { fifoOnlyForOrder, ms, noDoubleEffect, placeOrders } from './common.js';
+import { ms, noDoubleEffect, placeOrders } from './common.js';
 
 const PHASE_ORDERS = 60;
 /** Orders are placed in 6 steps this far apart: a flow, not a burst. */
@@ -64,7 +64,6 @@ export const pinnedXmin: Scenario = {
   stimulus: `${PHASE_ORDERS} orders as a steady flow; then a session opens a REPEATABLE READ transaction, reads the outbox and stays idle in it while ${PHASE_ORDERS} more flow (VACUUM cannot remove any row version newer than its snapshot); then it ends and ${PHASE_ORDERS} more flow.`,
   invariant:
     'Every order decided exactly once in every phase; the relay lag and the time to reserve are measured before, during and after the pin.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.database.stock('SKU-X', 10_000);
     await rig.startConsumer();

@@ -1,6 +1,6 @@
 import type { Scenario } from '../scenario.js';
 import { check } from '../types.js';
-import { ms, noDoubleEffect, stockOf } from './common.js';
+import { noDoubleEffect, releasedInOrder, startWithStock, v2Waited } from './common.js';
 
 /**
  * v1 (created) and v2 (cancelled) of one order are published in order, but v1's first attempt
@@ -19,15 +19,13 @@ export const outOfOrder: Scenario = {
     'An order is placed and cancelled through the API (v1 created, v2 cancelled, relayed in order); the reservation write for v1 fails until v1 has been scheduled for a retry.',
   invariant:
     'Final state by the ordering policy: reservation released at version 2, nothing held; v1 applied before v2, each once.',
+  // about order: FIFO too
+  notApplicable: () => undefined,
   async run(rig) {
-    await rig.database.stock('SKU-V', 10);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-V', 10);
     const { orderId, eventId: v1 } = await rig.producer.placeOrder('SKU-V', 4);
     const { eventId: v2 } = await rig.producer.cancelOrder(orderId);
-    rig.facts.v1 = v1;
-    rig.facts.v2 = v2;
-    rig.facts.orderId = orderId;
+    Object.assign(rig.facts, { v1, v2, orderId });
     await rig.database.failures.fail(orderId);
     rig.run.mark('writes for v1 fail');
     await rig.producer.drainOutbox();
@@ -44,24 +42,7 @@ export const outOfOrder: Scenario = {
     );
   },
   async check(rig, m) {
-    const v1 = String(rig.facts.v1);
-    const v2 = String(rig.facts.v2);
-    const { rows } = await rig.db.query<{ status: string; order_version: number }>(
-      'SELECT status, order_version FROM reservations WHERE order_id = $1',
-      [String(rig.facts.orderId)],
-    );
-    const stock = await stockOf(rig, 'SKU-V');
-    const t1 = m.committedAt.get(v1);
-    const t2 = m.committedAt.get(v2);
-    const checks = [
-      check(
-        rows[0]?.status === 'released' && rows[0]?.order_version === 2,
-        `released at version 2 (got ${rows[0]?.status} v${rows[0]?.order_version})`,
-      ),
-      check(stock.reserved === 0, `nothing held (reserved ${stock.reserved})`),
-      check(t1 !== undefined && t2 !== undefined && t1 <= t2, 'v1 applied before v2'),
-      ...noDoubleEffect(m),
-    ];
+    const checks = [...(await releasedInOrder(rig, m, 'SKU-V')), ...noDoubleEffect(m)];
     if (rig.configuration.fifo) {
       checks.push(
         check(m.deferrals === 0, `FIFO: v2 never processed before v1 (${m.deferrals} deferrals)`),
@@ -70,10 +51,7 @@ export const outOfOrder: Scenario = {
     return checks;
   },
   note: (rig, m) => {
-    const v2 = String(rig.facts.v2);
-    const first = rig.run.linesOf(v2, 'received')[0]?.at;
-    const applied = m.committedAt.get(v2);
-    const waited = first !== undefined && applied !== undefined ? ms(applied - first) : '?';
+    const waited = v2Waited(rig, m);
     if (m.deferrals > 0) {
       return `v2 overtook v1's retry: deferred ${m.deferrals}× by the version check (missing predecessor), applied ${waited} after it first arrived`;
     }

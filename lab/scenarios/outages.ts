@@ -2,7 +2,7 @@ import { holdStockLock } from '../../devkit/dbControls.js';
 import type { Scenario } from '../scenario.js';
 import { ladderTotalMs } from '../settings.js';
 import { check } from '../types.js';
-import { fifoOnlyForOrder, list, ms, noDoubleEffect, ours, parkedLine, stockOf } from './common.js';
+import { list, ms, noDoubleEffect, ours, parkedLine, startWithStock, stockOf } from './common.js';
 
 const failedOrRetried = (rig: Parameters<Scenario['run']>[0], eventId: string) =>
   rig.run.linesOf(eventId, 'retry-scheduled').length > 0 ||
@@ -17,7 +17,6 @@ export const dbOutageShort: Scenario = {
   stimulus:
     "Inventory's database connection is cut before the order arrives and restored once the first attempt has failed.",
   invariant: 'Processed exactly once after the database is back; nothing parked.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.database.stock('SKU-S', 10);
     const { db, proxy } = await rig.database.proxied();
@@ -68,7 +67,6 @@ export const dbOutageLong: Scenario = {
     "Inventory's database connection is cut before the order arrives and stays cut until the message is parked.",
   invariant:
     'Not applied, not lost: after a bounded number of deliveries it is parked with a diagnosis (no hot loop).',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.database.stock('SKU-L', 10);
     const { db, proxy } = await rig.database.proxied();
@@ -149,11 +147,8 @@ export const retryAckLost: Scenario = {
   stimulus:
     'The first reservation write fails (SQLSTATE 40001); the retry is settled, then fault reserve.after-retry-publish (once) stops the consumer before it acknowledges the original.',
   invariant: 'Original and retry copy may both arrive: exactly one reservation.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.database.stock('SKU-R', 10);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-R', 10);
     await rig.database.failures.failNext(1);
     rig.faults.arm('reserve.after-retry-publish');
     const { eventId } = await rig.producer.placeOrder('SKU-R', 1);
@@ -197,11 +192,8 @@ export const slowProcessing: Scenario = {
   stimulus:
     'The stock row is locked so processing blocks for 1.5 × the SQS visibility timeout (so longer than the function timeout too, which must be ≤ 1/6 of it), with two consumers.',
   invariant: 'However many deliveries run at once, one reservation.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.database.stock('SKU-W', 10);
-    await rig.startConsumer({ concurrency: 2 });
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-W', 10, { concurrency: 2 });
     const release = await holdStockLock(rig.db, 'SKU-W');
     rig.run.mark('stock row locked: processing blocks');
     try {

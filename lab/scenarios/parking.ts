@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import type { Scenario } from '../scenario.js';
 import { check } from '../types.js';
-import { fifoOnlyForOrder, noDoubleEffect, parkedLine } from './common.js';
+import { noDoubleEffect, parkedLine, startWithStock } from './common.js';
 
 const poisonMessages = () => {
   const orderId = randomUUID();
@@ -39,7 +39,6 @@ export const poison: Scenario = {
     'Three messages the consumer can never process: a body that is not JSON, an envelope without aggregate and occurred_at, and schema_version 9.0.',
   invariant:
     'Each is parked on its first delivery with a diagnosis (reason permanent), never retried, no effect.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.startConsumer();
     rig.run.begin();
@@ -107,7 +106,6 @@ export const parkingUnavailable: Scenario = {
   stimulus:
     'The parking route is removed (RabbitMQ: parking queue unbound; SQS: parking queue deleted), a poison message arrives, then the route comes back.',
   invariant: 'The poison message is never lost: it ends in the parking lot exactly once.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.startConsumer();
     rig.run.begin();
@@ -173,12 +171,9 @@ export const redriveAfterFix: Scenario = {
   stimulus: `Reservation writes fail (SQLSTATE 40001) and the budget allows no retry, so ${REDRIVEN} orders are parked; the failure is fixed, then the parking lot is redriven at 20 messages/s.`,
   invariant:
     'After the redrive each order is reserved exactly once, with its original event id; the parking lot is empty.',
-  notApplicable: fifoOnlyForOrder,
   rig: { budget: { maxAttempts: 0 } },
   async run(rig) {
-    await rig.database.stock('SKU-X', 100);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-X', 100);
     await rig.database.failures.fail();
     rig.run.mark('reservation writes fail');
     const ids: string[] = [];

@@ -6,7 +6,6 @@ import type { LabProcess } from '../rigs/processes.js';
 import type { NotApplicable, Scenario } from '../scenario.js';
 import { check } from '../types.js';
 import {
-  fifoOnlyForOrder,
   ms,
   noDoubleEffect,
   PRODUCER_SIDE_IS_OURS,
@@ -75,7 +74,6 @@ export const consumerPausedPastLease: Scenario = {
     'Consumer process A takes an order while the stock row is locked, and is frozen (SIGSTOP) past its lease (SQS: the visibility timeout; RabbitMQ: the heartbeat timeout); consumer process B receives the same message; the lock is released; A is resumed (SIGCONT) and carries on as if no time had passed.',
   invariant:
     'Two processes held the same message at once; one reservation; every delivery settled, nothing lost.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.database.stock('SKU-P', 10);
     const a = await rig.children.startConsumer('consumer A', rig.consumerLease().child);
@@ -138,7 +136,6 @@ export const repeatedKillUnderLoad: Scenario = {
   title: `Consumer killed repeatedly under load (${LOAD_ORDERS} orders)`,
   stimulus: `${LOAD_ORDERS} orders flow through the API and the relay while the consumer process (3 at once where the configuration allows) is SIGKILLed every ${KILL_EVERY_MS / 1000} s (at least ${MIN_KILLS} times) and started again.`,
   invariant: `Every order decided exactly once: ${LOAD_ORDERS} effects, none twice, none lost; reserved totals equal the reserved orders.`,
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     const skus = ['SKU-K1', 'SKU-K2', 'SKU-K3', 'SKU-K4', 'SKU-K5'];
     for (const sku of skus) await rig.database.stock(sku, 1_000);
@@ -214,7 +211,6 @@ export const relayKilledMidWindow: Scenario = {
   stimulus: `The relay runs as a process. The broker's answers to it are held (RabbitMQ: a proxy holds the confirms; SQS: the fault layer holds the SendMessageBatch responses) while ${RELAY_WINDOW} orders are placed: the messages reach the broker, the relay never learns it. The relay is SIGKILLed; a new relay process starts.`,
   invariant:
     'No loss and no double effect: the unconfirmed rows stay unpublished, the new relay sends them again, the copies that had arrived are absorbed.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.database.stock('SKU-RK', 1_000);
     await rig.startConsumer();

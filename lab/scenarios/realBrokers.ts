@@ -12,7 +12,9 @@ import {
   ours,
   PRODUCER_SIDE_IS_OURS,
   placeOrders,
-  stockOf,
+  releasedInOrder,
+  startWithStock,
+  v2Waited,
 } from './common.js';
 
 /**
@@ -76,9 +78,7 @@ export const sqsSpontaneousDuplicate: Scenario = {
   notApplicable: spontaneousDuplicatesOnly,
   async run(rig) {
     const layer = faultLayer(rig);
-    await rig.database.stock('SKU-SD', 100);
-    await rig.startConsumer({ concurrency: 2 });
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-SD', 100, { concurrency: 2 });
     layer.arm({ kind: 'duplicate', count: 1 });
     rig.run.mark('fault layer: the next message received is delivered twice');
     const placed = await placeOrders(rig, DUP_ORDERS, () => ({ sku: 'SKU-SD', quantity: 1 }));
@@ -87,13 +87,8 @@ export const sqsSpontaneousDuplicate: Scenario = {
     const copied = layer.events.find((e) => e.kind === 'duplicate')?.eventIds[0];
     rig.facts.copied = copied;
     rig.run.faultEnded('copy delivered');
-    const ids = placed.map((p) => p.eventId);
-    if (rig.configuration.peer) {
-      await rig.waitSettled(ids);
-      return;
-    }
-    await rig.waitSettled(ids);
-    if (copied) await rig.run.waitForLine(copied, 'acked', 2);
+    await rig.waitSettled(placed.map((p) => p.eventId));
+    if (copied && !rig.configuration.peer) await rig.run.waitForLine(copied, 'acked', 2);
   },
   async check(rig, m) {
     const copied = rig.facts.copied as string | undefined;
@@ -135,9 +130,7 @@ export const sqsReordered: Scenario = {
   notApplicable: unorderedOnly,
   async run(rig) {
     const layer = faultLayer(rig);
-    await rig.database.stock('SKU-SR', 10);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-SR', 10);
     const { orderId, eventId: v1 } = await rig.producer.placeOrder('SKU-SR', 4);
     const { eventId: v2 } = await rig.producer.cancelOrder(orderId);
     Object.assign(rig.facts, { v1, v2, orderId });
@@ -150,31 +143,15 @@ export const sqsReordered: Scenario = {
     await rig.waitSettled([v1, v2]);
   },
   async check(rig, m) {
-    const { rows } = await rig.db.query<{ status: string; order_version: number }>(
-      'SELECT status, order_version FROM reservations WHERE order_id = $1',
-      [String(rig.facts.orderId)],
-    );
-    const stock = await stockOf(rig, 'SKU-SR');
-    const t1 = m.committedAt.get(String(rig.facts.v1));
-    const t2 = m.committedAt.get(String(rig.facts.v2));
     const firstIn = m.lines.find((l) => l.step === 'received')?.messageId;
     return [
-      check(
-        rows[0]?.status === 'released' && rows[0]?.order_version === 2,
-        `released at version 2 (got ${rows[0]?.status} v${rows[0]?.order_version})`,
-      ),
-      check(stock.reserved === 0, `nothing held (reserved ${stock.reserved})`),
-      check(t1 !== undefined && t2 !== undefined && t1 <= t2, 'v1 applied before v2'),
+      ...(await releasedInOrder(rig, m, 'SKU-SR')),
       check(firstIn === rig.facts.v2, 'v2 was received first (the layer reordered them)'),
       ...noDoubleEffect(m),
     ];
   },
-  note: (rig, m) => {
-    const v2 = String(rig.facts.v2);
-    const first = rig.run.linesOf(v2, 'received')[0]?.at;
-    const applied = m.committedAt.get(v2);
-    return `v2 arrived first: deferred ${m.deferrals}× (missing predecessor), applied ${first !== undefined && applied !== undefined ? ms(applied - first) : '?'} after it arrived, after v1`;
-  },
+  note: (rig, m) =>
+    `v2 arrived first: deferred ${m.deferrals}× (missing predecessor), applied ${v2Waited(rig, m)} after it arrived, after v1`,
 };
 
 const WINDOW = 6;
@@ -189,9 +166,7 @@ export const publishPartiallyFailed: Scenario = {
     'Exactly the failed part stays unpublished and is published again; nothing published twice by the relay; every event applied once.',
   notApplicable: (c) => c.cannot?.['partial-publish'] ?? fifoOnlyForOrder(c),
   async run(rig) {
-    await rig.database.stock('SKU-PF', 100);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-PF', 100);
     const placed = await placeOrders(rig, WINDOW / 2, () => ({ sku: 'SKU-PF', quantity: 1 }));
     for (const p of placed) await rig.producer.cancelOrder(p.orderId);
     const partial = await rig.failPartOfNextPublish();
@@ -250,9 +225,7 @@ export const brokerThrottled: Scenario = {
   notApplicable: (c) => c.cannot?.throttle ?? fifoOnlyForOrder(c),
   async run(rig) {
     const layer = faultLayer(rig);
-    await rig.database.stock('SKU-T', 1_000);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-T', 1_000);
     layer.arm({ kind: 'throttle', forMs: THROTTLE_MS, error: 'ThrottlingException' });
     const until = Date.now() + THROTTLE_MS;
     rig.run.mark(`fault layer: every request throttled for ${THROTTLE_MS / 1000} s`);
@@ -291,7 +264,6 @@ export const staleAck: Scenario = {
     "SQS: the consumer's delete uses a receipt handle that is no longer the latest (the fault layer answers success and deletes nothing, as SQS does). RabbitMQ: the consumer's connection drops while it processes (a proxy cut), so its ack goes to a closed channel.",
   invariant:
     'The message comes back after its lease and is recognised as a duplicate: one reservation, nothing lost.',
-  notApplicable: fifoOnlyForOrder,
   forPeer: (c) =>
     c.brokerFaults === 'proxy'
       ? {

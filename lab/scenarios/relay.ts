@@ -1,7 +1,7 @@
 import type { DrainResult, RoundResult } from '../../shared/outbox/OutboxRelay.js';
 import type { Scenario } from '../scenario.js';
 import { check } from '../types.js';
-import { fifoOnlyForOrder, ms, noDoubleEffect, PRODUCER_SIDE_IS_OURS } from './common.js';
+import { ms, noDoubleEffect, PRODUCER_SIDE_IS_OURS, startWithStock } from './common.js';
 
 /** The relay publishes where no queue is bound (RabbitMQ) or to a queue that is gone (SQS). */
 export const unroutable: Scenario = {
@@ -12,11 +12,8 @@ export const unroutable: Scenario = {
     'The route to the consumer is removed (RabbitMQ: the bindings of `orders`; SQS: the queue itself) before the relay runs; one relay round; then the route is restored.',
   invariant:
     'The row is not marked published while nothing can receive it; once the route is back it is published and reserved exactly once.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.database.stock('SKU-U', 10);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-U', 10);
     await rig.breakRoute();
     rig.run.mark('route removed');
     const { eventId } = await rig.producer.placeOrder('SKU-U', 1);
@@ -73,7 +70,6 @@ export const brokerDownRelay: Scenario = {
   title: `Broker down during relay (${ORDERS} orders)`,
   stimulus: `The relay's connection to the broker is cut; ${ORDERS} orders are placed through the API; the broker comes back.`,
   invariant: `All ${ORDERS} published once the broker is back and each reserved exactly once; nothing lost.`,
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
     await rig.database.stock('SKU-B', 1_000);
     await rig.startConsumer();
@@ -142,11 +138,8 @@ export const relayCrash: Scenario = {
   stimulus: `${CRASHED} orders; fault relay.after-publish (once): the broker confirmed the round, the relay fails before marking it; the next round runs normally.`,
   invariant:
     'A duplicate with the same id, never a loss: every order reserved exactly once; the copies are absorbed by the inbox.',
-  notApplicable: fifoOnlyForOrder,
   async run(rig) {
-    await rig.database.stock('SKU-Z', 100);
-    await rig.startConsumer();
-    rig.run.begin();
+    await startWithStock(rig, 'SKU-Z', 100);
     const ids: string[] = [];
     for (let i = 0; i < CRASHED; i++) ids.push((await rig.producer.placeOrder('SKU-Z', 1)).eventId);
     rig.faults.arm('relay.after-publish');

@@ -1,7 +1,7 @@
 import { expect, inject, it } from 'vitest';
 import type { Configuration } from '../../lab/configurations.js';
 import { runScenario } from '../../lab/runner.js';
-import type { Scenario } from '../../lab/scenario.js';
+import { notApplicableTo, type Scenario } from '../../lab/scenario.js';
 import { CORE_SCENARIOS } from '../../lab/scenarios/index.js';
 import { type LabServices, SCALED_SETTINGS } from '../../lab/settings.js';
 
@@ -35,7 +35,7 @@ export function labScenarioSuite(
   const services = labServices();
   for (const configuration of configurations) {
     for (const scenario of scenarios) {
-      const na = scenario.notApplicable?.(configuration);
+      const na = notApplicableTo(scenario, configuration);
       if (na) {
         it(`${scenario.id} × ${configuration.id}: not applicable, and says why`, () => {
           expect(na.reason.length).toBeGreaterThan(10);
