@@ -71,17 +71,15 @@ function countText(
     .join('; ');
 }
 
-const ANOMALIES: { get: (r: RunResult) => number; text: (n: number) => string }[] = [
-  { get: (r) => r.accounting.lost, text: (n) => (n ? `${n} lost` : 'none lost') },
-  {
-    get: (r) => r.accounting.duplicated,
-    text: (n) => (n ? `${n} applied twice` : 'none applied twice'),
-  },
-  { get: (r) => r.accounting.unexpected, text: (n) => (n ? `${n} unexpected` : 'none unexpected') },
-  {
-    get: (r) => r.accounting.orderViolations,
-    text: (n) => (n ? `${n} out of order` : 'none out of order'),
-  },
+const anomaly = (get: (r: RunResult) => number, what: string) => ({
+  get,
+  text: (n: number) => (n ? `${n} ${what}` : `none ${what}`),
+});
+const ANOMALIES = [
+  anomaly((r) => r.accounting.lost, 'lost'),
+  anomaly((r) => r.accounting.duplicated, 'applied twice'),
+  anomaly((r) => r.accounting.unexpected, 'unexpected'),
+  anomaly((r) => r.accounting.orderViolations, 'out of order'),
 ];
 
 /** Why a run failed, in a few words: its anomalies, else its first failed check or error. */
@@ -175,19 +173,13 @@ export function scenarioDifference(s: ScenarioReport): string | undefined {
         ),
       );
     }
+    // when every run parked, fewest first (as the retries they parked after); else most first
     const allParked = rs.every((r) => r.parked > 0);
-    if (!allParked && distinct(rs.map((r) => r.parked))) {
+    if (distinct(rs.map((r) => r.parked))) {
       parts.push(
         countText(
-          groupBy(rs, (r) => r.parked, desc),
+          groupBy(rs, (r) => r.parked, allParked ? asc : desc),
           (n) => (n ? `${n} parked` : 'none parked'),
-        ),
-      );
-    } else if (allParked && distinct(rs.map((r) => r.parked))) {
-      parts.push(
-        countText(
-          groupBy(rs, (r) => r.parked, asc),
-          (n) => `${n} parked`,
         ),
       );
     }

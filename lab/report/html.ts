@@ -1,6 +1,7 @@
 import type { LabReport, TimelineEvent, TimelineKind } from '../types.js';
 import {
   type AppliedRunView,
+  detailColumns,
   type ReportModel,
   type RunView,
   reportModel,
@@ -294,23 +295,7 @@ function legendSvg(): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${16 + Math.ceil(LEGEND.length / 4) * 22}">${items.join('')}</svg>`;
 }
 
-const DETAIL_COLUMNS = [
-  'configuration',
-  '',
-  'deliveries',
-  'effects',
-  'duplicates absorbed',
-  'retries (actual delays)',
-  'parked (diagnosis)',
-  'lost (of accepted)',
-  'applied twice',
-  'recovered',
-  'unexpected',
-  'order violations',
-  'time to final',
-  'time to recover',
-  'mechanism',
-];
+const DETAIL_COLUMNS = detailColumns(true);
 
 /** What the page opens with: where the configurations differ, from the measurements. */
 function differencesHtml({ differences: d }: ReportModel): string {

@@ -1,6 +1,12 @@
 import { costMarkdown } from '../../bench/cost.js';
 import type { LabReport } from '../types.js';
-import { type PeerView, type ReportModel, type RunView, reportModel } from './model.js';
+import {
+  detailColumns,
+  type PeerView,
+  type ReportModel,
+  type RunView,
+  reportModel,
+} from './model.js';
 
 const esc = (s: string) => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
@@ -19,23 +25,7 @@ function peerLines(peers: PeerView[]): string[] {
   ];
 }
 
-const SECTION_COLUMNS = [
-  'configuration',
-  'verdict',
-  'deliveries',
-  'effects',
-  'duplicates absorbed',
-  'retries',
-  'parked',
-  'lost (of accepted)',
-  'applied twice',
-  'recovered',
-  'unexpected',
-  'order violations',
-  'time to final',
-  'time to recover',
-  'mechanism',
-];
+const SECTION_COLUMNS = detailColumns(false);
 
 /** What the report opens with: where the configurations differ, from the measurements. */
 function differencesMarkdown({ differences: d }: ReportModel): string[] {

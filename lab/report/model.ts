@@ -103,6 +103,28 @@ export interface NotApplicableRunView extends RunViewBase {
 
 export type RunView = AppliedRunView | NotApplicableRunView;
 
+/**
+ * The columns of a scenario's table (`numbers` between the verdict and the mechanism); the page's
+ * verdict column has no heading, and its retries and parked columns say what they show.
+ */
+export const detailColumns = (html: boolean) => [
+  'configuration',
+  html ? '' : 'verdict',
+  'deliveries',
+  'effects',
+  'duplicates absorbed',
+  html ? 'retries (actual delays)' : 'retries',
+  html ? 'parked (diagnosis)' : 'parked',
+  'lost (of accepted)',
+  'applied twice',
+  'recovered',
+  'unexpected',
+  'order violations',
+  'time to final',
+  'time to recover',
+  'mechanism',
+];
+
 const TITLE = 'Comparison lab: the same faults on RabbitMQ, SQS and NATS JetStream';
 
 /** The model of a lab run's report, built from its results. */
