@@ -5,15 +5,18 @@ import {
   reserveEffect,
   reserveEffectIn,
 } from '../../peers/effect.js';
-import type { PeerDelivery } from '../../peers/types.js';
+import { CONSUMER_PEERS } from '../../peers/index.js';
+import { REDIS_URL } from '../../peers/redis.js';
+import type { PeerDelivery, RunningPeer } from '../../peers/types.js';
 import { fault } from '../../shared/config/faults.js';
 import { Journal } from '../../shared/consumer/journal.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { Publisher } from '../../shared/port/types.js';
+import type { Envelope } from '../../shared/envelope/envelope.js';
+import type { Publisher, PublishOutcome } from '../../shared/port/types.js';
 import type { Configuration } from '../configurations.js';
 import type { LabSettings } from '../settings.js';
 import type { ParkedSummary } from '../types.js';
-import { PeerSide, REDIS_URL } from './peer.js';
+import { type PeerQueue, peerQueue } from './peer.js';
 import type { RunJournal } from './RunJournal.js';
 import type { ConsumerOptions, PeerBroker } from './types.js';
 
@@ -38,14 +41,21 @@ export interface PeerDeps {
 /**
  * A peer configuration's consumer: the peer library on the run's namespace (its own queues and
  * stores), running the handler its user would write (peers/effect.ts) on the run's database
- * (or the given one). The fault point `reserve.after-commit` fires after the handler's COMMIT,
- * as it does in ours; a peer that runs the effect in its own transaction (its inbox) meets it
- * before that transaction commits.
+ * (or the given one), fed by our relay (a publisher to the peer's own queue) and observed from
+ * the outside (its queue and dead-letter queue: peer.ts). The fault point `reserve.after-commit`
+ * fires after the handler's COMMIT, as it does in ours; a peer that runs the effect in its own
+ * transaction (its inbox) meets it before that transaction commits.
  */
 export class PeerConsumer {
-  private side: PeerSide | undefined;
+  private running: RunningPeer | undefined;
+  private queue: PeerQueue | undefined;
   /** Peer handler calls in progress (a delivery being handled is not settled). */
   private inFlight = 0;
+  /**
+   * The ids of the bodies sent raw (poison messages): a peer that moves one to its dead-letter
+   * queue without its attributes leaves only the body to know it by.
+   */
+  private readonly sentIds = new Map<string, string>();
 
   constructor(
     private readonly id: PeerId,
@@ -58,18 +68,14 @@ export class PeerConsumer {
   }
 
   async start(options: ConsumerOptions): Promise<void> {
+    const peer = CONSUMER_PEERS.find((x) => x.id === this.id);
+    if (!peer) throw new Error(`unknown peer ${this.id}`);
     const broker = this.deps.broker();
-    const side = new PeerSide(this.id, {
-      db: this.deps.db,
-      ...(broker.sqs ? { sqs: broker.sqs.client } : {}),
-      ...(broker.amqpUrl ? { amqpUrl: broker.amqpUrl } : {}),
-    });
-    this.side = side;
-    this.deps.onClose(() => side.close());
+    this.deps.onClose(() => this.close());
     const db = (options.db ?? this.deps.db) as PgDatabase;
     const journal = new Journal();
     journal.addSink((e) => this.deps.run.journal.record(e));
-    await side.start({
+    this.running = await peer.start({
       namespace: `${this.deps.sqsPrefix}${this.id.replace('peer-', '')}-`,
       db,
       databaseUrl: this.deps.databaseUrl(db),
@@ -84,6 +90,15 @@ export class PeerConsumer {
       journal,
       ...this.handlers(db),
     });
+    this.queue = peerQueue(this.running.input, {
+      sqs: broker.sqs?.client,
+      amqpUrl: broker.amqpUrl,
+    });
+  }
+
+  private async close(): Promise<void> {
+    await this.running?.stop().catch(() => {});
+    await this.queue?.close();
   }
 
   /** The handler its user would write, in the peer's transaction or on its own. */
@@ -128,17 +143,36 @@ export class PeerConsumer {
     }
   }
 
-  private started(): PeerSide {
-    if (!this.side) throw new Error(`${this.deps.configurationId}: start the consumer first`);
-    return this.side;
+  private started(): PeerQueue {
+    if (!this.queue) throw new Error(`${this.deps.configurationId}: start the consumer first`);
+    return this.queue;
   }
 
+  /** What our relay publishes through: each envelope to the peer's queue, confirmed. */
   publisher(): Publisher {
-    return this.started().publisher();
+    const queue = this.started();
+    return {
+      publish: async (envelopes: readonly Envelope[]): Promise<PublishOutcome[]> => {
+        try {
+          await queue.publish(envelopes);
+          return envelopes.map((e) => ({ id: e.id, ok: true }));
+        } catch (err) {
+          const error = (err as Error).message;
+          return envelopes.map((e) => ({ id: e.id, ok: false, reason: 'connection', error }));
+        }
+      },
+      ready: async () => {},
+      close: async () => {},
+    };
   }
 
-  send(messages: RawMessage[]): Promise<void> {
-    return this.started().send(messages);
+  /** Sends bodies to the peer's queue and waits until the broker took them. */
+  async send(messages: RawMessage[]): Promise<void> {
+    const queue = this.started();
+    for (const m of messages) {
+      if (m.messageId) this.sentIds.set(Buffer.from(m.body).toString(), m.messageId);
+    }
+    await queue.send(messages);
   }
 
   /**
@@ -146,13 +180,27 @@ export class PeerConsumer {
    * running: every delivery settled one way or another.
    */
   async idle(): Promise<boolean> {
-    if (!this.side) return true;
-    return this.inFlight === 0 && (await this.side.pending()) === 0;
+    if (!this.queue) return true;
+    return this.inFlight === 0 && (await this.queue.pending()) === 0;
   }
 
-  /** The peer's dead-letter queue (nothing before it started). */
-  parked(limit: number): Promise<ParkedSummary[]> {
-    return this.side ? this.side.parked(limit) : Promise.resolve([]);
+  /**
+   * What the peer parked (nothing before it started): the messages in its dead-letter queue, read
+   * without removing them, and the rows it set aside itself. None of the peers records a
+   * diagnosis with them: the reason is what the queue says (the receive count), nothing more.
+   */
+  async parked(limit: number): Promise<ParkedSummary[]> {
+    if (!this.running || !this.queue) return [];
+    const own = (await this.running.parked?.(this.deps.db)) ?? [];
+    const setAside = own.map((p) => ({
+      messageId: p.messageId,
+      reason: p.reason,
+      errorClass: 'none recorded',
+      error: 'the peer stores no diagnosis with the row it abandoned',
+      via: 'its inbox table',
+      attempts: p.attempts,
+    }));
+    return [...setAside, ...(await this.queue.parked(limit, this.sentIds))];
   }
 
   /**

@@ -7,24 +7,21 @@ import {
 } from '@aws-sdk/client-sqs';
 import amqp from 'amqplib';
 import type { RawMessage } from '../../devkit/rawMessages.js';
-import { CONSUMER_PEERS } from '../../peers/index.js';
-import type { PeerContext, PeerId, PeerInput, RunningPeer } from '../../peers/types.js';
-import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { PeerInput } from '../../peers/types.js';
 import { type Envelope, encodeEnvelope } from '../../shared/envelope/envelope.js';
-import type { Publisher, PublishOutcome } from '../../shared/port/types.js';
 import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/constants.js';
 import { envelopeAttributes } from '../../shared/transport/sqs/index.js';
 import type { ParkedSummary } from '../types.js';
 
-export { REDIS_URL, redisProblem } from '../../peers/redis.js';
+/** The clients of the broker a peer's queue is on. */
+type Where = { sqs?: SQSClient | undefined; amqpUrl?: string | undefined };
+type QueueInput<K extends PeerInput['kind']> = Extract<PeerInput, { kind: K }>;
 
-/** Where a peer runs: the run's database and the clients of the broker its queue is on. */
-type Where = { db: PgDatabase; sqs?: SQSClient; amqpUrl?: string };
-type Kind = PeerInput['kind'];
-type QueueInput<K extends Kind> = Extract<PeerInput, { kind: K }>;
-
-/** A running peer's queue on its broker (what `PeerSide` does, for one kind of queue). */
-abstract class PeerQueue<I extends PeerInput = PeerInput> {
+/**
+ * A running peer's queue on its broker, observed from the outside: what is still in it (settled
+ * when nothing is visible or in flight), and its dead-letter queue (what the peer parked).
+ */
+export abstract class PeerQueue<I extends PeerInput = PeerInput> {
   constructor(
     protected readonly input: I,
     protected readonly where: Where,
@@ -201,104 +198,9 @@ class AmqpPeerQueue extends PeerQueue<QueueInput<'amqp'>> {
   }
 }
 
-/** The queue class for each kind of peer input. */
-type QueueClass<K extends Kind> = new (input: QueueInput<K>, where: Where) => PeerQueue;
-const PEER_QUEUES: { [K in Kind]: QueueClass<K> } = { sqs: SqsPeerQueue, amqp: AmqpPeerQueue };
-const peerQueue = <K extends Kind>(kind: K, input: QueueInput<K>, where: Where) =>
-  new PEER_QUEUES[kind](input, where);
-
-/**
- * A peer consumer inside a lab run: started on the run's namespace, fed by our relay (a publisher
- * to the peer's own queue), and observed from the outside: its queue (settled when nothing is
- * visible or in flight), its dead-letter queue (what it parked).
- */
-export class PeerSide {
-  private running: RunningPeer | undefined;
-  private queue: PeerQueue | undefined;
-
-  constructor(
-    readonly id: PeerId,
-    private readonly where: Where,
-  ) {}
-
-  get peer() {
-    const p = CONSUMER_PEERS.find((x) => x.id === this.id);
-    if (!p) throw new Error(`unknown peer ${this.id}`);
-    return p;
-  }
-
-  async start(ctx: PeerContext): Promise<void> {
-    this.running = await this.peer.start(ctx);
-    const { input } = this.running;
-    this.queue = peerQueue(input.kind, input, this.where);
-  }
-
-  private started(): PeerQueue {
-    if (!this.queue) throw new Error(`${this.id} is not started: start the consumer first`);
-    return this.queue;
-  }
-
-  /**
-   * The ids of the bodies sent raw (poison messages): a peer that moves one to its dead-letter
-   * queue without its attributes leaves only the body to know it by.
-   */
-  private readonly sentIds = new Map<string, string>();
-
-  /** Sends bodies to the peer's queue and waits until the broker took them. */
-  async send(messages: readonly RawMessage[]): Promise<void> {
-    const queue = this.started();
-    for (const m of messages) {
-      if (m.messageId) this.sentIds.set(Buffer.from(m.body).toString(), m.messageId);
-    }
-    await queue.send(messages);
-  }
-
-  /** What our relay publishes through: each envelope to the peer's queue, confirmed. */
-  publisher(): Publisher {
-    return {
-      publish: async (envelopes: readonly Envelope[]): Promise<PublishOutcome[]> => {
-        try {
-          await this.started().publish(envelopes);
-          return envelopes.map((e) => ({ id: e.id, ok: true }));
-        } catch (err) {
-          const error = (err as Error).message;
-          return envelopes.map((e) => ({ id: e.id, ok: false, reason: 'connection', error }));
-        }
-      },
-      ready: async () => {},
-      close: async () => {},
-    };
-  }
-
-  /** Messages still in the peer's queue: visible, in flight or delayed. */
-  async pending(): Promise<number> {
-    return this.queue ? this.queue.pending() : 0;
-  }
-
-  /**
-   * What the peer parked: the messages in its dead-letter queue, read without removing them. None
-   * of the peers records a diagnosis with them: the reason is what the queue says (the receive
-   * count), nothing more.
-   */
-  async parked(limit = 100): Promise<ParkedSummary[]> {
-    if (!this.running || !this.queue) return [];
-    const own = (await this.running.parked?.(this.where.db)) ?? [];
-    const setAside = own.map((p) => ({
-      messageId: p.messageId,
-      reason: p.reason,
-      errorClass: 'none recorded',
-      error: 'the peer stores no diagnosis with the row it abandoned',
-      via: 'its inbox table',
-      attempts: p.attempts,
-    }));
-    return [...setAside, ...(await this.queue.parked(limit, this.sentIds))];
-  }
-
-  async close(): Promise<void> {
-    await this.running?.stop().catch(() => {});
-    await this.queue?.close();
-  }
-}
+/** The queue of a running peer's input, on the run's broker. */
+export const peerQueue = (input: PeerInput, where: Where): PeerQueue =>
+  input.kind === 'sqs' ? new SqsPeerQueue(input, where) : new AmqpPeerQueue(input, where);
 
 function parkedSummary(
   body: string | undefined,

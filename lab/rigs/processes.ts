@@ -62,14 +62,6 @@ export class LabProcess {
     });
   }
 
-  get pid(): number | undefined {
-    return this.proc.pid;
-  }
-
-  get running(): boolean {
-    return this.proc.running;
-  }
-
   /** Resolves once the process says it is ready; rejects if it exits first or after `timeoutMs`. */
   waitReady(timeoutMs = 60_000): Promise<void> {
     if (this.ready) return Promise.resolve();
