@@ -1,15 +1,12 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { ConsumerSettings } from '../../devkit/consumers.js';
-import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import { TcpProxy } from '../../devkit/TcpProxy.js';
+import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { NATS_NAMES, OUTBOX_STREAM } from '../../shared/transport/nats/constants.js';
 import type { NatsBackend } from '../../shared/transport/nats/index.js';
-import type { Configuration } from '../configurations.js';
-import type { LabServices, LabSettings } from '../settings.js';
 import { Rig } from './rig.js';
-import type { ConsumerLease, PeerBroker, ProxiedBroker, RigOptions } from './types.js';
+import type { ConsumerLease, PeerBroker, ProxiedBroker } from './types.js';
 
 /**
  * The NATS JetStream backend on the run's name prefix, and its broker controls. Its lease is
@@ -17,26 +14,15 @@ import type { ConsumerLease, PeerBroker, ProxiedBroker, RigOptions } from './typ
  * crashed worker's messages come back when it expires.
  */
 export class NatsRig extends Rig {
-  readonly backend: NatsBackend;
+  readonly backend: NatsBackend = this.scratch.backend('nats-jetstream', this.backendBase, {
+    ackWaitMs: this.settings.visibilityTimeoutSeconds * 1000,
+    connectionName: `lab-${this.scratch.name}`,
+    reconnect: { baseMs: 100, maxMs: 1_000 },
+    publish: { timeoutMs: 5_000 },
+    connectTimeoutMs: 1_000,
+  });
   readonly redriveMechanism =
     'republished to its subject with a fresh Nats-Msg-Id, then deleted from the parking stream';
-
-  constructor(
-    configuration: Configuration,
-    settings: LabSettings,
-    services: LabServices,
-    scratch: ScratchEnvironment,
-    options: RigOptions,
-  ) {
-    super(configuration, settings, services, scratch, options);
-    this.backend = scratch.backend('nats-jetstream', this.backendBase, {
-      ackWaitMs: settings.visibilityTimeoutSeconds * 1000,
-      connectionName: `lab-${scratch.name}`,
-      reconnect: { baseMs: 100, maxMs: 1_000 },
-      publish: { timeoutMs: 5_000 },
-      connectTimeoutMs: 1_000,
-    });
-  }
 
   private get prefix(): string {
     return this.backend.config.prefix ?? '';
@@ -45,11 +31,6 @@ export class NatsRig extends Rig {
   private get servers(): string[] {
     const s = this.backend.config.servers;
     return Array.isArray(s) ? s : [s];
-  }
-
-  protected childBackend(): Record<string, unknown> {
-    const { logger: _, ...config } = this.backend.config;
-    return { ...config, connectionName: `lab-child-${this.scratch.name}` };
   }
 
   protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
@@ -63,15 +44,8 @@ export class NatsRig extends Rig {
 
   /** A proxy in front of the NATS server, and a child's server list through it. */
   override async proxiedBroker(): Promise<ProxiedBroker> {
-    const proxy = await this.proxy();
+    const proxy = await this.proxyTo(this.servers[0] as string, 4222);
     return { child: { backend: { servers: [`nats://127.0.0.1:${proxy.port}`] } }, proxy };
-  }
-
-  private async proxy(): Promise<TcpProxy> {
-    const target = new URL(this.servers[0] as string);
-    const proxy = await new TcpProxy(target.hostname, Number(target.port || 4222)).start();
-    this.closers.push(() => proxy.close());
-    return proxy;
   }
 
   peerBroker(): PeerBroker {
@@ -100,11 +74,6 @@ export class NatsRig extends Rig {
     });
   }
 
-  /** Declares the streams again: their subjects back. */
-  async restoreRoute(): Promise<void> {
-    await this.backend.prepare();
-  }
-
   /** The parking stream deleted: a park copy finds no stream and is refused. */
   async breakParking(): Promise<void> {
     await this.manage(async (jsm) => {
@@ -112,13 +81,9 @@ export class NatsRig extends Rig {
     });
   }
 
-  async restoreParking(): Promise<void> {
-    await this.backend.prepare();
-  }
-
   /** A second backend on the run's streams whose connection goes through a proxy. */
   async proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }> {
-    const proxy = await this.proxy();
+    const proxy = await this.proxyTo(this.servers[0] as string, 4222);
     const proxied = this.scratch.backend('nats-jetstream', this.backendBase, {
       prefix: this.prefix,
       servers: [`nats://127.0.0.1:${proxy.port}`],

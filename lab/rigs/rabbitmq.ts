@@ -1,6 +1,5 @@
 import type { ConsumerSettings } from '../../devkit/consumers.js';
-import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import { TcpProxy } from '../../devkit/TcpProxy.js';
+import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import { amqpUrlVia } from '../../devkit/transports/rabbitmq.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
@@ -8,16 +7,8 @@ import type {
   RabbitMqBackend,
   RabbitMqBackendConfig,
 } from '../../shared/transport/rabbitmq/index.js';
-import type { Configuration } from '../configurations.js';
-import type { LabServices, LabSettings } from '../settings.js';
 import { Rig } from './rig.js';
-import type {
-  ConsumerLease,
-  PartialPublish,
-  PeerBroker,
-  ProxiedBroker,
-  RigOptions,
-} from './types.js';
+import type { ConsumerLease, PartialPublish, PeerBroker, ProxiedBroker } from './types.js';
 
 /** The heartbeat a frozen consumer is given (s): its connection is closed after ~2×. */
 const HEARTBEAT_S = 1;
@@ -37,21 +28,10 @@ const PARKING_BINDING = [
 
 /** The RabbitMQ backend on the run's virtual host, and its broker controls. */
 export class RabbitRig extends Rig {
-  readonly backend: RabbitMqBackend;
-
-  constructor(
-    configuration: Configuration,
-    settings: LabSettings,
-    services: LabServices,
-    scratch: ScratchEnvironment,
-    options: RigOptions,
-  ) {
-    super(configuration, settings, services, scratch, options);
-    this.backend = scratch.backend('rabbitmq', this.backendBase, {
-      ...this.connectionSettings(`lab-${scratch.name}`),
-      deliveryLimit: settings.deliveryLimit,
-    });
-  }
+  readonly backend: RabbitMqBackend = this.scratch.backend('rabbitmq', this.backendBase, {
+    ...this.connectionSettings(`lab-${this.scratch.name}`),
+    deliveryLimit: this.settings.deliveryLimit,
+  });
 
   /** How the lab's connections behave: quick reconnects, short publish timeouts. */
   private connectionSettings(connectionName: string): Partial<RabbitMqBackendConfig> {
@@ -60,11 +40,6 @@ export class RabbitRig extends Rig {
       reconnect: { baseMs: 50, maxMs: 500 },
       publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
     };
-  }
-
-  protected childBackend(): Record<string, unknown> {
-    const { logger: _, ...config } = this.backend.config;
-    return { ...config, connectionName: `lab-child-${this.scratch.name}` };
   }
 
   readonly redriveMechanism = 'via inventory.orders.requeue, no copy to audit.orders';
@@ -80,9 +55,7 @@ export class RabbitRig extends Rig {
 
   /** The AMQP URL of this run's vhost through a proxy, for a child process. */
   override async proxiedBroker(): Promise<ProxiedBroker> {
-    const target = new URL(this.services.amqpUrl);
-    const proxy = await new TcpProxy(target.hostname, Number(target.port || 5672)).start();
-    this.closers.push(() => proxy.close());
+    const proxy = await this.proxyTo(this.services.amqpUrl, 5672);
     const url = amqpUrlVia(this.services.amqpUrl, proxy.port, this.backend.config.vhost);
     return { child: { backend: { url } }, proxy };
   }
@@ -121,7 +94,7 @@ export class RabbitRig extends Rig {
     });
   }
 
-  async restoreRoute(): Promise<void> {
+  override async restoreRoute(): Promise<void> {
     await this.backend.withChannel(async (ch) => {
       for (const [q, ex, key] of ROUTES) await ch.bindQueue(q, ex, key);
       // breakCancellations' narrowed audit route, if any
@@ -157,7 +130,7 @@ export class RabbitRig extends Rig {
    * Binds parking again and re-applies inventory.orders' policy with a change: on RabbitMQ 3.10 a
    * held dead letter is otherwise retried only after 180 s (dead_letter_worker_publisher_confirm_timeout).
    */
-  async restoreParking(): Promise<void> {
+  override async restoreParking(): Promise<void> {
     await this.backend.withChannel((ch) => ch.bindQueue(...PARKING_BINDING));
     await this.backend.applyPolicies({
       deliveryLimit: this.settings.deliveryLimit + 1,
@@ -167,17 +140,13 @@ export class RabbitRig extends Rig {
 
   /** A second backend on the run's vhost whose connection goes through a proxy. */
   async proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }> {
-    const target = new URL(this.services.amqpUrl);
-    const proxy = await new TcpProxy(target.hostname, Number(target.port || 5672)).start();
+    const proxy = await this.proxyTo(this.services.amqpUrl, 5672);
     const vhost = this.backend.config.vhost;
     const proxied = this.scratch.backend('rabbitmq', this.backendBase, {
       ...this.connectionSettings(`lab-relay-${this.scratch.name}`),
       url: amqpUrlVia(this.services.amqpUrl, proxy.port, vhost),
     });
-    this.closers.push(async () => {
-      await proxied.close();
-      await proxy.close();
-    });
+    this.closers.push(() => proxied.close());
     return { publisher: proxied.publisher('outbox'), proxy };
   }
 

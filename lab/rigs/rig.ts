@@ -3,7 +3,7 @@ import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import { type RunningEventSource, startSchedule } from '../../devkit/lambda/eventSources.js';
 import type { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import type { TcpProxy } from '../../devkit/TcpProxy.js';
+import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
 import { FaultScope } from '../../shared/config/faults.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
@@ -42,7 +42,7 @@ export abstract class Rig {
   /** What a scenario observed on the way (relay round results, errors read back), for its checks. */
   readonly facts: Record<string, unknown> = {};
   /** The run's backend (built, not connected: `prepare` connects and declares). */
-  abstract readonly backend: Backend;
+  abstract readonly backend: Backend & { readonly config: BackendBase };
   /** The SQS fault layer every client of the run goes through (SQS runs only). */
   readonly sqsFaults?: SqsFaultLayer | undefined;
   /** How a redrive moves a parked message back, in a few words (the parking notes). */
@@ -63,7 +63,7 @@ export abstract class Rig {
   /** Stock, reservation failures, pools through a proxy. */
   readonly database: DatabaseControls;
 
-  protected constructor(
+  constructor(
     readonly configuration: Configuration,
     readonly settings: LabSettings,
     readonly services: LabServices,
@@ -166,9 +166,12 @@ export abstract class Rig {
 
   /**
    * The backend configuration a child process (lab/child.ts) builds its own backend from: this
-   * run's, without its logger, and the child's own settings.
+   * run's, without its logger, and the child's own settings (by default its connection's name).
    */
-  protected abstract childBackend(): Record<string, unknown>;
+  protected childBackend(): Record<string, unknown> {
+    const { logger: _, ...config } = this.backend.config;
+    return { ...config, connectionName: `lab-child-${this.scratch.name}` };
+  }
 
   /**
    * Consumer settings of this transport beyond the common ones, and what a failed invocation of
@@ -202,12 +205,29 @@ export abstract class Rig {
 
   /** Removes the route to the consumer's queue (RabbitMQ: bindings; SQS: the queue itself). */
   abstract breakRoute(): Promise<void>;
-  abstract restoreRoute(): Promise<void>;
+  /**
+   * Puts the route back: by default the backend declares what it needs again (SQS: the queues,
+   * same names so the same URLs; NATS: the streams with their subjects).
+   */
+  async restoreRoute(): Promise<void> {
+    await this.backend.prepare();
+  }
   /** Removes the parking lot's route (RabbitMQ: its binding; SQS: the parking queue). */
   abstract breakParking(): Promise<void>;
-  abstract restoreParking(): Promise<void>;
+  /** Puts the parking lot's route back (by default, as `restoreRoute`). */
+  async restoreParking(): Promise<void> {
+    await this.backend.prepare();
+  }
   /** A publisher reaching the broker through a proxy the scenario can cut. */
   abstract proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }>;
+
+  /** A proxy to the host and port of `url` (`defaultPort` when it has none), closed with the rig. */
+  protected async proxyTo(url: string, defaultPort?: number): Promise<TcpProxy> {
+    const target = new URL(url);
+    const proxy = await new TcpProxy(target.hostname, Number(target.port || defaultPort)).start();
+    this.closers.push(() => proxy.close());
+    return proxy;
+  }
 
   /** Messages in the consumer's queue held for dead lettering (only RabbitMQ holds any). */
   async heldForDeadLettering(): Promise<number> {

@@ -2,7 +2,7 @@ import { DeleteQueueCommand } from '@aws-sdk/client-sqs';
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import type { SqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
 import type { ScratchEnvironment } from '../../devkit/scratch.js';
-import { TcpProxy } from '../../devkit/TcpProxy.js';
+import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { Publisher } from '../../shared/port/types.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import type { Configuration } from '../configurations.js';
@@ -54,7 +54,7 @@ export class SqsRig extends Rig {
     return this.sqsFaults.endpoint;
   }
 
-  protected childBackend(): Record<string, unknown> {
+  protected override childBackend(): Record<string, unknown> {
     const { logger: _, ...config } = this.backend.config;
     return { ...config, endpoint: this.sqsFaults.endpoint };
   }
@@ -99,17 +99,8 @@ export class SqsRig extends Rig {
     await this.deleteQueue('sourceUrl');
   }
 
-  /** Creates the queues again (same names, so the same URLs). */
-  async restoreRoute(): Promise<void> {
-    await this.backend.prepare();
-  }
-
   async breakParking(): Promise<void> {
     await this.deleteQueue('parkingUrl');
-  }
-
-  async restoreParking(): Promise<void> {
-    await this.backend.prepare();
   }
 
   /** SQS holds nothing for dead lettering (and its parking queue may be deleted right now). */
@@ -119,8 +110,7 @@ export class SqsRig extends Rig {
 
   /** A second backend on the same queues whose client reaches the endpoint through a proxy. */
   async proxiedPublisher(): Promise<{ publisher: Publisher; proxy: TcpProxy }> {
-    const target = new URL(this.services.sqsEndpoint);
-    const proxy = await new TcpProxy(target.hostname, Number(target.port)).start();
+    const proxy = await this.proxyTo(this.services.sqsEndpoint);
     const q = await this.backend.queues();
     const proxied = this.scratch.backend('sqs', this.backendBase, {
       mode: this.backend.config.mode,
@@ -130,10 +120,7 @@ export class SqsRig extends Rig {
       maxAttempts: 1,
       queueUrls: { source: q.sourceUrl, parking: q.parkingUrl, results: q.resultsUrl },
     });
-    this.closers.push(async () => {
-      await proxied.close();
-      await proxy.close();
-    });
+    this.closers.push(() => proxied.close());
     return { publisher: proxied.publisher('outbox'), proxy };
   }
 }
