@@ -140,6 +140,34 @@ export async function placeOrders(
 }
 
 /**
+ * Per SKU: the units reserved and available, and the units of its reserved orders (a peer's: its
+ * effect rows, once per event); `agree` checks the reserved totals against the orders.
+ */
+export async function reservedTotals(rig: Rig) {
+  const { rows } = await rig.db.query<{
+    sku: string;
+    reserved: number;
+    sum: number;
+    available: number;
+  }>(
+    rig.configuration.peer
+      ? `SELECT s.sku, s.reserved, s.available,
+                coalesce((SELECT sum(quantity)::int FROM (SELECT DISTINCT ON (event_id) quantity
+                           FROM peer_effects e WHERE e.sku = s.sku AND e.outcome = 'reserved') d), 0) AS sum
+           FROM stock s ORDER BY s.sku`
+      : `SELECT s.sku, s.reserved, s.available,
+            coalesce((SELECT sum(quantity)::int FROM reservations r
+                       WHERE r.sku = s.sku AND r.status = 'reserved'), 0) AS sum
+       FROM stock s ORDER BY s.sku`,
+  );
+  const agree = check(
+    rows.every((r) => r.reserved === r.sum),
+    `reserved totals equal the reserved orders (${rows.map((r) => `${r.sku} ${r.reserved}/${r.sum}`).join(', ')})`,
+  );
+  return { rows, agree };
+}
+
+/**
  * True when the consumer's queue holds nothing: nothing ready, in flight or waiting out a retry
  * delay (what the broker says; the journal may not have the last ack yet).
  */

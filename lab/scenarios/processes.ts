@@ -11,6 +11,7 @@ import {
   PRODUCER_SIDE_IS_OURS,
   placeOrders,
   queueIdle,
+  reservedTotals,
   stockOf,
 } from './common.js';
 import { faultLayer } from './realBrokers.js';
@@ -179,20 +180,12 @@ export const repeatedKillUnderLoad: Scenario = {
     }
   },
   async check(rig, m) {
-    const { rows } = await rig.db.query<{ sku: string; reserved: number; sum: number }>(
-      `SELECT s.sku, s.reserved,
-              coalesce((SELECT sum(quantity)::int FROM reservations r
-                         WHERE r.sku = s.sku AND r.status = 'reserved'), 0) AS sum
-         FROM stock s ORDER BY s.sku`,
-    );
+    const totals = await reservedTotals(rig);
     return [
       check(Number(rig.facts.kills) >= MIN_KILLS, `killed ${rig.facts.kills} times`),
       check(m.effects === LOAD_ORDERS, `${LOAD_ORDERS} orders decided (got ${m.effects})`),
       check(m.inboxRows === LOAD_ORDERS, `${LOAD_ORDERS} inbox rows (got ${m.inboxRows})`),
-      check(
-        rows.every((r) => r.reserved === r.sum),
-        `reserved totals equal the reserved orders (${rows.map((r) => `${r.sku} ${r.reserved}/${r.sum}`).join(', ')})`,
-      ),
+      totals.agree,
       ...noDoubleEffect(m),
     ];
   },

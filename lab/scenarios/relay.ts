@@ -1,7 +1,13 @@
 import type { DrainResult, RoundResult } from '../../shared/outbox/OutboxRelay.js';
 import type { Scenario } from '../scenario.js';
 import { check } from '../types.js';
-import { ms, noDoubleEffect, PRODUCER_SIDE_IS_OURS, startWithStock } from './common.js';
+import {
+  ms,
+  noDoubleEffect,
+  PRODUCER_SIDE_IS_OURS,
+  placeOrders,
+  startWithStock,
+} from './common.js';
 
 /** The relay publishes where no queue is bound (RabbitMQ) or to a queue that is gone (SQS). */
 export const unroutable: Scenario = {
@@ -86,10 +92,7 @@ export const brokerDownRelay: Scenario = {
       signal: abort.signal,
     });
     try {
-      const n = Array.from({ length: ORDERS }, (_, i) => i);
-      for (let i = 0; i < n.length; i += 20) {
-        await Promise.all(n.slice(i, i + 20).map(() => rig.producer.placeOrder('SKU-B', 1)));
-      }
+      await placeOrders(rig, ORDERS, () => ({ sku: 'SKU-B', quantity: 1 }), 20);
       await rig.run.waitFor(() => proxy.refused >= 2, 'the relay kept trying');
       rig.facts.unpublishedDuringOutage = await rig.producer.unpublished();
       proxy.restore();
