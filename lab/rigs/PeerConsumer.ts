@@ -14,29 +14,12 @@ import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import type { Publisher, PublishOutcome } from '../../shared/port/types.js';
 import type { Configuration } from '../configurations.js';
-import type { LabSettings } from '../settings.js';
 import type { ParkedSummary } from '../types.js';
 import { type PeerQueue, peerQueue } from './peer.js';
-import type { RunJournal } from './RunJournal.js';
-import type { ConsumerOptions, PeerBroker } from './types.js';
+import type { Rig } from './rig.js';
+import type { ConsumerOptions } from './types.js';
 
 type PeerId = NonNullable<Configuration['peer']>;
-
-/** What a peer's consumer reaches of its rig. */
-export interface PeerDeps {
-  /** The configuration's id, in the messages. */
-  configurationId: string;
-  db: PgDatabase;
-  /** The run's queue prefix, the peer's namespace is built on. */
-  sqsPrefix: string;
-  /** The URL a peer opening its own pool connects to, for the consumer's database. */
-  databaseUrl: (db: PgDatabase) => string;
-  broker: () => PeerBroker;
-  maxAttempts: number;
-  settings: LabSettings;
-  run: RunJournal;
-  onClose: (close: () => Promise<unknown>) => void;
-}
 
 /**
  * A peer configuration's consumer: the peer library on the run's namespace (its own queues and
@@ -59,34 +42,34 @@ export class PeerConsumer {
 
   constructor(
     private readonly id: PeerId,
-    private readonly deps: PeerDeps,
+    private readonly rig: Rig,
   ) {}
 
   /** A peer's handler writes its effects beside ours. */
   prepare(): Promise<void> {
-    return ensurePeerSchema(this.deps.db);
+    return ensurePeerSchema(this.rig.db);
   }
 
   async start(options: ConsumerOptions): Promise<void> {
     const peer = CONSUMER_PEERS.find((x) => x.id === this.id);
     if (!peer) throw new Error(`unknown peer ${this.id}`);
-    const broker = this.deps.broker();
-    this.deps.onClose(() => this.close());
-    const db = (options.db ?? this.deps.db) as PgDatabase;
+    const broker = this.rig.peerBroker();
+    this.rig.onClose(() => this.close());
+    const db = (options.db ?? this.rig.db) as PgDatabase;
     const journal = new Journal();
-    journal.addSink((e) => this.deps.run.journal.record(e));
+    journal.addSink((e) => this.rig.run.journal.record(e));
     this.running = await peer.start({
-      namespace: `${this.deps.sqsPrefix}${this.id.replace('peer-', '')}-`,
+      namespace: `${this.rig.scratch.sqsPrefix}${this.id.replace('peer-', '')}-`,
       db,
-      databaseUrl: this.deps.databaseUrl(db),
+      databaseUrl: this.rig.database.urlOf(db),
       ...(broker.sqs ? { sqs: broker.sqs } : {}),
       ...(broker.amqpUrl ? { amqpUrl: broker.amqpUrl } : {}),
       redisUrl: REDIS_URL,
       concurrency: options.concurrency ?? 1,
       batchSize: 10,
-      maxDeliveries: this.deps.maxAttempts + 1,
-      visibilityTimeoutSeconds: this.deps.settings.visibilityTimeoutSeconds,
-      functionTimeoutMs: this.deps.settings.functionTimeoutMs,
+      maxDeliveries: this.rig.budget.maxAttempts + 1,
+      visibilityTimeoutSeconds: this.rig.settings.visibilityTimeoutSeconds,
+      functionTimeoutMs: this.rig.settings.functionTimeoutMs,
       journal,
       ...this.handlers(db),
     });
@@ -125,7 +108,7 @@ export class PeerConsumer {
   }
 
   private committed(delivery: PeerDelivery): void {
-    this.deps.run.journal.record({
+    this.rig.run.journal.record({
       step: 'effect-committed',
       messageId: delivery.messageId,
       eventType: 'order.created',
@@ -144,7 +127,7 @@ export class PeerConsumer {
   }
 
   private started(): PeerQueue {
-    if (!this.queue) throw new Error(`${this.deps.configurationId}: start the consumer first`);
+    if (!this.queue) throw new Error(`${this.rig.configuration.id}: start the consumer first`);
     return this.queue;
   }
 
@@ -191,7 +174,7 @@ export class PeerConsumer {
    */
   async parked(limit: number): Promise<ParkedSummary[]> {
     if (!this.running || !this.queue) return [];
-    const own = (await this.running.parked?.(this.deps.db)) ?? [];
+    const own = (await this.running.parked?.(this.rig.db)) ?? [];
     const setAside = own.map((p) => ({
       messageId: p.messageId,
       reason: p.reason,
@@ -209,13 +192,13 @@ export class PeerConsumer {
    */
   async waitSettled(eventIds: string[]): Promise<void> {
     let streak = 0;
-    await this.deps.run.waitFor(
+    await this.rig.run.waitFor(
       async () => {
         const done = this.allSettled(eventIds, await this.parked(500));
         streak = done && (await this.idle()) ? streak + 1 : 0;
         return streak >= 2;
       },
-      `${eventIds.length} event(s) settled by ${this.deps.configurationId}`,
+      `${eventIds.length} event(s) settled by ${this.rig.configuration.id}`,
       { intervalMs: 100 },
     );
   }
@@ -223,7 +206,7 @@ export class PeerConsumer {
   private allSettled(eventIds: string[], parkedList: ParkedSummary[]): boolean {
     const parked = new Set(parkedList.map((p) => p.messageId));
     const open = eventIds.filter(
-      (id) => this.deps.run.linesOf(id, 'effect-committed').length === 0 && !parked.has(id),
+      (id) => this.rig.run.linesOf(id, 'effect-committed').length === 0 && !parked.has(id),
     );
     // a peer may park a copy without the id we know it by (a body that is not JSON, moved
     // without its attributes): count those against the events still open

@@ -1,32 +1,14 @@
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
-import type { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { publishRaw, type RawMessage } from '../../devkit/rawMessages.js';
 import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';
-import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { type DrainResult, OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Backend, Publisher } from '../../shared/port/types.js';
+import type { Publisher } from '../../shared/port/types.js';
 import { log } from './log.js';
-import type { PeerConsumer } from './PeerConsumer.js';
-import type { RunJournal } from './RunJournal.js';
+import type { Rig } from './rig.js';
 import { RELAY_OPTIONS } from './types.js';
-
-/** What the producer side reaches of its rig (the backend is built after the rig's base). */
-export interface ProducerDeps {
-  db: PgDatabase;
-  /** The run's name, in the API calls' correlation id. */
-  name: string;
-  waitMs: number;
-  run: RunJournal;
-  backend: () => Backend;
-  /** A peer configuration's side, which publishes and sends for it (undefined for ours). */
-  peer: PeerConsumer | undefined;
-  /** The deployed bundles the run uses, if any. */
-  pipeline: () => LocalPipeline | undefined;
-  onClose: (close: () => Promise<unknown>) => void;
-}
 
 /** The producer side of a run: the orders API, the outbox, the relay and the publisher. */
 export class ProducerSide {
@@ -37,7 +19,7 @@ export class ProducerSide {
   readonly droppedCopies = new Map<string, number>();
   private apiUrl: string | undefined;
 
-  constructor(private readonly deps: ProducerDeps) {}
+  constructor(private readonly rig: Rig) {}
 
   /**
    * The orders HTTP API (place-order handler behind the local API Gateway emulation; from the
@@ -45,7 +27,7 @@ export class ProducerSide {
    */
   private async api(): Promise<string> {
     if (this.apiUrl) return this.apiUrl;
-    const pipeline = this.deps.pipeline();
+    const { pipeline } = this.rig;
     if (pipeline) {
       // as deployed: the place-order bundle behind its routes, kicking the relay after COMMIT
       const deployed = await pipeline.deployment.startHttpApi();
@@ -53,10 +35,10 @@ export class ProducerSide {
       return deployed.url;
     }
     const api = await startHttpApi(
-      createPlaceOrderHandler({ orders: new OrderService({ db: this.deps.db }), logger: log() }),
+      createPlaceOrderHandler({ orders: new OrderService({ db: this.rig.db }), logger: log() }),
       { port: 0 },
     );
-    this.deps.onClose(() => api.close());
+    this.rig.onClose(() => api.close());
     this.apiUrl = api.url;
     return api.url;
   }
@@ -64,7 +46,10 @@ export class ProducerSide {
   private async post(path: string, body?: unknown): Promise<Record<string, unknown>> {
     const res = await fetch(`${await this.api()}${path}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-correlation-id': `lab-${this.deps.name}` },
+      headers: {
+        'content-type': 'application/json',
+        'x-correlation-id': `lab-${this.rig.scratch.name}`,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const json = (await res.json()) as Record<string, unknown>;
@@ -76,7 +61,7 @@ export class ProducerSide {
   async placeOrder(sku: string, quantity: number): Promise<{ orderId: string; eventId: string }> {
     const r = await this.post('/orders', { sku, quantity });
     const placed = { orderId: r.orderId as string, eventId: r.eventId as string };
-    this.deps.run.accept({
+    this.rig.run.accept({
       id: placed.eventId,
       type: 'order.created',
       aggregate: { type: 'order', id: placed.orderId, version: 1 },
@@ -88,7 +73,7 @@ export class ProducerSide {
   async cancelOrder(orderId: string): Promise<{ eventId: string }> {
     const r = await this.post(`/orders/${orderId}/cancel`);
     if (typeof r.eventId === 'string')
-      this.deps.run.accept({
+      this.rig.run.accept({
         id: r.eventId as string,
         type: 'order.cancelled',
         aggregate: { type: 'order', id: orderId, version: 2 },
@@ -98,13 +83,13 @@ export class ProducerSide {
 
   /** The unpublished envelopes in the outbox (oldest first), as the relay will publish them. */
   outboxEnvelopes(): Promise<Envelope[]> {
-    return this.deps.db.transaction(async (tx) =>
+    return this.rig.db.transaction(async (tx) =>
       (await new OutboxStore('outbox').claim(tx, 100_000)).map((r) => r.envelope),
     );
   }
 
   async unpublished(): Promise<number> {
-    const { rows } = await this.deps.db.query<{ n: number }>(
+    const { rows } = await this.rig.db.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL',
     );
     return rows[0]?.n ?? 0;
@@ -113,7 +98,7 @@ export class ProducerSide {
   /** The outbox relay on this transport (small row backoff, so a fixed route is seen quickly). */
   relay(publisher: Publisher = this.publisher()): OutboxRelay {
     return new OutboxRelay(
-      { db: this.deps.db, publisher, logger: log() },
+      { db: this.rig.db, publisher, logger: log() },
       { table: 'outbox', ...RELAY_OPTIONS },
     );
   }
@@ -121,9 +106,9 @@ export class ProducerSide {
   /** Runs the relay until the outbox is empty (from the bundles: waits for the scheduled one). */
   async drainOutbox(publisher?: Publisher): Promise<void> {
     const drained = async () => {
-      await this.deps.run.waitFor(async () => (await this.unpublished()) === 0, 'outbox drained');
+      await this.rig.run.waitFor(async () => (await this.unpublished()) === 0, 'outbox drained');
     };
-    if (this.deps.pipeline()) return drained();
+    if (this.rig.pipeline) return drained();
     const loop = this.relayLoop(this.relay(publisher));
     try {
       await drained();
@@ -138,7 +123,7 @@ export class ProducerSide {
    */
   relayLoop(
     relay: OutboxRelay = this.relay(),
-    budgetMs = this.deps.waitMs,
+    budgetMs = this.rig.settings.waitMs,
   ): { stop(): Promise<DrainResult> } {
     const abort = new AbortController();
     const draining = relay.drain({ budgetMs, idleWaitMs: 25, signal: abort.signal });
@@ -152,8 +137,8 @@ export class ProducerSide {
 
   /** The publisher the relay uses: order events to the consumer's queue (dropped copies counted). */
   publisher(): Publisher {
-    if (this.deps.peer) return this.deps.peer.publisher();
-    const publisher = this.deps.backend().publisher('outbox');
+    if (this.rig.peer) return this.rig.peer.publisher();
+    const publisher = this.rig.backend.publisher('outbox');
     return {
       publish: async (envelopes) => {
         const outcomes = await publisher.publish(envelopes);
@@ -176,7 +161,7 @@ export class ProducerSide {
 
   /** Publishes envelopes as the relay does (confirmed); throws if one is not confirmed. */
   async publish(...envelopes: Envelope[]): Promise<void> {
-    for (const e of envelopes) if (!this.deps.run.accepted.has(e.id)) this.deps.run.accept(e);
+    for (const e of envelopes) if (!this.rig.run.accepted.has(e.id)) this.rig.run.accept(e);
     const outcomes = await this.publisher().publish(envelopes);
     const failed = outcomes.find((o) => !o.ok);
     if (failed && !failed.ok) throw new Error(`publish failed: ${failed.reason} ${failed.error}`);
@@ -184,7 +169,7 @@ export class ProducerSide {
 
   /** Puts messages on the transport as they are (poison messages). */
   publishRaw(messages: RawMessage[]): Promise<void> {
-    if (this.deps.peer) return this.deps.peer.send(messages);
-    return publishRaw(this.deps.backend(), messages);
+    if (this.rig.peer) return this.rig.peer.send(messages);
+    return publishRaw(this.rig.backend, messages);
   }
 }

@@ -33,7 +33,7 @@ export class NatsRig extends Rig {
     return Array.isArray(s) ? s : [s];
   }
 
-  protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
+  consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
     return { invocationFailed: 'batch given back' };
   }
 

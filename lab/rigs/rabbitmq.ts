@@ -81,7 +81,7 @@ export class RabbitRig extends Rig {
     return this.scratch.vhost ? { amqpUrl: this.scratch.vhost.amqpUrl } : {};
   }
 
-  protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
+  consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
     return {
       batchWindowMs: this.settings.mqBatchWindowMs,
       invocationFailed: 'invocation failed, batch requeued',

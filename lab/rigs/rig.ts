@@ -71,63 +71,25 @@ export abstract class Rig {
     options: RigOptions,
   ) {
     this.budget = { ...settings.budget, ...options.budget };
-    const budget = this.budget;
-    const db = scratch.database.db;
-    const onClose = (close: () => Promise<unknown>) => this.closers.push(close);
-    const backend = () => this.backend;
-    const pipeline = () => this.bundles?.pipeline;
-    const consumerSettings = () => this.consumerSettings();
-    const run = new RunJournal(settings.waitMs);
-    const database = new DatabaseControls(db, scratch.database.url, onClose);
-    this.run = run;
-    this.database = database;
-    this.peer = configuration.peer
-      ? new PeerConsumer(configuration.peer, {
-          configurationId: configuration.id,
-          db,
-          sqsPrefix: scratch.sqsPrefix,
-          databaseUrl: (pool) => database.urlOf(pool),
-          broker: () => this.peerBroker(),
-          maxAttempts: budget.maxAttempts,
-          settings,
-          run,
-          onClose,
-        })
-      : undefined;
-    this.producer = new ProducerSide({
-      db,
-      name: scratch.name,
-      waitMs: settings.waitMs,
-      run,
-      backend,
-      peer: this.peer,
-      pipeline,
-      onClose,
-    });
-    this.consumer = new ConsumerSide({
-      configuration,
-      settings,
-      services,
-      scratch,
-      db,
-      budget,
-      backend,
-      consumerSettings,
-      pipeline,
-      droppedCopies: this.producer.droppedCopies,
-      run,
-      onClose,
-    });
-    this.children = new ChildProcesses({
-      configuration,
-      settings,
-      budget,
-      databaseUrl: scratch.database.url,
-      childBackend: () => this.childBackend(),
-      consumerSettings,
-      run,
-      onClose,
-    });
+    this.run = new RunJournal(settings.waitMs);
+    this.database = new DatabaseControls(scratch.database.db, scratch.database.url, (close) =>
+      this.onClose(close),
+    );
+    // each part reaches what it needs of the rig when it is used (the backend is built later)
+    this.peer = configuration.peer ? new PeerConsumer(configuration.peer, this) : undefined;
+    this.producer = new ProducerSide(this);
+    this.consumer = new ConsumerSide(this);
+    this.children = new ChildProcesses(this);
+  }
+
+  /** Runs `close` when the rig closes (the last registered first). */
+  onClose(close: () => Promise<unknown>): void {
+    this.closers.push(close);
+  }
+
+  /** The deployed bundles the run uses, if any (`useBundles`). */
+  get pipeline(): LocalPipeline | undefined {
+    return this.bundles?.pipeline;
   }
 
   // --- our consumer or a peer's ---
@@ -168,7 +130,7 @@ export abstract class Rig {
    * The backend configuration a child process (lab/child.ts) builds its own backend from: this
    * run's, without its logger, and the child's own settings (by default its connection's name).
    */
-  protected childBackend(): Record<string, unknown> {
+  childBackend(): Record<string, unknown> {
     const { logger: _, ...config } = this.backend.config;
     return { ...config, connectionName: `lab-child-${this.scratch.name}` };
   }
@@ -177,7 +139,7 @@ export abstract class Rig {
    * Consumer settings of this transport beyond the common ones, and what a failed invocation of
    * its Lambda trigger means (the label of the `failed-invocation` mark).
    */
-  protected abstract consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string };
+  abstract consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string };
 
   /** How a frozen consumer process loses its deliveries: the lease, and its child's settings. */
   abstract consumerLease(): ConsumerLease;

@@ -54,7 +54,7 @@ export class SqsRig extends Rig {
     return this.sqsFaults.endpoint;
   }
 
-  protected override childBackend(): Record<string, unknown> {
+  override childBackend(): Record<string, unknown> {
     const { logger: _, ...config } = this.backend.config;
     return { ...config, endpoint: this.sqsFaults.endpoint };
   }
@@ -86,7 +86,7 @@ export class SqsRig extends Rig {
   }
 
   /** No batching window: the SQS trigger's default (none), as the function is deployed. */
-  protected consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
+  consumerSettings(): Partial<ConsumerSettings> & { invocationFailed: string } {
     return { invocationFailed: 'invocation failed, batch left in the queue' };
   }
 
