@@ -17,6 +17,7 @@ import {
 import { brokerOf } from '../lab/report/cells.js';
 import { renderHtml } from '../lab/report/html.js';
 import { renderMarkdown } from '../lab/report/markdown.js';
+import { versionsText } from '../lab/report/model.js';
 import { renderTable } from '../lab/report/table.js';
 import { describeSettings, runAll } from '../lab/runner.js';
 import { notApplicableTo } from '../lab/scenario.js';
@@ -198,11 +199,7 @@ await writeFile(join(out, 'compare.html'), renderHtml(report));
 if (report.peers) {
   console.log('peers (a failed invariant is a finding about the peer, not a failure of the lab):');
   for (const p of report.peers) {
-    console.log(
-      `  ${p.id}: ${p.held} of ${p.ran} invariants held (${Object.entries(p.versions)
-        .map(([k, v]) => `${k} ${v}`)
-        .join(', ')})`,
-    );
+    console.log(`  ${p.id}: ${p.held} of ${p.ran} invariants held (${versionsText(p.versions)})`);
   }
 }
 console.log(

@@ -156,7 +156,8 @@ export function reportModel(report: LabReport): ReportModel {
   };
 }
 
-const versionsText = (versions: Record<string, string>) =>
+/** `name 1.2.3, other 4.5` */
+export const versionsText = (versions: Record<string, string>) =>
   Object.entries(versions)
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
