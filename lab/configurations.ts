@@ -65,14 +65,10 @@ const RABBITMQ_CANNOT: Configuration['cannot'] = {
   },
 };
 
-/** A configuration as written below: what follows from its id and transport is filled in. */
-type Entry = Omit<Configuration, 'id' | 'short' | 'brokerFaults' | 'peer'> & { short?: string };
+/** A configuration as written below: what follows from its id is filled in. */
+type Entry = Omit<Configuration, 'id' | 'short' | 'peer'> & { short?: string };
 
-/**
- * The configurations of these entries: the short name defaults to the label; SQS's broker
- * faults come from the fault layer, the others' from a proxy; RabbitMQ cannot throttle
- * ({@link RABBITMQ_CANNOT}); a peer consumer is the peer of its id.
- */
+/** The configurations of these entries: the short name defaults to the label; a peer consumer is the peer of its id. */
 function configurations<K extends ConfigurationId>(
   entries: Record<K, Entry>,
 ): Record<K, Configuration> {
@@ -81,8 +77,6 @@ function configurations<K extends ConfigurationId>(
     {
       id: id as K,
       short: e.label,
-      brokerFaults: e.transport === 'sqs' ? 'fault-layer' : 'proxy',
-      ...(e.transport === 'rabbitmq' ? { cannot: RABBITMQ_CANNOT } : {}),
       ...(e.consumer === 'peer' ? { peer: id as PeerId } : {}),
       ...e,
     },
@@ -95,6 +89,8 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'copy',
     label: 'RabbitMQ worker',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'worker',
     ack: 'basic.ack after COMMIT',
     retry:
@@ -106,6 +102,8 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     short: 'Amazon MQ trigger',
     label: 'RabbitMQ · Amazon MQ trigger',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'amazonmq-trigger',
     ack: 'the invocation returns: the mapping acks the whole batch',
     retry:
@@ -117,6 +115,7 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'redelivery',
     label: 'SQS visibility',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -128,6 +127,7 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'copy',
     label: 'SQS resend',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'resend',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -138,6 +138,7 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'redelivery',
     label: 'SQS FIFO',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     fifo: true,
@@ -149,6 +150,7 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'redelivery',
     label: 'NATS JetStream',
     transport: 'nats-jetstream',
+    brokerFaults: 'proxy',
     consumer: 'worker',
     cannot: {
       throttle: {
@@ -182,6 +184,7 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'Powertools',
     label: 'peer: Powertools batch + idempotency (SQS trigger)',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'peer',
     ack: 'not in batchItemFailures: the mapping deletes it',
     retry:
@@ -192,6 +195,7 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'sqs-consumer',
     label: 'peer: sqs-consumer',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'peer',
     ack: 'DeleteMessage after the handler resolves',
     retry: 'none of its own: a failed message comes back after its visibility timeout',
@@ -201,6 +205,7 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'MQT SQS',
     label: 'peer: message-queue-toolkit SQS',
     transport: 'sqs',
+    brokerFaults: 'fault-layer',
     consumer: 'peer',
     ack: 'DeleteMessage after the handler resolves',
     retry: "the toolkit's own retry (see peers/mqtSqs.ts)",
@@ -210,6 +215,8 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'MQT AMQP',
     label: 'peer: message-queue-toolkit AMQP',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
     ack: 'basic.ack after the handler resolves',
     retry: "the toolkit's own retry (see peers/mqtAmqp.ts)",
@@ -219,6 +226,8 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'pg-transactional-outbox',
     label: 'peer: pg-transactional-outbox inbox',
     transport: 'rabbitmq',
+    brokerFaults: 'proxy',
+    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
     ack: 'basic.ack once the message is stored in its inbox table',
     retry: "its inbox listener's retry strategy (see peers/pgTransactionalOutbox.ts)",

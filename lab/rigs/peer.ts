@@ -15,7 +15,8 @@ import type { ParkedSummary } from '../types.js';
 
 /** The clients of the broker a peer's queue is on. */
 type Where = { sqs?: SQSClient | undefined; amqpUrl?: string | undefined };
-type QueueInput<K extends PeerInput['kind']> = Extract<PeerInput, { kind: K }>;
+type Kind = PeerInput['kind'];
+type QueueInput<K extends Kind> = Extract<PeerInput, { kind: K }>;
 
 /**
  * A running peer's queue on its broker, observed from the outside: what is still in it (settled
@@ -198,9 +199,13 @@ class AmqpPeerQueue extends PeerQueue<QueueInput<'amqp'>> {
   }
 }
 
+/** The queue class for each kind of peer input. */
+type QueueClass<K extends Kind> = new (input: QueueInput<K>, where: Where) => PeerQueue;
+const PEER_QUEUES: { [K in Kind]: QueueClass<K> } = { sqs: SqsPeerQueue, amqp: AmqpPeerQueue };
+
 /** The queue of a running peer's input, on the run's broker. */
 export const peerQueue = (input: PeerInput, where: Where): PeerQueue =>
-  input.kind === 'sqs' ? new SqsPeerQueue(input, where) : new AmqpPeerQueue(input, where);
+  new (PEER_QUEUES[input.kind] as QueueClass<Kind>)(input, where);
 
 function parkedSummary(
   body: string | undefined,
