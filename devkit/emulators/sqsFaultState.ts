@@ -1,8 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { SqsFault, SqsFaultEvent, SqsFaultKind, SqsThrottleError } from './sqsFaults.js';
-import { Upstream } from './sqsFaultUpstream.js';
-import { eventIdOf, queueKey, type Reply, relay, type SqsMessage } from './sqsFaultWire.js';
+import {
+  eventIdOf,
+  queueKey,
+  type Reply,
+  relay,
+  type SqsMessage,
+  Upstream,
+} from './sqsFaultWire.js';
 
 /** What the SQS fault layer keeps between calls, shared by the operations it acts on. */
 export interface LayerState {

@@ -1,10 +1,17 @@
 /**
  * The AWS JSON 1.0 protocol as the SQS fault layer (sqsFaults.ts) reads and answers it: the
- * calls' shapes, parsed answers, and answers of its own.
+ * calls' shapes, parsed answers, answers of its own, and the endpoint behind it.
  */
 
 import { randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import {
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type RequestOptions,
+  type ServerResponse,
+} from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { SqsThrottleError } from './sqsFaults.js';
 
 const JSON_TYPE = 'application/x-amz-json-1.0';
@@ -170,4 +177,62 @@ export function fail(res: ServerResponse, err: unknown): void {
   }
   res.writeHead(502, { 'content-type': 'text/plain' });
   res.end(String(err));
+}
+
+/** The SQS endpoint behind the fault layer: requests go on to it as the client sent them. */
+export class Upstream {
+  private readonly target: URL;
+  private readonly send: typeof httpRequest;
+
+  constructor(url: string) {
+    this.target = new URL(url);
+    this.send = this.target.protocol === 'https:' ? httpsRequest : httpRequest;
+  }
+
+  /** Sends `body` upstream as the client's request and buffers the answer. */
+  forward(req: IncomingMessage, body: Buffer): Promise<Reply> {
+    const headers: IncomingHttpHeaders = { ...req.headers, host: this.target.host };
+    delete headers['transfer-encoding'];
+    headers['content-length'] = String(body.length);
+    // the layer reads the answer: ask for it uncompressed
+    headers['accept-encoding'] = 'identity';
+    return new Promise((resolve, reject) => {
+      const up = this.send(this.requestOptions(req, headers), (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 502,
+            headers: res.headers,
+            body: Buffer.concat(chunks),
+          }),
+        );
+        res.on('error', reject);
+      });
+      up.on('error', reject);
+      up.end(body);
+    });
+  }
+
+  /** Unchanged, streamed both ways (what the layer does with everything it does not act on). */
+  passThrough(req: IncomingMessage, res: ServerResponse, body: Buffer): void {
+    const headers = { ...req.headers, host: this.target.host };
+    const up = this.send(this.requestOptions(req, headers), (upRes) => {
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      upRes.pipe(res);
+    });
+    up.on('error', (err) => fail(res, err));
+    up.end(body);
+  }
+
+  private requestOptions(req: IncomingMessage, headers: IncomingHttpHeaders): RequestOptions {
+    return {
+      protocol: this.target.protocol,
+      hostname: this.target.hostname,
+      port: this.target.port,
+      method: req.method,
+      path: req.url,
+      headers,
+    };
+  }
 }
