@@ -42,11 +42,6 @@ export interface LambdaRuntimeOptions {
   platformEnv: Record<string, string>;
   region: string;
   accountId: string;
-  /**
-   * Freeze an environment (SIGSTOP) between invocations, as Lambda does once the runtime asks
-   * for the next event: timers, heartbeats and sockets stop until the next invocation. Default true.
-   */
-  freeze?: boolean;
   /** Every line a function writes (stdout and stderr), e.g. to pick journal lines out of its logs. */
   onLog?: (functionName: string, line: string) => void;
 }
@@ -438,7 +433,7 @@ class Environment {
       }
       this.waitingNext = res;
       if (this.pending && this.pending.handedAt === undefined) this.deliver();
-      else if (this.options.freeze !== false) this.freeze();
+      else this.freeze();
       return;
     }
     const m = /\/runtime\/invocation\/([^/]+)\/(response|error)$/.exec(url);

@@ -22,9 +22,8 @@ import {
   type DeployedSettings,
   deployedSettings,
 } from './deployedSettings.js';
-import type { StackScope } from './intrinsics.js';
-import { type LambdaFunction, type LambdaRuntimeOptions, writable } from './LambdaFunction.js';
-import { LocalFunctions } from './LocalFunctions.js';
+import { type StackScope, UnresolvedReferenceError } from './intrinsics.js';
+import { LambdaFunction, type LambdaRuntimeOptions, writable } from './LambdaFunction.js';
 import { LocalParameters } from './LocalParameters.js';
 import { LocalQueues } from './LocalQueues.js';
 import { startLocalHttpApi } from './localHttpApi.js';
@@ -57,17 +56,11 @@ export interface LocalDeploymentOptions {
   secretValue?: SecretValueOf;
   /**
    * Values that replace what the template sets, for isolation on shared services (e.g.
-   * `BROKER_VHOST` → a scratch virtual host; `vhost` does the same for the Amazon MQ event
-   * source). Applied only to variables a function has; listed by `describe()`.
+   * `BROKER_VHOST` → a scratch virtual host). Applied only to variables a function has.
    */
   environment?: Record<string, string>;
-  /** The Amazon MQ event sources' `VIRTUAL_HOST` (default: the template's). */
-  vhost?: string;
-  /** Freeze environments between invocations (default true). */
-  freeze?: boolean;
   /** Every line a function writes. */
   onLog?: LambdaRuntimeOptions['onLog'];
-  region?: string;
   /**
    * Put a counting proxy in front of every AWS endpoint the functions reach (`calls` records each
    * request by service and operation: what AWS would bill).
@@ -92,13 +85,12 @@ export interface LocalDeploymentOptions {
  */
 export class LocalDeployment {
   readonly settings: DeployedSettings;
-  readonly region: string;
+  readonly region = 'us-east-1';
   /** Every request the functions sent to the AWS endpoints (with `countCalls`). */
   readonly calls = callLog();
-  /** Environment variables replaced for isolation, per function (for `describe`). */
-  readonly overridden: Map<string, string[]>;
   private readonly resolver: LocalResolver;
-  private readonly functions: LocalFunctions;
+  /** The functions run so far, by id (each created on first use). */
+  private readonly functions = new Map<string, LambdaFunction>();
   private readonly stops: (() => Promise<unknown>)[] = [];
   /** Names the deployment's secrets and parameters apart from others' on a shared server. */
   private readonly localPrefix = `local-${randomUUID().slice(0, 8)}`;
@@ -116,19 +108,11 @@ export class LocalDeployment {
     private readonly options: LocalDeploymentOptions,
   ) {
     this.settings = deployedSettings(assembly);
-    this.region = options.region ?? 'us-east-1';
     this.resolver = new LocalResolver(assembly, this.region, options.services, {
       queue: (stackName, logicalId) => this.queues?.of(stackName, logicalId),
       secretArn: (stackName, logicalId) => this.secrets?.arnOf(stackName, logicalId),
       parameterName: (stackName, logicalId) => this.parameters?.nameOf(stackName, logicalId),
     });
-    this.functions = new LocalFunctions(
-      assembly,
-      this.resolver.resolve,
-      () => this.runtimeOptions(),
-      options.environment,
-    );
-    this.overridden = this.functions.overridden;
   }
 
   static async start(
@@ -252,7 +236,6 @@ export class LocalDeployment {
       platformEnv: this.platformEnv,
       region: this.region,
       accountId: LOCAL_ACCOUNT,
-      ...(this.options.freeze !== undefined ? { freeze: this.options.freeze } : {}),
       ...(this.options.onLog ? { onLog: this.options.onLog } : {}),
     };
   }
@@ -266,19 +249,10 @@ export class LocalDeployment {
     return this.endpoints.SQS ?? this.options.services.sqsEndpoint;
   }
 
-  /** The Data API endpoint the functions reach (through `AWS_ENDPOINT_URL_RDS_DATA`). */
-  get dataApiEndpoint(): string {
-    return this.dataApi.endpoint;
-  }
-
-  /** Every Data API call answers `DatabaseResumingException` while on (a paused cluster resuming). */
-  setDatabaseResuming(on: boolean): void {
-    this.dataApi.setResuming(on);
-  }
-
   /**
    * The local Data API endpoint, for its pause: `pause()`, `pauseStats()`, `setAutoPause()`
-   * (`autoPauseOf` gives the template's setting scaled).
+   * (`autoPauseOf` gives the template's setting scaled), and `setResuming(on)`: every call answers
+   * `DatabaseResumingException` while on (a paused cluster resuming).
    */
   get database(): Pick<DataApiServer, 'pause' | 'pauseStats' | 'setAutoPause' | 'setResuming'> {
     return this.dataApi;
@@ -318,11 +292,6 @@ export class LocalDeployment {
     return this.lambdaInvoke.idle();
   }
 
-  /** The local name of an SSM parameter of the template (as the functions read it). */
-  parameterName(stackName: string, logicalId: string): string {
-    return this.parameters.name(stackName, logicalId);
-  }
-
   /** Stores a new value in a template's SSM parameter (by its logical id), as an operator would. */
   setParameter(logicalId: string, value: string): Promise<void> {
     return this.parameters.set(logicalId, value);
@@ -338,13 +307,6 @@ export class LocalDeployment {
     return this.secrets.value(arn);
   }
 
-  /** The ARN standing in for a template secret (`Ref` of it). */
-  secretArn(stackName: string, logicalId: string): string {
-    const arn = this.secrets?.arnOf(stackName, logicalId);
-    if (!arn) throw new Error(`no secret ${stackName}/${logicalId}`);
-    return arn;
-  }
-
   /** A queue of the template by its name there (`inventory-orders`): its local URL and ARN. */
   queue(name: string): LocalQueue {
     const q = this.queues?.named(name);
@@ -358,12 +320,54 @@ export class LocalDeployment {
    * then the isolation overrides.
    */
   environmentOf(fn: DeployedFunction, taskRoot: string): Record<string, string> {
-    return this.functions.environmentOf(fn, taskRoot);
+    const env: Record<string, string> = {};
+    for (const [name, raw] of Object.entries(fn.environment)) {
+      let text = this.variable(fn, name, raw);
+      if (text === '/var/task' || text.startsWith('/var/task/')) {
+        text = taskRoot + text.slice('/var/task'.length);
+      }
+      env[name] = this.options.environment?.[name] ?? text;
+    }
+    return env;
+  }
+
+  /** A variable's value resolved locally, as text (never a list or a map). */
+  private variable(fn: DeployedFunction, name: string, raw: unknown): string {
+    let value: unknown;
+    try {
+      value = this.resolver.resolve(fn.stack, raw, `${fn.id}: Environment.Variables.${name}`);
+    } catch (err) {
+      if (err instanceof UnresolvedReferenceError) throw err;
+      throw new Error(`${fn.id}: ${name}: ${(err as Error).message}`);
+    }
+    if (typeof value === 'object' && value !== null) {
+      throw new Error(`${fn.id}: ${name} resolves to a ${Array.isArray(value) ? 'list' : 'map'}`);
+    }
+    return String(value);
   }
 
   /** The function `id` (`place-order`) run from its bundle (created on first use). */
   fn(id: string): LambdaFunction {
-    return this.functions.fn(id);
+    const running = this.functions.get(id);
+    if (running) return running;
+    const deployed = this.assembly.function(id);
+    if (!deployed.assetDir) throw new Error(`${id} has no asset folder (inline code)`);
+    const options = this.runtimeOptions();
+    const taskRoot = LambdaFunction.taskRootOf(options.workDir, id);
+    const f = new LambdaFunction(
+      {
+        name: id,
+        assetDir: deployed.assetDir,
+        handler: deployed.handler,
+        runtime: deployed.runtime,
+        timeoutSeconds: deployed.timeoutSeconds,
+        memorySize: deployed.memorySize,
+        environment: this.environmentOf(deployed, taskRoot),
+      },
+      options,
+    );
+    this.functions.set(id, f);
+    return f;
   }
 
   /** Runs a custom resource's `onEvent` function as the CDK Provider framework does. */
@@ -387,19 +391,9 @@ export class LocalDeployment {
     return api;
   }
 
-  /** Which variables were replaced for isolation, per function. */
-  describe(): string {
-    return this.functions.describe();
-  }
-
-  /** Registers something to stop with the deployment (triggers, servers). */
-  onStop(stop: () => Promise<unknown>): void {
-    this.stops.push(stop);
-  }
-
   /** Stops the functions, deletes what it created on shared servers, then stops its own. */
   async stop(): Promise<void> {
-    await this.functions.stop();
+    await Promise.all([...this.functions.values()].map((f) => f.stop()));
     await this.queues?.delete();
     await this.parameters?.delete();
     await this.secrets?.delete();

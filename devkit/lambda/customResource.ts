@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { DeployedAssembly, DeployedFunction } from './assembly.js';
 import type { CfnResource, StackScope } from './intrinsics.js';
-import type { LambdaFunction } from './LambdaFunction.js';
-import { LOCAL_ACCOUNT, type Resolve } from './localReferences.js';
+import type { LocalDeployment } from './LocalDeployment.js';
+import { LOCAL_ACCOUNT } from './localReferences.js';
 
 export type CustomResourceResult =
   | {
@@ -14,14 +14,6 @@ export type CustomResourceResult =
   | { status: 'FAILED'; reason: string; request: Record<string, unknown> };
 
 export type CustomResourceRequestType = 'Create' | 'Update' | 'Delete';
-
-/** What a custom resource runs against: the deployment's template, functions and references. */
-export interface CustomResourceHost {
-  assembly: DeployedAssembly;
-  region: string;
-  resolve: Resolve;
-  fn(id: string): LambdaFunction;
-}
 
 /** The CloudFormation request a custom resource's function gets. */
 type CustomResourceRequest = {
@@ -45,7 +37,7 @@ type CustomResourceRequest = {
  * Delete (aws-cdk-lib `custom-resources` provider framework, `framework.ts`).
  */
 export async function runCustomResource(
-  host: CustomResourceHost,
+  host: LocalDeployment,
   logicalId: string,
   requestType: CustomResourceRequestType,
   previous: { physicalResourceId?: string; oldProperties?: Record<string, unknown> } = {},

@@ -177,20 +177,17 @@ export function scheduleOf(settings: DeployedSettings, functionId: string): Sche
   return s;
 }
 
-/** The Aurora Serverless v2 cluster's automatic pause, as its template sets it. */
-export interface ClusterAutoPause {
-  logicalId: string;
-  /** `ServerlessV2ScalingConfiguration.MinCapacity` (ACU): only 0 pauses. */
-  minCapacity: number;
-  /**
-   * Idle seconds before it pauses: `SecondsUntilAutoPause`, or AWS's default of 300 when a
-   * cluster at 0 ACU leaves it out; undefined when the cluster never pauses (minimum above 0).
-   */
-  secondsUntilAutoPause: number | undefined;
-}
-
-/** The deployment's one Aurora cluster's pause setting; throws when there is none. */
-export function clusterAutoPauseOf(assembly: DeployedAssembly): ClusterAutoPause {
+/**
+ * The template's auto-pause as the Data API endpoint's option: the deployment's one Aurora
+ * Serverless v2 cluster's `SecondsUntilAutoPause` (AWS's default of 300 when a cluster at 0 ACU
+ * leaves it out) × `timeScale`, and a resume of `resumeMs` (default `AURORA_AUTO_PAUSE.resumeMs`).
+ * Throws when there is not exactly one cluster, or when it never pauses (its
+ * `ServerlessV2ScalingConfiguration.MinCapacity`, in ACU, is above 0).
+ */
+export function autoPauseOptionsOf(
+  assembly: DeployedAssembly,
+  o: { timeScale: number; resumeMs?: number },
+): AutoPauseOptions {
   const clusters = assembly.resources('AWS::RDS::DBCluster');
   const found = clusters[0];
   if (!found || clusters.length > 1) {
@@ -201,36 +198,17 @@ export function clusterAutoPauseOf(assembly: DeployedAssembly): ClusterAutoPause
     SecondsUntilAutoPause?: number;
   };
   const minCapacity = Number(scaling.MinCapacity ?? 0.5);
-  return {
-    logicalId: found.logicalId,
-    minCapacity,
-    secondsUntilAutoPause:
-      minCapacity === 0
-        ? Number(scaling.SecondsUntilAutoPause ?? AURORA_AUTO_PAUSE.defaultSecondsUntilAutoPause)
-        : undefined,
-  };
-}
-
-/**
- * The template's auto-pause as the Data API endpoint's option: its cluster's
- * `SecondsUntilAutoPause` × `timeScale`, and a resume of `resumeMs` (default
- * `AURORA_AUTO_PAUSE.resumeMs`). Throws when the cluster never pauses (a minimum capacity above 0).
- */
-export function autoPauseOptionsOf(
-  assembly: DeployedAssembly,
-  o: { timeScale: number; resumeMs?: number },
-): AutoPauseOptions {
-  const cluster = clusterAutoPauseOf(assembly);
-  if (cluster.secondsUntilAutoPause === undefined) {
+  if (minCapacity !== 0) {
     throw new Error(
-      `${cluster.logicalId}: minimum capacity ${cluster.minCapacity} ACU: the cluster never pauses`,
+      `${found.logicalId}: minimum capacity ${minCapacity} ACU: the cluster never pauses`,
     );
   }
   if (!Number.isFinite(o.timeScale) || o.timeScale <= 0) {
     throw new RangeError(`autoPause.timeScale: ${o.timeScale} is not > 0`);
   }
+  const seconds = scaling.SecondsUntilAutoPause ?? AURORA_AUTO_PAUSE.defaultSecondsUntilAutoPause;
   return {
-    secondsUntilAutoPause: cluster.secondsUntilAutoPause * o.timeScale,
+    secondsUntilAutoPause: Number(seconds) * o.timeScale,
     resumeMs: o.resumeMs ?? AURORA_AUTO_PAUSE.resumeMs,
   };
 }
@@ -253,15 +231,6 @@ export function asyncInvokeSettingsOf(f: DeployedFunction): AsyncInvokeSettings 
       ? { retryAttempts: config.MaximumRetryAttempts }
       : {}),
   };
-}
-
-/** The literal (non-reference) environment variables of a function, as the template sets them. */
-export function literalEnvironment(fn: DeployedFunction): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(fn.environment)
-      .filter(([, v]) => v === null || typeof v !== 'object')
-      .map(([k, v]) => [k, String(v)]),
-  );
 }
 
 /**
@@ -302,8 +271,11 @@ export function localEnvironment(
   fn: DeployedFunction,
   explicit: NodeJS.ProcessEnv,
 ): NodeJS.ProcessEnv {
+  // the literal (non-reference) variables
   const fromTemplate = Object.fromEntries(
-    Object.entries(literalEnvironment(fn)).filter(([name]) => !DEPLOYMENT_ONLY.has(name)),
+    Object.entries(fn.environment)
+      .filter(([name, v]) => !DEPLOYMENT_ONLY.has(name) && (v === null || typeof v !== 'object'))
+      .map(([k, v]) => [k, String(v)]),
   );
   return { ...fromTemplate, ...explicit };
 }

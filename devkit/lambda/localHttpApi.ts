@@ -2,7 +2,7 @@ import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from '
 import { startHttpApi } from '../emulators/httpApi.js';
 import type { DeployedAssembly, DeployedFunction } from './assembly.js';
 import type { InvokeOutcome } from './LambdaFunction.js';
-import { LOCAL_ACCOUNT, localNameOf, type Resolve } from './localReferences.js';
+import { LOCAL_ACCOUNT, type Resolve } from './localReferences.js';
 
 /** An `AWS::ApiGatewayV2::Route` of the template and the function behind its integration. */
 interface Route {
@@ -58,7 +58,7 @@ function routesOf(assembly: DeployedAssembly, resolve: Resolve): Route[] {
     const p = resource.Properties ?? {};
     const target = String(resolve(stack, p.Target, 'Route.Target')).replace(/^integrations\//, '');
     const integration = Object.entries(stack.template.Resources ?? {}).find(
-      ([id, r]) => r.Type === 'AWS::ApiGatewayV2::Integration' && localNameOf(id) === target,
+      ([id, r]) => r.Type === 'AWS::ApiGatewayV2::Integration' && id === target,
     )?.[1];
     const fn = assembly.functionNamedBy(stack, integration?.Properties?.IntegrationUri);
     if (!fn) throw new Error(`route ${String(p.RouteKey)}: no function behind its integration`);

@@ -8,7 +8,6 @@ import {
   type CustomResourceResult,
   LocalDeployment,
   type LocalDeploymentOptions,
-  type LocalServices,
 } from './LocalDeployment.js';
 import { type SynthOptions, type SynthResult, synthesize } from './synth.js';
 
@@ -23,9 +22,7 @@ import { type SynthOptions, type SynthResult, synthesize } from './synth.js';
  * - the broker administrator (`admin`) → the local broker's user (guest);
  * - the broker's pipeline user (`pipeline`) → `<name>_pipeline`, created by broker-setup.
  */
-export interface LocalPipelineOptions
-  extends Omit<LocalDeploymentOptions, 'secretValue' | 'vhost'> {
-  services: LocalServices;
+export interface LocalPipelineOptions extends Omit<LocalDeploymentOptions, 'secretValue'> {
   /** A unique, lowercase name (the scratch environment's): the local identities derive from it. */
   name: string;
   /** The RabbitMQ pipeline's virtual host (isolation): `BROKER_VHOST` and the event sources'. */
@@ -60,7 +57,6 @@ export class LocalPipeline {
         ...options.environment,
         ...(options.vhost ? { BROKER_VHOST: options.vhost } : {}),
       },
-      ...(options.vhost ? { vhost: options.vhost } : {}),
       secretValue: ({ path, generated }) => {
         if (path.endsWith('/Db/Secret')) {
           return {

@@ -26,11 +26,6 @@ export interface LocalNames {
   parameterName(stackName: string, logicalId: string): string | undefined;
 }
 
-/** A name a resource's `Ref` resolves to locally (integrations, rules: their logical id). */
-export function localNameOf(logicalId: string): string {
-  return logicalId;
-}
-
 /**
  * How a deployment's template values resolve locally: `Ref` and `Fn::GetAtt` of its queues,
  * secrets and parameters to their local stand-ins, of its broker to the local broker, of its
@@ -82,7 +77,8 @@ export class LocalResolver {
       case 'AWS::ApiGatewayV2::Integration':
       case 'AWS::ApiGatewayV2::Api':
       case 'AWS::Events::Rule':
-        return localNameOf(logicalId);
+        // their logical id
+        return logicalId;
       default:
         return undefined;
     }

@@ -145,7 +145,7 @@ describe('the SQS deployment, run from its bundles', () => {
   });
 
   it('place-order answers 503 with Retry-After: 5 while the cluster resumes from a pause', async () => {
-    f.deployment.setDatabaseResuming(true);
+    f.deployment.database.setResuming(true);
     try {
       const res = await fetch(`${api.url}/orders`, {
         method: 'POST',
@@ -155,7 +155,7 @@ describe('the SQS deployment, run from its bundles', () => {
       expect(res.status).toBe(503);
       expect(res.headers.get('retry-after')).toBe('5');
     } finally {
-      f.deployment.setDatabaseResuming(false);
+      f.deployment.database.setResuming(false);
     }
   });
 
