@@ -1,10 +1,9 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import type { Logger } from '../../shared/logger.js';
 import { amqpUrlForVhost, RabbitConnection } from '../../shared/transport/rabbitmq/index.js';
-import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { AmazonMqTrigger } from '../triggers/amazonMqTrigger.js';
 import { ScheduleTrigger } from '../triggers/scheduleTrigger.js';
-import { SqsTrigger } from '../triggers/sqsTrigger.js';
+import { startSqsTrigger } from '../triggers/sqsTrigger.js';
 import {
   type AmazonMqEventSource,
   amazonMqEventSourceOf,
@@ -72,20 +71,9 @@ export async function startSqsEventSource(
 ): Promise<RunningEventSource> {
   const settings = sqsEventSourceOf(d.settings, functionId);
   const queue = d.queue(settings.queueName);
-  const endpoint = d.sqsEndpoint;
-  // long polls wait up to 20 s: a client whose request timeout is longer
-  const client = createSqsClient({
-    endpoint,
-    region: d.region,
-    requestTimeoutMs: 25_000,
-    maxAttempts: 1,
-  });
-  const trigger = new SqsTrigger(
-    {
-      client,
-      handler: invoker(d.fn(functionId), options.onInvocationError),
-      ...(options.logger ? { logger: options.logger } : {}),
-    },
+  const trigger = await startSqsTrigger(
+    { endpoint: d.sqsEndpoint, region: d.region },
+    { handler: invoker(d.fn(functionId), options.onInvocationError), logger: options.logger },
     {
       queueUrl: queue.url,
       queueArn: queue.arn,
@@ -97,18 +85,9 @@ export async function startSqsEventSource(
       reportBatchItemFailures: settings.reportBatchItemFailures,
       functionName: functionId,
     },
+    settings.enabled,
   );
-  if (settings.enabled) await trigger.start();
-  return {
-    settings,
-    get stats() {
-      return trigger.stats;
-    },
-    async stop() {
-      await trigger.stop();
-      client.destroy();
-    },
-  };
+  return { settings, stats: trigger.stats, stop: () => trigger.stop() };
 }
 
 /**
@@ -163,9 +142,7 @@ export async function startAmazonMqEventSource(
   }
   return {
     settings,
-    get stats() {
-      return trigger.stats;
-    },
+    stats: trigger.stats,
     async stop() {
       await trigger.stop();
       await connection.close();
@@ -208,11 +185,5 @@ export function startSchedule(
     },
   );
   if (settings.enabled) trigger.start();
-  return {
-    settings,
-    get stats() {
-      return trigger.stats;
-    },
-    stop: () => trigger.stop(),
-  };
+  return { settings, stats: trigger.stats, stop: () => trigger.stop() };
 }

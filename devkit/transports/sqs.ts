@@ -8,18 +8,18 @@ import { createReserveInventorySqsHandler } from '../../functions/reserve-invent
 import { createLogger } from '../../shared/logger.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
 import { SQS_ATTRIBUTES, SQS_LIMITS } from '../../shared/transport/sqs/constants.js';
-import { createSqsClient, SqsBackend } from '../../shared/transport/sqs/index.js';
+import { SqsBackend } from '../../shared/transport/sqs/index.js';
 import { ensureLocalSqs } from '../emulators/sqsServer.js';
 import { sqsEventSourceOf } from '../lambda/deployedSettings.js';
 import { SQS_UNSCALED_CONCURRENCY, startSqsEventSource } from '../lambda/eventSources.js';
-import { SqsTrigger } from '../triggers/sqsTrigger.js';
+import { startSqsTrigger } from '../triggers/sqsTrigger.js';
 import { watched } from '../triggers/watched.js';
 import type { ConsumerSettings, LocalTransport, RawMessage } from './types.js';
 
 const FUNCTIONS = { inventory: 'reserve-inventory-sqs', results: 'order-results-sqs' };
 
 /** The reserve function for SQS behind the SQS trigger emulation (long polls on a client of its own). */
-async function startSqsTrigger(
+async function startSqsConsumer(
   backend: Backend,
   handler: MessageHandler,
   settings: ConsumerSettings,
@@ -43,15 +43,9 @@ async function startSqsTrigger(
         )
       ).Attributes?.QueueArn ?? '')
     : queues.sourceArn;
-  // Long polls wait up to 20 s: a client whose request timeout is longer.
-  const pollClient = createSqsClient({
-    endpoint: backend.config.endpoint,
-    region: backend.config.region,
-    requestTimeoutMs: 25_000,
-    maxAttempts: 1,
-  });
-  const trigger = new SqsTrigger(
-    { client: pollClient, handler: watched(fn, settings.onInvocationError), logger },
+  return startSqsTrigger(
+    { endpoint: backend.config.endpoint, region: backend.config.region },
+    { handler: watched(fn, settings.onInvocationError), logger },
     {
       queueUrl,
       queueArn,
@@ -66,21 +60,6 @@ async function startSqsTrigger(
       functionName: results ? FUNCTIONS.results : FUNCTIONS.inventory,
     },
   );
-  try {
-    await trigger.start();
-  } catch (err) {
-    pollClient.destroy();
-    throw err;
-  }
-  return {
-    get stats() {
-      return trigger.stats;
-    },
-    async stop() {
-      await trigger.stop();
-      pollClient.destroy();
-    },
-  };
 }
 
 /** To the source queue in batches (a failed entry throws). */
@@ -148,7 +127,7 @@ export const sqsLocal: LocalTransport = {
   deployed: {
     stack: 'sqs',
     functions: FUNCTIONS,
-    emulate: startSqsTrigger,
+    emulate: startSqsConsumer,
     triggerSettings(deployed, functionId, env, functionEnv) {
       const m = sqsEventSourceOf(deployed, functionId);
       return {

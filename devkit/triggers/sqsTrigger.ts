@@ -9,6 +9,7 @@ import {
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { visibilityTimeoutRule } from '../../shared/config/rules.js';
 import type { Logger } from '../../shared/logger.js';
+import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { backoffDelay, sleep } from '../../shared/util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
 
@@ -47,7 +48,7 @@ export class SqsTriggerConfigError extends Error {
 
 /**
  * Long polls wait up to 20 s: give the trigger a client whose request timeout is longer
- * (`createSqsClient({ requestTimeoutMs: 25_000 })`).
+ * (`createSqsClient({ requestTimeoutMs: 25_000 })`, as `startSqsTrigger` does).
  *
  * Local emulation of Lambda's SQS event source mapping (docs/aws-facts.md, "Lambda event source mapping for SQS"): long-polls the queue,
  * gathers up to `batchSize` records within the batching window, invokes the handler with the exact
@@ -63,7 +64,7 @@ export class SqsTrigger {
   readonly stats = { batches: 0, messages: 0, largestBatch: 0, givenBack: 0 };
 
   constructor(
-    private readonly deps: { client: SQSClient; handler: SqsHandler; logger?: Logger },
+    private readonly deps: { client: SQSClient; handler: SqsHandler; logger?: Logger | undefined },
     private readonly options: SqsTriggerOptions,
   ) {
     const size = options.batchSize ?? 10;
@@ -188,6 +189,34 @@ export class SqsTrigger {
     this.abort.abort();
     await Promise.all(this.loops);
   }
+}
+
+/**
+ * An `SqsTrigger` on a client of its own, whose requests time out after 25 s (long polls wait up
+ * to 20 s), started unless `enabled` is false; the client is destroyed when it stops (or fails to
+ * start).
+ */
+export async function startSqsTrigger(
+  sqs: { endpoint: string | undefined; region: string },
+  deps: { handler: SqsHandler; logger?: Logger | undefined },
+  options: SqsTriggerOptions,
+  enabled = true,
+): Promise<{ readonly stats: SqsTrigger['stats']; stop(): Promise<void> }> {
+  const client = createSqsClient({ ...sqs, requestTimeoutMs: 25_000, maxAttempts: 1 });
+  const trigger = new SqsTrigger({ client, handler: deps.handler, logger: deps.logger }, options);
+  try {
+    if (enabled) await trigger.start();
+  } catch (err) {
+    client.destroy();
+    throw err;
+  }
+  return {
+    stats: trigger.stats,
+    async stop() {
+      await trigger.stop();
+      client.destroy();
+    },
+  };
 }
 
 /**
