@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { build } from 'esbuild';
-import { type NodeProcess, startNode } from '../devkit/processes.js';
+import { NodeProcess } from '../devkit/processes.js';
 import { MIGRATIONS_DIR } from '../shared/db/migrate.js';
 
 const ROOT = join(import.meta.dirname, '..');
@@ -41,7 +41,7 @@ export async function startRole(
   timeoutMs = 30_000,
 ): Promise<NodeProcess> {
   await mkdir(LOG_DIR, { recursive: true });
-  const role = startNode({
+  const role = new NodeProcess({
     name,
     args,
     cwd: ROOT,

@@ -110,11 +110,6 @@ export class NodeProcess {
     );
   }
 
-  /** How it ended, once it has. */
-  get exitStatus(): ProcessExit | undefined {
-    return this.exit;
-  }
-
   /** Its stdout so far: captured, or the log file's contents (stdout and stderr, unless split). */
   text(): string {
     if (!this.logFile) return this.stdout;
@@ -212,24 +207,23 @@ export class NodeProcess {
   }
 }
 
-/** Starts `node <args>` (see `NodeProcess`). */
-export function startNode(options: NodeProcessOptions): NodeProcess {
-  return new NodeProcess(options);
+/**
+ * A log line as a journal entry (`{"message":"journal","journal":{…}}`, Powertools JSON: what the
+ * consumer driver logs for each step), or undefined.
+ */
+export function journalEntryOf(line: string): JournalEntry | undefined {
+  if (!line.startsWith('{') || !line.includes('"journal"')) return undefined;
+  try {
+    const parsed = JSON.parse(line) as { message?: string; journal?: JournalEntry };
+    return parsed.message === 'journal' ? parsed.journal : undefined;
+  } catch {
+    return undefined; // not a log line, or one cut short by SIGKILL
+  }
 }
 
-/** Journal lines (Powertools JSON, `message: "journal"`) out of a log's text, in order. */
+/** Journal lines out of a log's text, in order. */
 export function parseJournal(text: string): JournalEntry[] {
-  const out: JournalEntry[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('{') || !line.includes('"journal"')) continue;
-    try {
-      const parsed = JSON.parse(line) as { message?: string; journal?: JournalEntry };
-      if (parsed.message === 'journal' && parsed.journal) out.push(parsed.journal);
-    } catch {
-      // not a log line, or one cut short by SIGKILL
-    }
-  }
-  return out;
+  return text.split('\n').flatMap((line) => journalEntryOf(line) ?? []);
 }
 
 export interface Memory {
@@ -334,7 +328,7 @@ export class Supervised {
     this.nextFaults = '';
     this.killedByController = false;
     this.isReady = false;
-    const proc = startNode({
+    const proc = new NodeProcess({
       name: `${this.spec.role}#${this.incarnation}`,
       args: this.spec.args,
       env: { ...this.spec.env, FAULTS: this.armed },

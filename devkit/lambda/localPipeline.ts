@@ -1,5 +1,4 @@
 import pg from 'pg';
-import type { JournalEntry } from '../../shared/consumer/journal.js';
 import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { withDatabase } from '../scratch.js';
@@ -124,18 +123,4 @@ export async function synthesizedAssembly(
 ): Promise<{ assembly: DeployedAssembly; synth: SynthResult }> {
   const synth = await synthesize(options);
   return { assembly: readAssembly(synth.dir), synth };
-}
-
-/**
- * A function's log line as a journal entry (`{"message":"journal","journal":{…}}`, what the
- * consumer driver logs for each step), or undefined.
- */
-export function journalEntryOf(line: string): JournalEntry | undefined {
-  if (!line.startsWith('{') || !line.includes('"journal"')) return undefined;
-  try {
-    const parsed = JSON.parse(line) as { message?: string; journal?: JournalEntry };
-    return parsed.message === 'journal' ? parsed.journal : undefined;
-  } catch {
-    return undefined;
-  }
 }

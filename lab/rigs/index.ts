@@ -1,5 +1,6 @@
 import { startSqsFaultLayer } from '../../devkit/emulators/sqsFaults.js';
-import { journalEntryOf, LocalPipeline } from '../../devkit/lambda/localPipeline.js';
+import { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
+import { journalEntryOf } from '../../devkit/processes.js';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import type { TransportName } from '../../shared/transport/index.js';
 import { pipelineOverrides } from '../bundles.js';

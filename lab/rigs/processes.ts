@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline';
-import { type NodeProcess, startNode } from '../../devkit/processes.js';
+import { NodeProcess } from '../../devkit/processes.js';
 import type { JournalEntry } from '../../shared/consumer/journal.js';
 import type { LabChildSpec } from '../child.js';
 
@@ -30,7 +30,7 @@ export class LabProcess {
     spec: LabChildSpec,
     events: LabProcessEvents,
   ) {
-    this.proc = startNode({
+    this.proc = new NodeProcess({
       name,
       args: ['--import', 'tsx', 'lab/child.ts'],
       env: { LAB_CHILD: JSON.stringify(spec), POWERTOOLS_LOG_LEVEL: 'SILENT' },

@@ -2,12 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { expect, inject } from 'vitest';
 import { JournalRecorder } from '../../devkit/journalRecorder.js';
 import type { LocalDeployment } from '../../devkit/lambda/LocalDeployment.js';
-import {
-  journalEntryOf,
-  LocalPipeline,
-  synthesizedAssembly,
-} from '../../devkit/lambda/localPipeline.js';
+import { LocalPipeline, synthesizedAssembly } from '../../devkit/lambda/localPipeline.js';
 import type { SynthResult } from '../../devkit/lambda/synth.js';
+import { journalEntryOf } from '../../devkit/processes.js';
 import { createScratchDatabase, type ScratchDatabase } from '../../devkit/scratch.js';
 import { createScratchVhost } from '../../devkit/transports/rabbitmq.js';
 import type { ScratchVhost } from '../../devkit/transports/types.js';

@@ -1,5 +1,5 @@
 import { templatesFor } from '../../devkit/lambda/synth.js';
-import { startNode } from '../../devkit/processes.js';
+import { NodeProcess } from '../../devkit/processes.js';
 import { localTransport } from '../../devkit/transports/index.js';
 import type { JournalEntry } from '../../shared/consumer/journal.js';
 import { RABBITMQ_MANAGEMENT_URL } from './services.js';
@@ -50,20 +50,21 @@ export function startDev(
   env: Record<string, string>,
   timeoutMs = 30_000,
 ): RunningChild {
-  const started = templatesOf(args).then(() =>
-    startNode({
-      name: `dev ${args.join(' ')}`,
-      args: ['--import', 'tsx', 'bin/dev.ts', ...args],
-      env: {
-        RABBITMQ_MANAGEMENT_URL,
-        POWERTOOLS_LOG_LEVEL: 'INFO',
-        RETRY_LADDER_MS: '1000,2000,3000',
-        RETRY_MAX_ATTEMPTS: '3',
-        RETRY_MAX_AGE_MS: '60000',
-        RETRY_JITTER: '0',
-        ...env,
-      },
-    }),
+  const started = templatesOf(args).then(
+    () =>
+      new NodeProcess({
+        name: `dev ${args.join(' ')}`,
+        args: ['--import', 'tsx', 'bin/dev.ts', ...args],
+        env: {
+          RABBITMQ_MANAGEMENT_URL,
+          POWERTOOLS_LOG_LEVEL: 'INFO',
+          RETRY_LADDER_MS: '1000,2000,3000',
+          RETRY_MAX_ATTEMPTS: '3',
+          RETRY_MAX_AGE_MS: '60000',
+          RETRY_JITTER: '0',
+          ...env,
+        },
+      }),
   );
   const done = started.then(
     (child) =>
