@@ -129,9 +129,6 @@ function localEngineInfo(timeoutMs: number): Promise<{ Name?: string } | undefin
 
 export interface Engine {
   client: ContainerRuntimeClient;
-  /** The engine's version, e.g. `20.10.24+dfsg1`. */
-  version: string;
-  present(image: string): Promise<boolean>;
   choose(kind: ImageKind): Promise<ImageChoice>;
 }
 
@@ -181,10 +178,7 @@ export function containerEngine(): Promise<Engine | { reason: string }> {
     }
     return {
       client,
-      version: String(client.info.containerRuntime.serverVersion ?? 'unknown'),
-      present,
-      choose: (kind) =>
-        chooseImage(kind, { env: process.env, present, registryAnswers: registryAnswers }),
+      choose: (kind) => chooseImage(kind, { env: process.env, present, registryAnswers }),
     };
   })();
   return enginePromise;
@@ -207,42 +201,24 @@ export function onLoopback<T extends GenericContainer>(container: T): T {
   return container;
 }
 
-export interface StartedPostgres {
-  databaseUrl: string;
-  image: string;
-  stop(): Promise<void>;
-}
-
-/** PostgreSQL in a container (database `test`, user and password `postgres`). */
-export async function startPostgresContainer(
-  image: string,
-  options: { role?: string } = {},
-): Promise<StartedPostgres> {
+/** PostgreSQL in a fallback container (database `test`, user and password `postgres`). */
+async function startPostgresContainer(image: string) {
   const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
   const c = await onLoopback(
     new PostgreSqlContainer(image)
       .withUsername('postgres')
       .withPassword('postgres')
       .withDatabase('test')
-      .withLabels({ [CONTAINER_LABEL]: options.role ?? 'postgres' }),
+      .withLabels({ [CONTAINER_LABEL]: 'fallback' }),
   ).start();
   const url = new URL(c.getConnectionUri());
   url.hostname = '127.0.0.1';
   return {
     databaseUrl: url.toString(),
-    image,
     stop: async () => {
       await c.stop();
     },
   };
-}
-
-export interface StartedRabbitMq {
-  amqpUrl: string;
-  managementUrl: string;
-  image: string;
-  containerId: string;
-  stop(): Promise<void>;
 }
 
 /**
@@ -258,7 +234,7 @@ export async function startRabbitMqContainer(
     role?: string;
     keep?: boolean;
   } = {},
-): Promise<StartedRabbitMq> {
+) {
   const { RabbitMQContainer } = await import('@testcontainers/rabbitmq');
   const { Wait } = await import('testcontainers');
   let container = new RabbitMQContainer(image)
@@ -284,8 +260,6 @@ export async function startRabbitMqContainer(
   return {
     amqpUrl: `amqp://guest:guest@127.0.0.1:${amqpPort}`,
     managementUrl: `http://guest:guest@127.0.0.1:${managementPort}`,
-    image,
-    containerId: c.getId(),
     stop: async () => {
       await c.stop();
     },
@@ -364,7 +338,7 @@ export async function startFallbackContainers(needs: {
       }
       try {
         if (service === 'PostgreSQL') {
-          const pg = await startPostgresContainer(choice.image, { role: 'fallback' });
+          const pg = await startPostgresContainer(choice.image);
           stops.push(pg.stop);
           result.databaseUrl = pg.databaseUrl;
           result.started.push(`PostgreSQL: ${choice.image} at ${new URL(pg.databaseUrl).host}`);

@@ -260,8 +260,6 @@ export interface Exit {
   byController: boolean;
   /** The fault point it died at (`FAULTS=point:exit`), if any. */
   faultPoint: string | undefined;
-  /** Milliseconds it lived. */
-  livedMs: number;
 }
 
 export interface ChildSpec {
@@ -354,7 +352,6 @@ export class Supervised {
         signal,
         byController: this.killedByController,
         faultPoint: fault,
-        livedMs: Date.now() - proc.startedAt,
       });
       if (this.process === proc) this.process = undefined;
       this.isReady = false;

@@ -146,10 +146,7 @@ export async function createScratch(
   } = {},
 ): Promise<ScratchEnvironment> {
   const name = options.name ?? scratchName(label);
-  const database = await createScratchDatabase(services.databaseUrl, name, {
-    ...(options.migrated !== undefined ? { migrated: options.migrated } : {}),
-    ...(options.poolSize !== undefined ? { poolSize: options.poolSize } : {}),
-  });
+  const database = await createScratchDatabase(services.databaseUrl, name, options);
   const namespaces = new Map<string, Namespace>();
   try {
     for (const t of options.transports ?? TRANSPORT_NAMES) {

@@ -103,10 +103,8 @@ export interface AutoPauseOptions {
 
 /** Aurora Serverless v2's auto-pause figures (docs/aws-facts.md, Aurora Serverless v2). */
 export const AURORA_AUTO_PAUSE = {
-  /** `SecondsUntilAutoPause` when a cluster at 0 ACU does not set it, and its bounds. */
+  /** `SecondsUntilAutoPause` when a cluster at 0 ACU does not set it (bounds: 300–86,400). */
   defaultSecondsUntilAutoPause: 300,
-  minSecondsUntilAutoPause: 300,
-  maxSecondsUntilAutoPause: 86_400,
   /** The resume time AWS gives ("up to 15 seconds", the launch post). */
   resumeMs: 15_000,
 } as const;

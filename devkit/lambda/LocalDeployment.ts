@@ -70,7 +70,7 @@ export interface LocalDeploymentOptions {
    * Emulate the cluster's automatic pause on the Data API endpoint: it pauses after the
    * template's `SecondsUntilAutoPause` × `timeScale` without a call (the cluster must have a
    * minimum of 0 ACU), and a resume takes `resumeMs` (default AWS's 15 s, unscaled: the
-   * functions' timeouts are real). Unset: never paused (`setDatabaseResuming` still works).
+   * functions' timeouts are real). Unset: never paused (`database.setResuming` still works).
    */
   autoPause?: { timeScale: number; resumeMs?: number };
 }

@@ -36,22 +36,14 @@ export class LocalParameters {
     return this.names.get(`${stackName}/${logicalId}`);
   }
 
-  /** The local name of a template's parameter (as the functions read it). */
-  name(stackName: string, logicalId: string): string {
-    const name = this.nameOf(stackName, logicalId);
-    if (!name) throw new Error(`no parameter ${stackName}/${logicalId}`);
-    return name;
-  }
-
   /** Stores a new value in a parameter (by its logical id, or the start of it), as an operator would. */
   async set(logicalId: string, value: string): Promise<void> {
     const found = this.assembly
       .resources('AWS::SSM::Parameter')
       .find((r) => r.logicalId === logicalId || r.logicalId.startsWith(logicalId));
-    if (!found) throw new Error(`no parameter ${logicalId}`);
-    await this.withClient((ssm) =>
-      ssm.send(put(this.name(found.stack.stackName, found.logicalId), value)),
-    );
+    const name = found && this.nameOf(found.stack.stackName, found.logicalId);
+    if (!name) throw new Error(`no parameter ${logicalId}`);
+    await this.withClient((ssm) => ssm.send(put(name, value)));
   }
 
   /** Deletes the parameters it created. */

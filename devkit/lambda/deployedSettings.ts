@@ -12,8 +12,7 @@ import type { StackScope } from './intrinsics.js';
 export interface SqsEventSource {
   logicalId: string;
   function: DeployedFunction;
-  /** The queue's logical id and name as the template declares them (unprefixed). */
-  queueLogicalId: string;
+  /** The queue's name as the template declares it (unprefixed). */
   queueName: string;
   fifo: boolean;
   /** Records per invocation (default 10). */
@@ -103,7 +102,6 @@ export function deployedSettings(assembly: DeployedAssembly): DeployedSettings {
       out.sqs.push({
         logicalId,
         function: fn,
-        queueLogicalId: sourceId as string,
         queueName: String(q.QueueName ?? sourceId),
         fifo: q.FifoQueue === true || q.FifoQueue === 'true',
         batchSize: Number(p.BatchSize ?? 10),

@@ -16,7 +16,6 @@ export interface CfnResource {
   Type: string;
   Properties?: Record<string, unknown>;
   Metadata?: Record<string, unknown>;
-  DependsOn?: string | string[];
 }
 
 /** The stack a value belongs to: its template, and its name for pseudo parameters. */
@@ -161,19 +160,4 @@ function ref(name: string, stack: StackScope, refs: LocalReferences, path: strin
     );
   }
   return v;
-}
-
-/** Every resource `Ref`ed or `GetAtt`ed anywhere in `value` (not across imports). */
-export function referencedResources(value: unknown, out = new Set<string>()): Set<string> {
-  if (value === null || typeof value !== 'object') return out;
-  if (Array.isArray(value)) {
-    for (const v of value) referencedResources(v, out);
-    return out;
-  }
-  const obj = value as Record<string, unknown>;
-  if (typeof obj.Ref === 'string' && !obj.Ref.startsWith('AWS::')) out.add(obj.Ref);
-  const att = obj['Fn::GetAtt'];
-  if (att) out.add(Array.isArray(att) ? String(att[0]) : (String(att).split('.')[0] as string));
-  for (const v of Object.values(obj)) referencedResources(v, out);
-  return out;
 }

@@ -57,9 +57,8 @@ function routesOf(assembly: DeployedAssembly, resolve: Resolve): Route[] {
   return assembly.resources('AWS::ApiGatewayV2::Route').map(({ stack, resource }) => {
     const p = resource.Properties ?? {};
     const target = String(resolve(stack, p.Target, 'Route.Target')).replace(/^integrations\//, '');
-    const integration = Object.entries(stack.template.Resources ?? {}).find(
-      ([id, r]) => r.Type === 'AWS::ApiGatewayV2::Integration' && id === target,
-    )?.[1];
+    const found = stack.template.Resources?.[target];
+    const integration = found?.Type === 'AWS::ApiGatewayV2::Integration' ? found : undefined;
     const fn = assembly.functionNamedBy(stack, integration?.Properties?.IntegrationUri);
     if (!fn) throw new Error(`route ${String(p.RouteKey)}: no function behind its integration`);
     const [method, path] = String(p.RouteKey).split(' ') as [string, string];

@@ -57,14 +57,14 @@ export async function publishStackOutputs(options: {
   endpoint: string;
   stackName: string;
   outputs: Record<string, string>;
-  region?: string;
-  timeoutMs?: number;
 }): Promise<PublishedStack> {
-  const cfn = new CloudFormationClient({
-    region: options.region ?? 'us-east-1',
-    endpoint: options.endpoint,
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  const client = () =>
+    new CloudFormationClient({
+      region: 'us-east-1',
+      endpoint: options.endpoint,
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
+  const cfn = client();
   const template = {
     Resources: { Placeholder: { Type: 'AWS::CloudFormation::WaitConditionHandle' } },
     Outputs: Object.fromEntries(
@@ -89,7 +89,7 @@ export async function publishStackOutputs(options: {
         }
         return status === 'CREATE_COMPLETE';
       },
-      { timeoutMs: options.timeoutMs ?? 30_000, message: `stack ${options.stackName} created` },
+      { timeoutMs: 30_000, message: `stack ${options.stackName} created` },
     );
   } finally {
     cfn.destroy();
@@ -97,15 +97,11 @@ export async function publishStackOutputs(options: {
   return {
     stackName: options.stackName,
     delete: async () => {
-      const client = new CloudFormationClient({
-        region: options.region ?? 'us-east-1',
-        endpoint: options.endpoint,
-        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      });
+      const cfn = client();
       try {
-        await client.send(new DeleteStackCommand({ StackName: options.stackName }));
+        await cfn.send(new DeleteStackCommand({ StackName: options.stackName }));
       } finally {
-        client.destroy();
+        cfn.destroy();
       }
     },
   };

@@ -9,6 +9,8 @@ import { REPO_ROOT } from './runtimeDir.js';
 /** What the synthesized app's code and settings come from: a change to any of them is a new synth. */
 const SOURCES = ['infra', 'shared', 'functions'];
 const SOURCE_FILES = ['cdk.json', 'package.json', 'package-lock.json', 'tsconfig.json'];
+/** Where assemblies are kept, one folder per source hash. */
+const CACHE_DIR = join(REPO_ROOT, '.tmp', 'cdk-assemblies');
 
 export interface SynthOptions {
   transport: 'sqs' | 'rabbitmq';
@@ -17,8 +19,6 @@ export interface SynthOptions {
    * (infra/app.ts, `pipeline` overrides).
    */
   context?: Record<string, string>;
-  /** Where assemblies are kept, one folder per source hash (default `.tmp/cdk-assemblies`). */
-  cacheDir?: string;
   /** Progress lines (`synthesizing …`). */
   log?: (line: string) => void;
 }
@@ -103,9 +103,7 @@ const alive = (pid: number) => {
  */
 export async function synthesize(given: SynthOptions): Promise<SynthResult> {
   const options = withLocalDefaults(given);
-  const root = options.cacheDir ?? join(REPO_ROOT, '.tmp', 'cdk-assemblies');
-  const key = await sourceKey(options);
-  return cached(root, key, async (partial) => {
+  return cached(CACHE_DIR, await sourceKey(options), async (partial) => {
     options.log?.(`synthesizing the ${options.transport} app (cdk synth, esbuild bundling)…`);
     await runCdkSynth(options, partial);
   });
@@ -174,12 +172,9 @@ function runCdkSynth(options: SynthOptions, out: string): Promise<void> {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
-    child.stdout.on('data', (d) => {
-      output += d;
-    });
-    child.stderr.on('data', (d) => {
-      output += d;
-    });
+    for (const stream of [child.stdout, child.stderr]) {
+      stream.on('data', (d) => (output += d));
+    }
     child.once('error', reject);
     child.once('close', (code) => {
       if (code === 0) resolve();
@@ -217,11 +212,10 @@ async function prune(root: string, keep: number): Promise<void> {
  * empty). Same context as `synthesize` (cdk.json's feature flags, the transport, overrides).
  */
 export async function synthesizeTemplates(
-  given: Pick<SynthOptions, 'transport' | 'context' | 'cacheDir'>,
+  given: Pick<SynthOptions, 'transport' | 'context'>,
 ): Promise<SynthResult> {
   const options = withLocalDefaults(given);
-  const root = join(options.cacheDir ?? join(REPO_ROOT, '.tmp', 'cdk-assemblies'), 'templates');
-  return cached(root, await sourceKey(options), async (outdir) => {
+  return cached(join(CACHE_DIR, 'templates'), await sourceKey(options), async (outdir) => {
     const [{ App }, { addPipeline }] = await Promise.all([
       import('aws-cdk-lib'),
       import('../../infra/pipelineApp.js'),
@@ -252,10 +246,9 @@ export async function synthesizeTemplates(
  * sources and settings when there is one, else templates synthesized in-process (no bundling).
  */
 export async function templatesFor(
-  options: Pick<SynthOptions, 'transport' | 'context' | 'cacheDir'>,
+  options: Pick<SynthOptions, 'transport' | 'context'>,
 ): Promise<{ dir: string; bundled: boolean }> {
-  const root = options.cacheDir ?? join(REPO_ROOT, '.tmp', 'cdk-assemblies');
-  const full = join(root, await sourceKey(withLocalDefaults(options)));
+  const full = join(CACHE_DIR, await sourceKey(withLocalDefaults(options)));
   if (existsSync(join(full, '.complete'))) return { dir: full, bundled: true };
   return { dir: (await synthesizeTemplates(options)).dir, bundled: false };
 }
