@@ -26,6 +26,13 @@ const HINTS = {
   'RabbitMQ management API': 'enable it with: rabbitmq-plugins enable rabbitmq_management',
 } as const;
 
+const problem = (service: ServiceProblem['service'], address: string, err: unknown) => ({
+  service,
+  address,
+  hint: HINTS[service],
+  error: (err as Error).message,
+});
+
 function tcpProbe(host: string, port: number, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const socket = connect({ host, port });
@@ -56,12 +63,7 @@ export async function checkPostgres(
     return undefined;
   } catch (err) {
     const u = new URL(url);
-    return {
-      service: 'PostgreSQL',
-      address: `${u.hostname}:${u.port || 5432}${u.pathname}`,
-      hint: HINTS.PostgreSQL,
-      error: (err as Error).message,
-    };
+    return problem('PostgreSQL', `${u.hostname}:${u.port || 5432}${u.pathname}`, err);
   } finally {
     await client.end().catch(() => {});
   }
@@ -77,12 +79,7 @@ export async function checkRabbitMq(
     await tcpProbe(u.hostname, port, timeoutMs);
     return undefined;
   } catch (err) {
-    return {
-      service: 'RabbitMQ',
-      address: `${u.hostname}:${port}`,
-      hint: HINTS.RabbitMQ,
-      error: (err as Error).message,
-    };
+    return problem('RabbitMQ', `${u.hostname}:${port}`, err);
   }
 }
 
@@ -90,18 +87,12 @@ export async function checkRabbitManagement(
   url: string,
   timeoutMs = 3_000,
 ): Promise<ServiceProblem | undefined> {
-  const u = new URL(url);
   try {
     const res = await managementOverview(url, timeoutMs);
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     return undefined;
   } catch (err) {
-    return {
-      service: 'RabbitMQ management API',
-      address: u.host,
-      hint: HINTS['RabbitMQ management API'],
-      error: (err as Error).message,
-    };
+    return problem('RabbitMQ management API', new URL(url).host, err);
   }
 }
 

@@ -51,21 +51,12 @@ export interface DataApiServer {
 
 export interface DataApiServerOptions {
   databaseUrl: string;
-  port?: number;
   /** A transaction no call used for this long is rolled back (the service: 3 minutes). */
   transactionIdleTimeoutMs?: number;
-  /** A transaction older than this is rolled back (the service: 24 hours). */
-  transactionMaxLifetimeMs?: number;
   /** Larger requests are refused with 413 (the service: 4 MiB, headers included). */
   maxRequestBytes?: number;
   /** A larger response (its JSON) fails the call (the service: 1 MiB). */
   maxResponseBytes?: number;
-  /**
-   * Connections to PostgreSQL per database user (default 20): a call waits for one. The service
-   * has no such limit of its own (the cluster's `max_connections`, hundreds by capacity, is the
-   * bound); a small one stalls every caller once a few transactions are abandoned.
-   */
-  maxConnectionsPerUser?: number;
   /**
    * The database user of a call, from the secret it names (`secretArn`), as the service reads
    * `username` and `password` from that Secrets Manager secret. Unset: every call runs as the user
@@ -255,8 +246,6 @@ interface OpenTransaction {
 export async function startDataApiServer(options: DataApiServerOptions): Promise<DataApiServer> {
   const idleTimeoutMs =
     options.transactionIdleTimeoutMs ?? DATA_API_LIMITS.transactionIdleTimeoutMs;
-  const maxLifetimeMs =
-    options.transactionMaxLifetimeMs ?? DATA_API_LIMITS.transactionMaxLifetimeMs;
   const maxRequestBytes = options.maxRequestBytes ?? DATA_API_LIMITS.maxRequestBytes;
   const maxResponseBytes = options.maxResponseBytes ?? DATA_API_LIMITS.maxResponseBytes;
   const pools = new Map<string, pg.Pool>();
@@ -272,7 +261,10 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       }
       pool = new pg.Pool({
         connectionString: url.toString(),
-        max: options.maxConnectionsPerUser ?? 20,
+        // a call waits for one of 20 connections per user. The service has no such limit of its
+        // own (the cluster's `max_connections`, hundreds by capacity, is the bound); a small one
+        // stalls every caller once a few transactions are abandoned
+        max: 20,
         types: raw,
         options: '-c TimeZone=UTC',
       });
@@ -376,7 +368,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
   const arm = (id: string, tx: OpenTransaction) => {
     clearTimeout(tx.timer);
     if (tx.busy > 0) return;
-    const left = Math.min(idleTimeoutMs, tx.begunAt + maxLifetimeMs - Date.now());
+    const end = tx.begunAt + DATA_API_LIMITS.transactionMaxLifetimeMs;
+    const left = Math.min(idleTimeoutMs, end - Date.now());
     tx.timer = setTimeout(() => void finish(id, 'ROLLBACK').catch(() => {}), Math.max(0, left));
     tx.timer.unref();
   };
@@ -571,7 +564,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
     }
   });
   if (options.autoPause) autoPause = validAutoPause(options.autoPause);
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   armPause();
   const address = server.address() as AddressInfo;
   return {

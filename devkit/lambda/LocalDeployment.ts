@@ -229,17 +229,6 @@ export class LocalDeployment {
     await queues.create(this.assembly, this.resolver.resolve);
   }
 
-  private runtimeOptions(): LambdaRuntimeOptions {
-    return {
-      workDir: this.workDir,
-      runtimeDir: join(this.workDir, 'runtime'),
-      platformEnv: this.platformEnv,
-      region: this.region,
-      accountId: LOCAL_ACCOUNT,
-      ...(this.options.onLog ? { onLog: this.options.onLog } : {}),
-    };
-  }
-
   /**
    * The SQS endpoint the functions reach (through `AWS_ENDPOINT_URL_SQS`), if any: behind the
    * counting proxy with `countCalls`, so the event source mappings' polling (ReceiveMessage,
@@ -352,8 +341,8 @@ export class LocalDeployment {
     if (running) return running;
     const deployed = this.assembly.function(id);
     if (!deployed.assetDir) throw new Error(`${id} has no asset folder (inline code)`);
-    const options = this.runtimeOptions();
-    const taskRoot = LambdaFunction.taskRootOf(options.workDir, id);
+    const taskRoot = LambdaFunction.taskRootOf(this.workDir, id);
+    // created on first use: the endpoints in `platformEnv` are known by then
     const f = new LambdaFunction(
       {
         name: id,
@@ -364,7 +353,14 @@ export class LocalDeployment {
         memorySize: deployed.memorySize,
         environment: this.environmentOf(deployed, taskRoot),
       },
-      options,
+      {
+        workDir: this.workDir,
+        runtimeDir: join(this.workDir, 'runtime'),
+        platformEnv: this.platformEnv,
+        region: this.region,
+        accountId: LOCAL_ACCOUNT,
+        ...(this.options.onLog ? { onLog: this.options.onLog } : {}),
+      },
     );
     this.functions.set(id, f);
     return f;

@@ -12,8 +12,7 @@ import {
   scheduleOf,
   sqsEventSourceOf,
 } from './deployedSettings.js';
-import type { LambdaFunction } from './LambdaFunction.js';
-import { LambdaFunctionError } from './LambdaFunction.js';
+import { type LambdaFunction, LambdaFunctionError } from './LambdaFunction.js';
 import type { LocalDeployment } from './LocalDeployment.js';
 
 /**

@@ -108,21 +108,15 @@ export const sqsLocal: LocalTransport = {
     };
   },
   async namespace(services, name) {
-    if (!services.sqsEndpoint) {
-      return {
-        config: {},
-        delete: async () => {},
-      };
-    }
-    return {
-      config: {
-        endpoint: services.sqsEndpoint,
-        region: 'us-east-1',
-        prefix: `${name.replace(/_/g, '-')}-`,
-        mode: 'visibility',
-      },
-      delete: async () => {},
-    };
+    const config = services.sqsEndpoint
+      ? {
+          endpoint: services.sqsEndpoint,
+          region: 'us-east-1',
+          prefix: `${name.replace(/_/g, '-')}-`,
+          mode: 'visibility',
+        }
+      : {};
+    return { config, delete: async () => {} };
   },
   deployed: {
     stack: 'sqs',

@@ -51,9 +51,12 @@ export interface LocalTransport {
   required(env: Env, scope: 'publish' | 'consume'): RequiredServices;
   /**
    * Starts what it needs locally that may not be running (SQS: an embedded server unless one
-   * answers), or undefined; the settings a backend then needs, and one line for the console.
+   * answers), or undefined; the settings a backend then needs (an endpoint), and one line for the
+   * console.
    */
-  startLocal?(env: Env): Promise<LocalServer>;
+  startLocal?(
+    env: Env,
+  ): Promise<{ config: Record<string, unknown>; line: string; stop(): Promise<void> }>;
   /** Its namespace in a scratch environment (a vhost, a queue or stream prefix). */
   namespace(services: Services, name: string): Promise<Namespace>;
   /**
@@ -80,14 +83,6 @@ export interface RawMessage {
   schemaVersion?: string;
   /** RabbitMQ and NATS: the routing key or subject's last part. Default: the type, else `order.created`. */
   routingKey?: string;
-}
-
-/** A server started for local runs. */
-export interface LocalServer {
-  /** Configuration a backend needs to use it (an endpoint). */
-  config: Record<string, unknown>;
-  line: string;
-  stop(): Promise<void>;
 }
 
 /** A transport's namespace of one scratch environment. */
