@@ -9,6 +9,7 @@ import { benchBundles } from './bundle.js';
 import { benchCost, type ConfigurationCost, costMarkdown } from './cost.js';
 import { deployedTransports } from './deployed.js';
 import { benchE2e } from './e2e.js';
+import { parseOptions } from './options.js';
 import { benchPeers, type PeerRow } from './peers.js';
 import { PRICES } from './prices.js';
 import { progress } from './progress.js';
@@ -31,79 +32,79 @@ import { benchSqs } from './sqs.js';
  * the same run. Suites: relay, reserve, e2e, memory, scale, bundle (default: these), relay-deployed (named only: an hour at rest), peers, cost (per million orders, and the month at rest), cost-at-rest (the month at rest alone). Results are
  * merged into reports/bench.json; reports/bench.md and the printed table summarize them.
  */
-const program = new Command('bench')
-  .argument('[suites...]', 'suites to run (default: all)', [])
-  .option('--messages <n>', 'messages per run', '20000')
-  .option('--runs <n>', 'runs per figure (the median is reported)', '3')
-  .option('--batch-size <n>', 'relay rows per round', '500')
-  .option('--concurrency <n>', 'relay loops in the process', '2')
-  .option('--window <n>', 'confirms outstanding per channel', '1000')
-  .option('--consumers <n>', 'reserve: consumers (and raw connections)', '2')
-  .option(
+const program = new Command('bench').argument('[suites...]', 'suites to run (default: all)', []);
+const opts = parseOptions(program, [
+  ['--messages <n>', 'messages per run', '20000'],
+  ['--runs <n>', 'runs per figure (the median is reported)', '3'],
+  ['--batch-size <n>', 'relay rows per round', '500'],
+  ['--concurrency <n>', 'relay loops in the process', '2'],
+  ['--window <n>', 'confirms outstanding per channel', '1000'],
+  ['--consumers <n>', 'reserve: consumers (and raw connections)', '2'],
+  [
     '--prefetch <n>',
     'reserve: prefetch per consumer (default: the consumer default, CONSUMER_PREFETCH)',
     String(RABBITMQ_DEFAULTS.prefetch),
-  )
-  .option('--skus <n>', 'reserve: distinct SKUs (fewer = hotter rows)', '1000')
-  .option('--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs')
-  .option('--suite <suites>', 'suites to run, comma-separated (same as the arguments)')
-  .option('--rate <n>', 'e2e/memory: offered orders per second', '500')
-  .option('--duration <s>', 'e2e/memory: measured seconds at that rate', '60')
-  .option('--warmup <s>', 'e2e/memory: seconds at that rate before measuring', '5')
-  .option('--raw-duration <s>', 'e2e/memory: seconds of each raw baseline at that rate', '10')
-  .option('--max-duration <s>', 'e2e: seconds of each closed-loop saturation run', '5')
-  .option(
+  ],
+  ['--skus <n>', 'reserve: distinct SKUs (fewer = hotter rows)', '1000'],
+  ['--transport <transports>', 'rabbitmq, sqs, or both (comma-separated)', 'rabbitmq,sqs'],
+  ['--suite <suites>', 'suites to run, comma-separated (same as the arguments)'],
+  ['--rate <n>', 'e2e/memory: offered orders per second', '500'],
+  ['--duration <s>', 'e2e/memory: measured seconds at that rate', '60'],
+  ['--warmup <s>', 'e2e/memory: seconds at that rate before measuring', '5'],
+  ['--raw-duration <s>', 'e2e/memory: seconds of each raw baseline at that rate', '10'],
+  ['--max-duration <s>', 'e2e: seconds of each closed-loop saturation run', '5'],
+  [
     '--search <from,step,max,seconds>',
     'e2e: step-up search of the sustainable rate ("off" to skip)',
     '250,250,3000,20',
-  )
-  .option('--log-level <level>', 'e2e/memory: POWERTOOLS_LOG_LEVEL of the roles', 'INFO')
-  .option('--profile <dir>', 'e2e/memory: write a CPU profile of each role (node --cpu-prof)')
-  .option('--node-options <opts>', 'e2e/memory: NODE_OPTIONS of the roles')
-  .option('--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000')
-  .option('--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20')
-  .option(
+  ],
+  ['--log-level <level>', 'e2e/memory: POWERTOOLS_LOG_LEVEL of the roles', 'INFO'],
+  ['--profile <dir>', 'e2e/memory: write a CPU profile of each role (node --cpu-prof)'],
+  ['--node-options <opts>', 'e2e/memory: NODE_OPTIONS of the roles'],
+  ['--scale-rows <n>', 'scale: rows already in outbox / inbox', '1000000'],
+  ['--scale-samples <n>', 'scale: relay rounds and reserve calls measured per state', '20'],
+  [
     '--scale-phases <phases>',
     `scale: phases, comma-separated (${SCALE_PHASES.join(', ')}; pinned-xmin: ~1.4 min at the default --pin-seconds, ~2.3 min with the unbounded claim)`,
     'rows',
-  )
-  .option(
+  ],
+  [
     '--pin-seconds <s>',
     'scale pinned-xmin: seconds of flow without and with the pinned horizon, in 5-s slices',
     '30',
-  )
-  .option(
+  ],
+  [
     '--pin-alternative <when>',
     'scale pinned-xmin: measure the unbounded claim too (fullClaimEveryMs 0): auto (when the loss reaches 20 %), always, never',
     'auto',
-  )
-  .option(
+  ],
+  [
     '--idle-minutes <n>',
     'relay-deployed: minutes at rest measured for the kick design (61 includes its hourly sweep)',
     '61',
-  )
-  .option(
+  ],
+  [
     '--baseline-idle-minutes <n>',
     'relay-deployed: minutes at rest measured for the schedule-drain baseline (it repeats each minute)',
     '3',
-  )
-  .option('--burst-seconds <s>', 'relay-deployed: seconds of the burst at --rate', '60')
-  .option('--sparse-orders <n>', 'relay-deployed: orders one minute apart', '4')
-  .option('--peer-messages <n>', 'peers: messages per run (each side)', '3000')
-  .option('--peer-concurrency <n>', 'peers: messages handled at once, both sides', '2')
-  .option('--peer-batch <n>', 'peers: messages per receive / invocation, both sides', '10')
-  .option('--peer-lag-rate <n>', 'peers: relay lag run, events offered per second', '200')
-  .option('--peer-lag-seconds <n>', 'peers: relay lag run, seconds', '10')
-  .option('--peers <ids>', 'peers: only these (comma-separated peer ids)')
-  .option('--cost-rate <n>', 'cost: orders per second through the HTTP API', '15')
-  .option('--cost-seconds <s>', 'cost: seconds measured', '60')
-  .option(
+  ],
+  ['--burst-seconds <s>', 'relay-deployed: seconds of the burst at --rate', '60'],
+  ['--sparse-orders <n>', 'relay-deployed: orders one minute apart', '4'],
+  ['--peer-messages <n>', 'peers: messages per run (each side)', '3000'],
+  ['--peer-concurrency <n>', 'peers: messages handled at once, both sides', '2'],
+  ['--peer-batch <n>', 'peers: messages per receive / invocation, both sides', '10'],
+  ['--peer-lag-rate <n>', 'peers: relay lag run, events offered per second', '200'],
+  ['--peer-lag-seconds <n>', 'peers: relay lag run, seconds', '10'],
+  ['--peers <ids>', 'peers: only these (comma-separated peer ids)'],
+  ['--cost-rate <n>', 'cost: orders per second through the HTTP API', '15'],
+  ['--cost-seconds <s>', 'cost: seconds measured', '60'],
+  [
     '--cost-throughput <n>',
     'cost: orders per second a deployment sustains, for the hourly items (broker, NAT, schedules)',
     '100',
-  )
-  .option('--out <path>', 'report file', DEFAULT_REPORT)
-  .parse();
+  ],
+  ['--out <path>', 'report file', DEFAULT_REPORT],
+]);
 
 const SUITES = [
   'relay',
@@ -121,46 +122,6 @@ const SUITES = [
 const DEFAULT_SUITES = SUITES.filter(
   (s) => s !== 'relay-deployed' && s !== 'peers' && s !== 'cost' && s !== 'cost-at-rest',
 );
-const opts = program.opts<{
-  messages: string;
-  runs: string;
-  batchSize: string;
-  concurrency: string;
-  window: string;
-  consumers: string;
-  prefetch: string;
-  skus: string;
-  transport: string;
-  suite?: string;
-  rate: string;
-  duration: string;
-  warmup: string;
-  rawDuration: string;
-  maxDuration: string;
-  search: string;
-  idleMinutes: string;
-  baselineIdleMinutes: string;
-  burstSeconds: string;
-  sparseOrders: string;
-  logLevel: string;
-  profile?: string;
-  nodeOptions?: string;
-  scaleRows: string;
-  scaleSamples: string;
-  scalePhases: string;
-  pinSeconds: string;
-  pinAlternative: string;
-  peerMessages: string;
-  peerConcurrency: string;
-  peerBatch: string;
-  peerLagRate: string;
-  peerLagSeconds: string;
-  peers?: string;
-  costRate: string;
-  costSeconds: string;
-  costThroughput: string;
-  out: string;
-}>();
 const named = [...program.args, ...(opts.suite ?? '').split(',')]
   .map((s) => s.trim())
   .filter(Boolean);

@@ -1,16 +1,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
+import { parseOptions } from '../bench/options.js';
 import { requireServices } from '../devkit/preflight.js';
 import { localTransport } from '../devkit/transports/index.js';
 import { loadEnv } from '../shared/config/env.js';
-import {
-  type BrokerFault,
-  type RabbitConsumer,
-  runSoak,
-  type SoakReport,
-  type SoakTransportName,
-} from './soak.js';
+import { type RabbitConsumer, runSoak, type SoakReport, type SoakTransportName } from './soak.js';
 import { summary } from './summary.js';
 
 /**
@@ -21,75 +16,40 @@ import { summary } from './summary.js';
  * end state is checked (see soak/verify.ts). Prints the counts, writes reports/soak.json, exits 1
  * on any violation. Not part of `npm test` (test/integration/soak.smoke.test.ts runs a tiny one).
  */
-const program = new Command('soak')
-  .option(
+const program = new Command('soak');
+const opts = parseOptions(program, [
+  [
     '--transport <transports>',
     'rabbitmq (worker), rabbitmq-amazonmq (the reserve function behind the Amazon MQ trigger emulation, its database sessions terminated mid-batch), sqs; comma-separated',
     'rabbitmq,rabbitmq-amazonmq,sqs',
-  )
-  .option('--orders <n>', 'orders per transport', '10000')
-  .option('--poison <n>', 'poison events among them (default: 0.2 % of the orders, at least 2)')
-  .option(
-    '--duration <seconds>',
-    'fault phase (at least; it lasts until every order is placed)',
-    '120',
-  )
-  .option('--seed <n>', 'seed for the orders and the fault schedule (default: random, printed)')
-  .addOption(
-    new Option(
-      '--broker-fault <how>',
-      'RabbitMQ outage: restart the broker (rabbitmqctl stop_app/start_app: every client of the broker sees it) or cut a TCP proxy in front of it',
-    )
-      .choices(['restart', 'proxy'])
-      .default('restart'),
-  )
-  .option(
-    '--broker-outages <n>',
-    'broker outages per transport, evenly spread over the fault phase',
-    '3',
-  )
-  .option('--bad-rows <n>', 'outbox rows the relay cannot publish, among the orders', '3')
-  .option('--fault-gap <ms>', 'pause between two faults, min-max', '1500-4000')
-  .addOption(
-    new Option(
-      '--db <adapter>',
-      "the roles' database: node-postgres, or the RDS Data API through one endpoint the soak hosts, whose cluster pauses (db-pause) while orders flow and in a quiet spell",
-    )
-      .choices(['pg', 'data-api'])
-      .default('pg'),
-  )
-  .option('--db-pauses <n>', 'with --db data-api: pauses while orders flow', '2')
-  .option('--resume-ms <ms>', 'with --db data-api: how long a resume takes', '15000')
-  .option(
-    '--drain-timeout <seconds>',
-    'how long the pipeline may take to drain after the faults',
-    '300',
-  )
-  .option('--clients <n>', 'concurrent HTTP clients', '8')
-  .option('--out <path>', 'report file', 'reports/soak.json')
-  .option('--log-dir <path>', 'child process logs', 'reports/soak-logs')
-  .option('--keep', 'keep the databases and virtual hosts')
-  .parse();
-
-const opts = program.opts<{
-  transport: string;
-  orders: string;
-  poison?: string;
-  duration: string;
-  seed?: string;
-  brokerFault: BrokerFault;
-  brokerOutages: string;
-  badRows: string;
-  faultGap: string;
-  db: 'pg' | 'data-api';
-  dbPauses: string;
-  resumeMs: string;
-  drainTimeout: string;
-  clients: string;
-  out: string;
-  logDir: string;
-  keep?: boolean;
-}>();
+  ],
+  ['--orders <n>', 'orders per transport', '10000'],
+  ['--poison <n>', 'poison events among them (default: 0.2 % of the orders, at least 2)'],
+  ['--duration <seconds>', 'fault phase (at least; it lasts until every order is placed)', '120'],
+  ['--seed <n>', 'seed for the orders and the fault schedule (default: random, printed)'],
+  [
+    '--broker-fault <how>',
+    'RabbitMQ outage: restart the broker (rabbitmqctl stop_app/start_app: every client of the broker sees it) or cut a TCP proxy in front of it',
+    'restart',
+    ['restart', 'proxy'],
+  ],
+  ['--broker-outages <n>', 'broker outages per transport, evenly spread over the fault phase', '3'],
+  ['--bad-rows <n>', 'outbox rows the relay cannot publish, among the orders', '3'],
+  ['--fault-gap <ms>', 'pause between two faults, min-max', '1500-4000'],
+  [
+    '--db <adapter>',
+    "the roles' database: node-postgres, or the RDS Data API through one endpoint the soak hosts, whose cluster pauses (db-pause) while orders flow and in a quiet spell",
+    'pg',
+    ['pg', 'data-api'],
+  ],
+  ['--db-pauses <n>', 'with --db data-api: pauses while orders flow', '2'],
+  ['--resume-ms <ms>', 'with --db data-api: how long a resume takes', '15000'],
+  ['--drain-timeout <seconds>', 'how long the pipeline may take to drain after the faults', '300'],
+  ['--clients <n>', 'concurrent HTTP clients', '8'],
+  ['--out <path>', 'report file', 'reports/soak.json'],
+  ['--log-dir <path>', 'child process logs', 'reports/soak-logs'],
+  ['--keep', 'keep the databases and virtual hosts'],
+]);
 
 const RUNS: Record<string, { transport: SoakTransportName; consumer?: RabbitConsumer }> = {
   rabbitmq: { transport: 'rabbitmq' },
