@@ -1,5 +1,4 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import amqp from 'amqplib';
 import { startConsumer } from '../devkit/consumers.js';
 import type { ScratchEnvironment } from '../devkit/scratch.js';
 import { localTransport } from '../devkit/transports/index.js';
@@ -19,22 +18,27 @@ import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
 import { Journal } from '../shared/consumer/journal.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { type Envelope, encodeEnvelope } from '../shared/envelope/envelope.js';
+import type { Envelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import type { Backend } from '../shared/port/types.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
 import type { DeployedTransport } from './deployed.js';
-import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
+import {
+  BENCH_BACKEND,
+  orderEvents,
+  orderQueuesPurger,
+  publishAmqp,
+  withBenchEnvironment,
+} from './environment.js';
 import { quantile } from './load.js';
 import { progress } from './progress.js';
-import { orderQueuesPurger } from './relay.js';
 import { median, type PeerRowLike } from './report.js';
-import { orderEvents, rawSend } from './sqs.js';
+import { rawSend } from './sqs.js';
 
 /** One row of `peers` in reports/bench.json: ours beside a peer doing the same job. */
 export interface PeerRow extends PeerRowLike {
@@ -68,53 +72,38 @@ let measurement = 0;
 
 const ratio = (a: number, b: number) => (b > 0 ? Math.round((a / b) * 100) / 100 : Number.NaN);
 
+/** A row: the medians of ours and theirs, the ratio (`inverse`: theirs ÷ ours), the samples. */
+function peerRow(
+  row: Omit<PeerRow, 'ours' | 'theirs' | 'ratio' | 'samples'>,
+  ours: number[],
+  theirs: number[],
+  inverse = false,
+): PeerRow {
+  const a = Math.round(median(ours));
+  const b = Math.round(median(theirs));
+  return {
+    ...row,
+    ours: a,
+    theirs: b,
+    ratio: inverse ? ratio(b, a) : ratio(a, b),
+    samples: { ours: ours.map(Math.round), theirs: theirs.map(Math.round) },
+  };
+}
+
 /** Where the envelopes go: the run's virtual host, its SQS server. */
 interface Destinations {
   scratch: ScratchEnvironment;
   sqs: SQSClient | undefined;
 }
 
-type Send<I extends PeerInput = PeerInput> = (
-  input: I,
-  envelopes: Envelope[],
-  to: Destinations,
-) => Promise<unknown>;
-
 /**
  * Sends the envelopes to a consumer's input, not timed, by its kind: to an SQS queue 10 per call,
  * 8 calls in flight; on an AMQP confirm channel (persistent, JSON, message id).
  */
-const SENDS: { [K in PeerInput['kind']]: Send<Extract<PeerInput, { kind: K }>> } = {
-  sqs: (input, envelopes, to) => rawSend(to.sqs as SQSClient, input.queueUrl, envelopes),
-  amqp: (input, envelopes, to) =>
-    publishAmqp(to.scratch.vhost?.amqpUrl as string, input, envelopes),
-};
-const sendTo: Send = (input, envelopes, to) => (SENDS[input.kind] as Send)(input, envelopes, to);
-
-/** Publishes the envelopes on a confirm channel (persistent, JSON, message id). */
-async function publishAmqp(
-  amqpUrl: string,
-  input: { exchange: string; routingKey: string },
-  envelopes: Envelope[],
-): Promise<void> {
-  const conn = await amqp.connect(amqpUrl);
-  try {
-    const ch = await conn.createConfirmChannel();
-    for (const [i, e] of envelopes.entries()) {
-      ch.publish(input.exchange, input.routingKey, encodeEnvelope(e), {
-        persistent: true,
-        contentType: 'application/json',
-        messageId: e.id,
-        type: e.type,
-        headers: { [SCHEMA_VERSION_HEADER]: e.schema_version },
-      });
-      if (i % 1000 === 999) await ch.waitForConfirms();
-    }
-    await ch.waitForConfirms();
-  } finally {
-    await conn.close();
-  }
-}
+const sendTo = (input: PeerInput, envelopes: Envelope[], to: Destinations) =>
+  input.kind === 'sqs'
+    ? rawSend(to.sqs as SQSClient, input.queueUrl, envelopes)
+    : publishAmqp(to.scratch.vhost?.amqpUrl as string, input, envelopes);
 
 /** Waits until `count` distinct effects are committed; returns the seconds since `started`. */
 async function untilCommitted(
@@ -310,25 +299,18 @@ export async function benchPeers(env: Env, o: PeersBenchOptions): Promise<PeerRo
                 `  consumer on ${transport}, run ${run}/${o.runs}: ours ${Math.round(ours.at(-1)?.rate ?? 0)} msg/s, ${peer.id} ${Math.round(theirs.at(-1)?.rate ?? 0)} msg/s`,
               );
             }
-            const a = Math.round(median(ours.map((r) => r.rate)));
-            const b = Math.round(median(theirs.map((r) => r.rate)));
-            rows.push({
+            const row = {
               peer: peer.id,
               job: `consumer on ${transport}`,
-              ours: a,
-              theirs: b,
               unit: 'messages/s with the effect committed',
-              ratio: ratio(a, b),
               guarantee: {
                 ours: guaranteeHeld(OURS_CONSUMER, ours),
                 theirs: guaranteeHeld(peer.guarantee, theirs),
               },
-              samples: {
-                ours: ours.map((r) => Math.round(r.rate)),
-                theirs: theirs.map((r) => Math.round(r.rate)),
-              },
               versions: versionsOf(peer.packages),
-            });
+            };
+            const rate = (r: ConsumerRun) => r.rate;
+            rows.push(peerRow(row, ours.map(rate), theirs.map(rate)));
           }
         },
         { transports: [transport], ...(endpoint ? { sqsEndpoint: endpoint } : {}) },
@@ -494,40 +476,29 @@ async function benchRelayPeer(env: Env, o: PeersBenchOptions): Promise<PeerRow[]
         ours: `row marked only after the broker's confirm (at-least-once publish); this run: ${lost(ours) + lost(oursLag)} unpublished`,
         theirs: `${peer.guarantee}; this run: ${lost(theirs) + lost(theirsLag)} unpublished`,
       };
-      const versions = versionsOf(peer.packages);
-      const a = Math.round(median(ours.map((r) => r.rate)));
-      const b = Math.round(median(theirs.map((r) => r.rate)));
-      const la = Math.round(median(oursLag.map((r) => r.lagP99)));
-      const lb = Math.round(median(theirsLag.map((r) => r.lagP99)));
+      const row = {
+        peer: 'peer-pg-transactional-outbox',
+        guarantee,
+        versions: versionsOf(peer.packages),
+      };
+      const rate = (r: RelayRun) => r.rate;
+      const lag = (r: RelayRun) => r.lagP99;
       return [
-        {
-          peer: 'peer-pg-transactional-outbox',
-          job: 'relay to rabbitmq: events/s confirmed and marked',
-          ours: a,
-          theirs: b,
-          unit: 'events/s',
-          ratio: ratio(a, b),
-          guarantee,
-          samples: {
-            ours: ours.map((r) => Math.round(r.rate)),
-            theirs: theirs.map((r) => Math.round(r.rate)),
+        peerRow(
+          { ...row, job: 'relay to rabbitmq: events/s confirmed and marked', unit: 'events/s' },
+          ours.map(rate),
+          theirs.map(rate),
+        ),
+        peerRow(
+          {
+            ...row,
+            job: `relay to rabbitmq: commit-to-confirm lag p99 at ${o.lagRate} events/s`,
+            unit: 'ms (lower is better; ratio theirs ÷ ours)',
           },
-          versions,
-        },
-        {
-          peer: 'peer-pg-transactional-outbox',
-          job: `relay to rabbitmq: commit-to-confirm lag p99 at ${o.lagRate} events/s`,
-          ours: la,
-          theirs: lb,
-          unit: 'ms (lower is better; ratio theirs ÷ ours)',
-          ratio: ratio(lb, la),
-          guarantee,
-          samples: {
-            ours: oursLag.map((r) => Math.round(r.lagP99)),
-            theirs: theirsLag.map((r) => Math.round(r.lagP99)),
-          },
-          versions,
-        },
+          oursLag.map(lag),
+          theirsLag.map(lag),
+          true,
+        ),
       ];
     },
     { poolSize: o.concurrency + 4 },

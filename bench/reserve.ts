@@ -1,18 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { startConsumer } from '../devkit/consumers.js';
 import type { ScratchEnvironment } from '../devkit/scratch.js';
-import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
-import { Journal } from '../shared/consumer/journal.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
-import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
-import { BENCH_BACKEND, untilAcked, withBenchEnvironment } from './environment.js';
+import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
+import {
+  BENCH_BACKEND,
+  orderEvents,
+  publishAmqp,
+  timedReserve,
+  withBenchEnvironment,
+} from './environment.js';
 import { progress } from './progress.js';
-import { type BenchFigure, median } from './report.js';
+import { type BenchFigure, figure, median } from './report.js';
 
 export interface ReserveBenchOptions {
   messages: number;
@@ -70,48 +71,24 @@ async function consumerRun(
   await db.query('UPDATE stock SET reserved = 0');
   const backend = scratch.backend('rabbitmq', BENCH_BACKEND, { connectionName: 'bench-reserve' });
   // load the queue first (not timed), as the relay would have
-  await backend.withChannel(async (ch) => {
-    await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-    for (let i = 0; i < o.messages; i++) {
-      const orderId = randomUUID();
-      const e = newEnvelope({
-        type: 'order.created',
-        aggregate: { type: 'order', id: orderId, version: 1 },
-        data: { orderId, sku: `SKU-${i % o.skus}`, quantity: 1 },
-        correlationId: orderId,
-        producer: 'order-service',
-      });
-      ch.publish(RABBITMQ_NAMES.ordersExchange, e.type, encodeEnvelope(e), {
-        persistent: true,
-        messageId: e.id,
-        type: e.type,
-        headers: { [SCHEMA_VERSION_HEADER]: e.schema_version },
-      });
-      if (i % 1000 === 999) await ch.waitForConfirms();
-    }
-    await ch.waitForConfirms();
-  });
+  await backend.withChannel((ch) => ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue));
+  await publishAmqp(
+    scratch.vhost?.amqpUrl as string,
+    { exchange: RABBITMQ_NAMES.ordersExchange, routingKey: 'order.created' },
+    orderEvents(o.messages, o.skus),
+  );
 
-  const journal = new Journal();
-  const finished = untilAcked(journal, o.messages);
-  const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
-  const started = performance.now();
-  const consumer = await startConsumer(backend, (m) => useCase.process(m), {
+  const { rate, stats } = await timedReserve(backend, db, o.messages, {
     mode: 'worker',
-    journal,
     concurrency: o.concurrency,
     prefetch: o.prefetch,
   });
-  await finished;
-  const rate = o.messages / ((performance.now() - started) / 1000);
-  await consumer.stop();
-  const { batches, messages } = consumer.stats;
   await backend.close();
   const { rows } = await db.query<{ n: string }>('SELECT count(*) AS n FROM reservations');
   await db.close();
   if (Number(rows[0]?.n) !== o.messages)
     throw new Error(`expected ${o.messages} reservations, got ${rows[0]?.n}`);
-  return { rate, avgBatch: messages / batches };
+  return { rate, avgBatch: stats.messages / stats.batches };
 }
 
 export async function benchReserveRabbit(
@@ -138,14 +115,9 @@ export async function benchReserveRabbit(
         );
       }
       const value = Math.round(median(consumer));
-      const baseline = Math.round(median(raw));
       return {
-        'reserve.rabbitmq': {
-          value,
-          unit: 'messages/s',
-          baseline,
+        'reserve.rabbitmq': figure(value, 'messages/s', Math.round(median(raw)), {
           baselineName: `raw BEGIN/INSERT one row/COMMIT, ${o.concurrency} connection(s)`,
-          ratio: Math.round((value / baseline) * 100) / 100,
           goal: 1.0,
           messages: o.messages,
           runs: o.runs,
@@ -154,7 +126,7 @@ export async function benchReserveRabbit(
           skus: o.skus,
           avgMessagesPerTransaction: Math.round(median(avgBatch) * 10) / 10,
           samples: { consumer: consumer.map(Math.round), baseline: raw.map(Math.round) },
-        },
+        }),
       };
     },
     { poolSize: 1 },

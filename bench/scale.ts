@@ -1,16 +1,19 @@
-import { randomUUID } from 'node:crypto';
 import type { ScratchEnvironment } from '../devkit/scratch.js';
 import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
+import { type Envelope, encodeEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import type { InboundMessage } from '../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
-import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
+import {
+  BENCH_BACKEND,
+  orderEvents,
+  orderQueuesPurger,
+  withBenchEnvironment,
+} from './environment.js';
 import { quantile, round2 } from './load.js';
 import { benchPinnedHorizon } from './pinnedHorizon.js';
 import { progress } from './progress.js';
@@ -41,17 +44,6 @@ export interface ScaleOptions {
 }
 
 const SKUS = 100;
-
-function orderCreated(i: number) {
-  const orderId = randomUUID();
-  return newEnvelope({
-    type: 'order.created',
-    aggregate: { type: 'order', id: orderId, version: 1 },
-    data: { orderId, sku: `SKU-${i % SKUS}`, quantity: 1 },
-    correlationId: orderId,
-    producer: 'order-service',
-  });
-}
 
 /** Fills `table` with `rows` rows in chunks (INSERT … SELECT generate_series), with progress. */
 async function fill(db: PgDatabase, what: string, rows: number, sql: string): Promise<void> {
@@ -113,11 +105,7 @@ async function openSide(scratch: ScratchEnvironment, batchSize: number): Promise
       { table: 'outbox', batchSize, maxAttempts: 10 },
     ),
     useCase: new ReserveInventory({ db }, { budget: TEST_RETRY_BUDGET }),
-    purge: () =>
-      backend.withChannel(async (ch) => {
-        await ch.purgeQueue(RABBITMQ_NAMES.inventoryQueue);
-        await ch.purgeQueue(RABBITMQ_NAMES.auditQueue);
-      }),
+    purge: await orderQueuesPurger(scratch),
     // the pool and the backend are the scratch environment's: closed with it
     close: () => backend.close(),
   };
@@ -126,10 +114,7 @@ async function openSide(scratch: ScratchEnvironment, batchSize: number): Promise
 /** Due rows for `rounds` relay rounds. */
 async function addDueRows(side: Side, rows: number): Promise<void> {
   await side.db.transaction((tx) =>
-    new OutboxStore('outbox').appendMany(
-      tx,
-      Array.from({ length: rows }, (_, i) => orderCreated(i)),
-    ),
+    new OutboxStore('outbox').appendMany(tx, orderEvents(rows, SKUS)),
   );
   await side.db.query('VACUUM ANALYZE outbox');
 }
@@ -144,7 +129,7 @@ async function timedRound(side: Side, batchSize: number): Promise<number> {
 }
 
 async function timedReserve(side: Side, i: number): Promise<number> {
-  const e = orderCreated(i);
+  const [e] = orderEvents(1, SKUS, i) as [Envelope];
   const message: InboundMessage = {
     messageId: e.id,
     type: e.type,

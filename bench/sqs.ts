@@ -1,26 +1,26 @@
-import { randomUUID } from 'node:crypto';
 import {
   DeleteMessageBatchCommand,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { startConsumer } from '../devkit/consumers.js';
 import { ensureLocalSqs } from '../devkit/emulators/sqsServer.js';
-import { TEST_RETRY_BUDGET } from '../shared/config/budget.js';
 import type { Env } from '../shared/config/env.js';
-import { Journal } from '../shared/consumer/journal.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
-import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
+import { type Envelope, encodeEnvelope } from '../shared/envelope/envelope.js';
 import { setStock } from '../shared/inventory/stock.js';
 import { createLogger } from '../shared/logger.js';
-import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../shared/outbox/OutboxStore.js';
 import { createSqsClient, envelopeAttributes } from '../shared/transport/sqs/index.js';
-import { BENCH_BACKEND, untilAcked, withBenchEnvironment } from './environment.js';
+import {
+  BENCH_BACKEND,
+  insertOutbox,
+  orderEvents,
+  timedDrain,
+  timedReserve,
+  withBenchEnvironment,
+} from './environment.js';
 import { progress } from './progress.js';
-import { type BenchFigure, median } from './report.js';
+import { type BenchFigure, figure, median } from './report.js';
 import { rawTransactions } from './reserve.js';
 
 export interface SqsBenchOptions {
@@ -29,20 +29,6 @@ export interface SqsBenchOptions {
   batchSize: number;
   concurrency: number;
   skus: number;
-}
-
-/** `n` order.created events, one unit each, spread over `skus` SKUs. */
-export function orderEvents(n: number, skus: number): Envelope[] {
-  return Array.from({ length: n }, (_, i) => {
-    const orderId = randomUUID();
-    return newEnvelope({
-      type: 'order.created',
-      aggregate: { type: 'order', id: orderId, version: 1 },
-      data: { orderId, sku: `SKU-${i % skus}`, quantity: 1 },
-      correlationId: orderId,
-      producer: 'order-service',
-    });
-  });
 }
 
 /** Raw: the same messages with SendMessageBatch, 8 calls in flight, no database (messages/s). */
@@ -155,42 +141,22 @@ export async function benchSqs(
               raw.push(await rawSend(client, (await freshQueues()).sourceUrl, envelopes));
               const queues = await freshQueues();
               await db.query('TRUNCATE outbox');
-              const store = new OutboxStore('outbox');
-              for (let i = 0; i < envelopes.length; i += 1000) {
-                await db.transaction((tx) => store.appendMany(tx, envelopes.slice(i, i + 1000)));
-              }
-              const relay = new OutboxRelay(
-                { db, publisher: queues.backend.publisher('outbox') },
-                { table: 'outbox', batchSize: o.batchSize, maxAttempts: 10 },
-              );
-              const started = performance.now();
-              const r = await relay.drain({
-                budgetMs: 600_000,
-                idleWaitMs: 1,
-                concurrency: o.concurrency,
-                stopWhenIdle: true,
-              });
-              if (r.published !== envelopes.length)
-                throw new Error(`relay published ${r.published} of ${envelopes.length}`);
-              relayed.push(envelopes.length / ((performance.now() - started) / 1000));
+              await insertOutbox(db, envelopes);
+              const publisher = queues.backend.publisher('outbox');
+              relayed.push(await timedDrain(db, publisher, o, envelopes.length));
               progress(
                 `  relay → SQS run ${run}/${o.runs}: raw SendMessageBatch ${Math.round(raw.at(-1) as number)} msg/s, relay ${Math.round(relayed.at(-1) as number)} events/s`,
               );
             }
             const value = Math.round(median(relayed));
-            const baseline = Math.round(median(raw));
-            figures['relay.sqs'] = {
-              value,
-              unit: 'events/s',
-              baseline,
+            figures['relay.sqs'] = figure(value, 'events/s', Math.round(median(raw)), {
               baselineName: 'raw SendMessageBatch of the same messages, 8 calls in flight',
-              ratio: Math.round((value / baseline) * 100) / 100,
               goal: 0.7,
               server,
               messages: o.messages,
               runs: o.runs,
               samples: { relay: relayed.map(Math.round), baseline: raw.map(Math.round) },
-            };
+            });
           }
           if (suites.includes('reserve')) {
             const raw: number[] = [];
@@ -205,21 +171,14 @@ export async function benchSqs(
               await db.query('UPDATE stock SET reserved = 0');
               const queues = await freshQueues();
               await rawSend(client, queues.sourceUrl, orderEvents(o.messages, o.skus));
-              const journal = new Journal();
-              const finished = untilAcked(journal, o.messages);
-              const useCase = new ReserveInventory({ db, journal }, { budget: TEST_RETRY_BUDGET });
-              const started = performance.now();
-              const consumer = await startConsumer(queues.backend, (m) => useCase.process(m), {
+              const run1 = await timedReserve(queues.backend, db, o.messages, {
                 mode: 'lambda',
-                journal,
                 logger: createLogger('bench'),
                 batchSize: 10,
                 concurrency: o.concurrency,
                 functionTimeoutMs: 10_000,
               });
-              await finished;
-              reserved.push(o.messages / ((performance.now() - started) / 1000));
-              await consumer.stop();
+              reserved.push(run1.rate);
               progress(
                 `  reserve on SQS run ${run}/${o.runs}: raw single-row transactions ${Math.round(rawPg.at(-1) as number)}/s, raw receive+delete ${Math.round(raw.at(-1) as number)} msg/s, reserved ${Math.round(reserved.at(-1) as number)} msg/s`,
               );
@@ -227,14 +186,9 @@ export async function benchSqs(
             const value = Math.round(median(reserved));
             // the baseline: raw single-row PostgreSQL transactions at the same concurrency;
             // the transport's own limit (receive + delete, no work) is reported beside it
-            const baseline = Math.round(median(rawPg));
             const transportBaseline = Math.round(median(raw));
-            figures['reserve.sqs'] = {
-              value,
-              unit: 'messages/s',
-              baseline,
+            figures['reserve.sqs'] = figure(value, 'messages/s', Math.round(median(rawPg)), {
               baselineName: `raw BEGIN/INSERT one row/COMMIT, ${o.concurrency} connection(s)`,
-              ratio: Math.round((value / baseline) * 100) / 100,
               goal: 1.0,
               transportBaseline,
               transportBaselineName: `raw ReceiveMessage(10) + DeleteMessageBatch, ${o.concurrency} loops`,
@@ -248,7 +202,7 @@ export async function benchSqs(
                 baseline: rawPg.map(Math.round),
                 transportBaseline: raw.map(Math.round),
               },
-            };
+            });
           }
         } finally {
           await db.close();
