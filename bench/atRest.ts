@@ -10,7 +10,8 @@ import { scratchName } from '../devkit/scratch.js';
 import { scheduledEvent } from '../devkit/triggers/scheduleTrigger.js';
 import type { Env } from '../shared/config/env.js';
 import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
-import { PRICES, type PriceId } from './prices.js';
+import { round } from './load.js';
+import { PRICES, type PriceId, usd } from './prices.js';
 import { progress } from './progress.js';
 
 /**
@@ -378,7 +379,6 @@ const usdOf = (price: PriceId, count: number): number | null => {
   const p = PRICES[price];
   return p.usd === null ? null : (count * p.usd) / p.per;
 };
-const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 const n0 = (n: number) => Math.round(n).toLocaleString('en-US');
 const n2 = (n: number) => (n >= 100 ? n0(n) : String(round(n, n < 1 ? 3 : 2)));
 
@@ -392,14 +392,7 @@ export function monthAtRest(
   usage?: AtRestUsage,
 ): AtRestMonth {
   const lines: AtRestLine[] = [];
-  const add = (
-    item: string,
-    count: number | null,
-    countText: string,
-    price: PriceId | null,
-    basis: AtRestBasis,
-    how: string,
-  ) => {
+  const add: AddLine = (item, count, countText, price, basis, how) => {
     lines.push({
       item,
       count,
@@ -495,26 +488,29 @@ export function monthAtRest(
     label: configuration.label,
     counts,
     lines,
-    usdPerMonth: round(priced.reduce((a, l) => a + (l.usdPerMonth ?? 0), 0)),
+    usdPerMonth: round(
+      priced.reduce((a, l) => a + (l.usdPerMonth ?? 0), 0),
+      2,
+    ),
     estimatedUsd: round(
       priced.filter((l) => l.basis === 'estimate').reduce((a, l) => a + (l.usdPerMonth ?? 0), 0),
+      2,
     ),
     unpriced: lines.filter((l) => l.usdPerMonth === null).map((l) => l.item),
   };
 }
 
-function addUsage(
-  add: (
-    item: string,
-    count: number | null,
-    countText: string,
-    price: PriceId | null,
-    basis: AtRestBasis,
-    how: string,
-  ) => void,
-  counts: TemplateCounts,
-  usage: AtRestUsage,
-): void {
+/** Adds a line: the item, its count and how it reads, its price, where the count comes from. */
+type AddLine = (
+  item: string,
+  count: number | null,
+  countText: string,
+  price: PriceId | null,
+  basis: AtRestBasis,
+  how: string,
+) => void;
+
+function addUsage(add: AddLine, counts: TemplateCounts, usage: AtRestUsage): void {
   const { relay, maintenance } = counts;
   // the sweep runs at the first tick at least sweepIntervalMs after the last one ended
   const sweepPeriodMs =
@@ -721,9 +717,6 @@ export async function countsOf(
   const { dir } = await templatesFor({ transport: c.transport, context: c.context });
   return countTemplates(readAssembly(dir));
 }
-
-const usd = (n: number | null) =>
-  n === null ? 'not priced' : `$${n < 0.01 && n > 0 ? n.toFixed(4) : n.toFixed(2)}`;
 
 /** `$0.40 per secret-month`: a price as the table's rate column reads it. */
 export function rateText(price: PriceId | null): string {

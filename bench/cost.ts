@@ -11,8 +11,8 @@ import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import type { SqlExecutor } from '../shared/db/types.js';
 import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
-import { atMost } from './load.js';
-import { PRICES, type PriceId } from './prices.js';
+import { atMost, offerAtRate, round } from './load.js';
+import { PRICES, type PriceId, usd } from './prices.js';
 import { progress } from './progress.js';
 
 /** The deployed configurations costed, the stacks as `cdk deploy` creates them: id and label. */
@@ -200,28 +200,6 @@ async function reservations(db: SqlExecutor): Promise<number> {
   return Number(rows[0]?.n);
 }
 
-/**
- * `rate × seconds` orders, due at `rate` per second from the start, at most `MAX_IN_FLIGHT` of
- * them in flight (the others wait their turn); the statuses.
- */
-async function offerOrders(
-  place: (i: number) => Promise<number>,
-  rate: number,
-  seconds: number,
-): Promise<number[]> {
-  const started = Date.now();
-  const pending: Promise<number>[] = [];
-  const limited = atMost(MAX_IN_FLIGHT, place);
-  const total = Math.round(rate * seconds);
-  let sent = 0;
-  while (sent < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate));
-    while (sent < due) pending.push(limited(sent++));
-    await sleep(20);
-  }
-  return Promise.all(pending);
-}
-
 /** What the measured window counted, every counter from zero at its start. */
 interface WindowCounts {
   /** Orders accepted (201). */
@@ -258,7 +236,9 @@ async function measureWindow(
   const before = fns.map((f) => ({ ...f.stats }));
   const schedulesBefore = schedules.map((s) => s.stats.invocations ?? 0);
   const started = Date.now();
-  const statuses = await offerOrders((i) => orders.place(i), o.rate, o.seconds);
+  // at most `MAX_IN_FLIGHT` orders in flight (the others wait their turn)
+  const place = atMost(MAX_IN_FLIGHT, (i: number) => orders.place(i));
+  const { results: statuses } = await offerAtRate(place, o.rate, o.seconds);
   const accepted = statuses.filter((s) => s === 201).length;
   await settle(accepted);
   return {
@@ -348,8 +328,8 @@ function costLine(
   return {
     item,
     price,
-    counted: round(counted),
-    perMillionOrders: round(perMillion),
+    counted: round(counted, 3),
+    perMillionOrders: round(perMillion, 3),
     usdPerMillionOrders: p.usd === null ? null : round((perMillion * p.usd) / p.per, 4),
     scales,
   };
@@ -366,8 +346,8 @@ function configurationCost(
     configuration: COSTED[transport].configuration,
     label: o.label ?? COSTED[transport].label,
     orders: c.orders,
-    windowSeconds: round(c.windowSeconds),
-    offeredPerSecond: round(c.offeredPerSecond),
+    windowSeconds: round(c.windowSeconds, 3),
+    offeredPerSecond: round(c.offeredPerSecond, 3),
     statedThroughput: o.throughput,
     usdPerMillionOrders: round(
       lines.reduce((a, l) => a + (l.usdPerMillionOrders ?? 0), 0),
@@ -379,16 +359,9 @@ function configurationCost(
   };
 }
 
-const round = (n: number, digits = 3) => {
-  const f = 10 ** digits;
-  return Math.round(n * f) / f;
-};
-
 /** The cost table (markdown): one column per configuration, its items as rows. */
 export function costMarkdown(costs: ConfigurationCost[]): string[] {
   const items = [...new Set(costs.flatMap((c) => c.lines.map((l) => l.item)))];
-  const usd = (n: number | null | undefined) =>
-    n === null ? 'not priced' : n === undefined ? '—' : `$${n.toFixed(n < 0.01 && n > 0 ? 4 : 2)}`;
   return [
     `| per million orders | ${costs.map((c) => c.label).join(' | ')} |`,
     `|---|${costs.map(() => '---').join('|')}|`,

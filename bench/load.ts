@@ -28,6 +28,30 @@ export function atMost<A extends unknown[], T>(
   };
 }
 
+/**
+ * `round(rate × seconds)` calls of `place(i)`, due at `rate` per second from the start whatever
+ * the earlier ones are doing; their results, and the seconds the sending took.
+ */
+export async function offerAtRate<T>(
+  place: (i: number) => Promise<T>,
+  rate: number,
+  seconds: number,
+): Promise<{ results: T[]; sendSeconds: number }> {
+  const started = Date.now();
+  const pending: Promise<T>[] = [];
+  const total = Math.round(rate * seconds);
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * rate));
+    while (sent < due) pending.push(place(sent++));
+    await sleep(20);
+  }
+  const sendSeconds = (Date.now() - started) / 1000;
+  return { results: await Promise.all(pending), sendSeconds };
+}
+
+/** `n` rounded to `digits` decimals. */
+export const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
 export const round1 = (n: number) => Math.round(n * 10) / 10;
 export const round2 = (n: number) => Math.round(n * 100) / 100;
 

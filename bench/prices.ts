@@ -238,3 +238,7 @@ export const PRICES = {
 } satisfies Record<string, Price>;
 
 export type PriceId = keyof typeof PRICES;
+
+/** An amount in USD as the tables print it (four decimals under a cent); null: not priced. */
+export const usd = (n: number | null) =>
+  n === null ? 'not priced' : `$${n.toFixed(n < 0.01 && n > 0 ? 4 : 2)}`;

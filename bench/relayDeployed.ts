@@ -8,7 +8,7 @@ import type { Env } from '../shared/config/env.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../shared/outbox/kick.js';
 import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
-import { atMost } from './load.js';
+import { atMost, offerAtRate } from './load.js';
 import { progress } from './progress.js';
 import { type BenchFigure, figure } from './report.js';
 
@@ -218,17 +218,8 @@ async function runDesign(
     progress(
       `  ${design}: ${o.rate} orders/s for ${o.burstSeconds} s (${PRODUCERS} producers${kicks ? ', kicking' : ''})`,
     );
-    const started = Date.now();
-    const pending: Promise<number>[] = [];
-    let sent = 0;
-    const total = o.rate * o.burstSeconds;
-    while (sent < total) {
-      const due = Math.min(total, Math.floor(((Date.now() - started) / 1000) * o.rate));
-      while (sent < due) pending.push(produce(sent++));
-      await sleep(20);
-    }
-    const offered = total / ((Date.now() - started) / 1000);
-    const statuses = await Promise.all(pending);
+    const sent = await offerAtRate(produce, o.rate, o.burstSeconds);
+    const statuses = sent.results;
     const accepted = statuses.filter((s) => s === 201).length;
     await waitPublished(180_000);
     const lags = (
@@ -238,7 +229,7 @@ async function runDesign(
     ).rows.map((r) => Number(r.ms));
     const burst = {
       orders: accepted,
-      offeredPerSecond: Math.round(offered),
+      offeredPerSecond: Math.round(statuses.length / sent.sendSeconds),
       p50Ms: Math.round(pct(lags, 0.5)),
       p99Ms: Math.round(pct(lags, 0.99)),
       maxMs: Math.round(lags.at(-1) ?? 0),

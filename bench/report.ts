@@ -128,12 +128,15 @@ function rows(report: Record<string, BenchFigure>): string[][] {
 
 const HEAD = ['benchmark', 'value', 'baseline', 'ratio', 'goal'];
 
-/** The figures as an aligned text table (for the terminal). */
-export function table(report: Record<string, BenchFigure>): string {
-  const all = [HEAD, ...rows(report)];
-  const widths = HEAD.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+/** A table with its columns aligned (for the terminal). */
+function aligned(head: string[], rows: string[][]): string {
+  const all = [head, ...rows];
+  const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
   return all.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
 }
+
+/** The figures as an aligned text table (for the terminal). */
+export const table = (report: Record<string, BenchFigure>) => aligned(HEAD, rows(report));
 
 /** reports/bench.md beside the JSON: every figure with its baseline, ratio and goal. */
 export async function writeSummary(jsonPath: string, full: BenchReport): Promise<string> {
@@ -198,11 +201,7 @@ function peerCells(r: PeerRowLike): string[] {
 }
 
 /** The peers' rows for the terminal. */
-export function peerTable(rows: PeerRowLike[]): string {
-  const all = [PEER_HEAD, ...rows.map(peerCells)];
-  const widths = PEER_HEAD.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  return all.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ')).join('\n');
-}
+export const peerTable = (rows: PeerRowLike[]) => aligned(PEER_HEAD, rows.map(peerCells));
 
 function costSection(cost: { configurations: ConfigurationCost[] }): string[] {
   return [
