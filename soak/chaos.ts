@@ -29,21 +29,16 @@ export interface ChaosOptions {
   /**
    * Terminations of the consumer's own database sessions, evenly spread over the fault phase,
    * each aimed at a transaction in progress when there is one (the Amazon MQ trigger mode: the
-   * batch's transaction dies under the invocation). Default 0.
+   * batch's transaction dies under the invocation).
    */
-  consumerDbTerminations?: number;
-  /**
-   * SQS: behaviours of the fault layer armed over the fault phase (default one of each kind,
-   * `SQS_KINDS`); ignored on RabbitMQ.
-   */
-  sqsFaults?: number;
+  consumerDbTerminations: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
   /**
    * Pauses of the cluster while orders flow (the roles reach the database through the
-   * controller's Data API endpoint), evenly spread over the fault phase. Default 0.
+   * controller's Data API endpoint), evenly spread over the fault phase.
    */
-  dbPauses?: number;
+  dbPauses: number;
   progress: (line: string) => void;
 }
 
@@ -121,82 +116,70 @@ export function startChaos(c: {
   const startedAt = Date.now();
   let stopFaults = false;
   let stoppedAt = Number.POSITIVE_INFINITY;
-  const outages = (async () => {
-    const ro = rng(o.seed ^ 0xb10c);
-    for (let k = 1; k <= o.brokerOutages; k++) {
-      const at = startedAt + (o.durationMs * k) / (o.brokerOutages + 1);
-      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
-      if (stopFaults) return;
-      const downMs = between(ro, 1_000, 3_000);
-      const label = c.transport.outageLabel;
-      count(`broker-outage:${label}`);
-      o.progress(`[${o.transport}] fault: broker outage (${label}, ~${Math.round(downMs)} ms)`);
-      await c.transport.brokerOutage(downMs).catch((err) => {
-        o.progress(`[${o.transport}] broker outage failed: ${(err as Error).message}`);
-      });
-    }
-  })();
-  const badRows: BadRow[] = [];
-  const bad = (async () => {
-    const rb = rng(o.seed ^ 0xbad);
-    for (let k = 1; k <= o.badRows; k++) {
-      const at = startedAt + (o.durationMs * (k - 0.5)) / o.badRows;
-      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
-      if (stopFaults) return;
-      const spec = BAD_ROW_KINDS[(k - 1) % BAD_ROW_KINDS.length] as (typeof BAD_ROW_KINDS)[number];
-      const id = await writeBadRow(c.db, spec.edit, uuidFrom(rb));
-      badRows.push({ id, kind: spec.kind, reason: spec.reason });
-      count('bad-outbox-row');
-      o.progress(`[${o.transport}] fault: bad outbox row (${spec.kind}) ${id}`);
-    }
-  })();
-  const consumerSessions = (async () => {
-    const n = o.consumerDbTerminations ?? 0;
-    for (let k = 1; k <= n; k++) {
-      // offset from the broker outages' moments, so the two are apart
-      const at = startedAt + (o.durationMs * (k - 0.5)) / n;
-      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
-      if (stopFaults) return;
-      // look for a batch in its transaction until the next one's moment; the last one also
-      // while the queues drain after the other faults stopped (under kills and outages little
-      // is consumed before), for at most LAST_TERMINATION_GRACE_MS more
-      const until = k < n ? startedAt + (o.durationMs * (k + 0.5)) / n : Number.POSITIVE_INFINITY;
-      const hit = await terminateConsumerSessions(
-        c.db,
-        c.database,
-        () => Date.now() >= Math.min(until, stoppedAt + LAST_TERMINATION_GRACE_MS),
-      );
-      count('db-terminate-consumer');
-      count('db-connections-terminated', hit.terminated);
-      if (hit.midTransaction) count('db-terminate-consumer:mid-transaction');
-    }
-  })();
-  const layer = c.transport.sqsFaults;
-  const sqsFaults = (async () => {
-    const n = layer ? (o.sqsFaults ?? SQS_KINDS.length) : 0;
-    for (let k = 1; k <= n && layer; k++) {
-      // between the bad rows' moments, one kind after the other
-      const at = startedAt + (o.durationMs * (k - 0.25)) / n;
-      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
-      if (stopFaults) return;
-      const spec = SQS_KINDS[(k - 1) % SQS_KINDS.length] as (typeof SQS_KINDS)[number];
-      layer.arm(spec.fault);
-      count(spec.kind);
-      o.progress(`[${o.transport}] fault: SQS fault layer armed: ${spec.kind}`);
-    }
-  })();
-  const pauses = (async () => {
-    const n = c.cluster ? (o.dbPauses ?? 0) : 0;
-    for (let k = 1; k <= n && c.cluster; k++) {
-      // between the broker outages' and the bad rows' moments
-      const at = startedAt + (o.durationMs * (k - 0.75)) / n;
-      while (!stopFaults && Date.now() < at) await sleep(Math.min(500, at - Date.now()));
-      if (stopFaults) return;
-      if (dbPause(c.cluster, count)) {
-        o.progress(`[${o.transport}] fault: the cluster paused while orders flow`);
+  /** `act(k)` for k = 1…n, each at (k − offset) / parts of the fault phase, unless stopped. */
+  const atMoments = (n: number, parts: number, offset: number, act: (k: number) => Promise<void>) =>
+    (async () => {
+      for (let k = 1; k <= n; k++) {
+        const due = startedAt + (o.durationMs * (k - offset)) / parts;
+        while (!stopFaults && Date.now() < due) await sleep(Math.min(500, due - Date.now()));
+        if (stopFaults) return;
+        await act(k);
       }
+    })();
+  const ro = rng(o.seed ^ 0xb10c);
+  const outages = atMoments(o.brokerOutages, o.brokerOutages + 1, 0, async () => {
+    const downMs = between(ro, 1_000, 3_000);
+    const label = c.transport.outageLabel;
+    count(`broker-outage:${label}`);
+    o.progress(`[${o.transport}] fault: broker outage (${label}, ~${Math.round(downMs)} ms)`);
+    await c.transport.brokerOutage(downMs).catch((err) => {
+      o.progress(`[${o.transport}] broker outage failed: ${(err as Error).message}`);
+    });
+  });
+  const badRows: BadRow[] = [];
+  const rb = rng(o.seed ^ 0xbad);
+  const bad = atMoments(o.badRows, o.badRows, 0.5, async (k) => {
+    const spec = BAD_ROW_KINDS[(k - 1) % BAD_ROW_KINDS.length] as (typeof BAD_ROW_KINDS)[number];
+    const id = await writeBadRow(c.db, spec.edit, uuidFrom(rb));
+    badRows.push({ id, kind: spec.kind, reason: spec.reason });
+    count('bad-outbox-row');
+    o.progress(`[${o.transport}] fault: bad outbox row (${spec.kind}) ${id}`);
+  });
+  // offset from the broker outages' moments, so the two are apart
+  const terminations = o.consumerDbTerminations;
+  const consumerSessions = atMoments(terminations, terminations, 0.5, async (k) => {
+    // look for a batch in its transaction until the next one's moment; the last one also
+    // while the queues drain after the other faults stopped (under kills and outages little
+    // is consumed before), for at most LAST_TERMINATION_GRACE_MS more
+    const until =
+      k < terminations
+        ? startedAt + (o.durationMs * (k + 0.5)) / terminations
+        : Number.POSITIVE_INFINITY;
+    const hit = await terminateConsumerSessions(
+      c.db,
+      c.database,
+      () => Date.now() >= Math.min(until, stoppedAt + LAST_TERMINATION_GRACE_MS),
+    );
+    count('db-terminate-consumer');
+    count('db-connections-terminated', hit.terminated);
+    if (hit.midTransaction) count('db-terminate-consumer:mid-transaction');
+  });
+  // between the bad rows' moments, one kind after the other
+  const layer = c.transport.sqsFaults;
+  const kinds = layer ? SQS_KINDS.length : 0;
+  const sqsFaults = atMoments(kinds, kinds, 0.25, async (k) => {
+    const spec = SQS_KINDS[(k - 1) % SQS_KINDS.length] as (typeof SQS_KINDS)[number];
+    layer?.arm(spec.fault);
+    count(spec.kind);
+    o.progress(`[${o.transport}] fault: SQS fault layer armed: ${spec.kind}`);
+  });
+  // between the broker outages' and the bad rows' moments
+  const cluster = c.cluster;
+  const pauses = atMoments(cluster ? o.dbPauses : 0, o.dbPauses, 0.75, async () => {
+    if (cluster && dbPause(cluster, count)) {
+      o.progress(`[${o.transport}] fault: the cluster paused while orders flow`);
     }
-  })();
+  });
   const others = (async () => {
     const total = KINDS.reduce((s, k) => s + k.weight, 0);
     while (!stopFaults) {

@@ -11,7 +11,7 @@ import { type Exit, Supervised } from '../devkit/processes.js';
 import { createScratch, type ScratchEnvironment } from '../devkit/scratch.js';
 import { calm, dbPause, type Roles, startChaos } from './chaos.js';
 import { drain } from './drain.js';
-import { type Placement, placeOrders, seedStock } from './load.js';
+import { placeOrders, seedStock } from './load.js';
 import { makePlan, rng } from './plan.js';
 import {
   type BrokerFault,
@@ -21,7 +21,7 @@ import {
   type SoakTransport,
   sqsTransport,
 } from './transports.js';
-import { readJournals, type SoakVerdict, verify } from './verify.js';
+import { readJournals, verify } from './verify.js';
 
 export type { BrokerFault, RabbitConsumer } from './transports.js';
 
@@ -47,15 +47,10 @@ export interface SoakOptions {
   brokerFault: BrokerFault;
   /** Broker outages per run, evenly spread over the fault phase. */
   brokerOutages: number;
-  /** Outbox rows the relay cannot publish, written among the orders (default 3). */
-  badRows?: number;
+  /** Outbox rows the relay cannot publish, written among the orders. */
+  badRows: number;
   /** RabbitMQ only: the worker (default) or the reserve function behind the Amazon MQ trigger. */
   consumer?: RabbitConsumer;
-  /**
-   * Terminations of the consumer's own database sessions, evenly spread over the fault phase
-   * (default: 3 behind the Amazon MQ trigger, else 0).
-   */
-  consumerDbTerminations?: number;
   /** Pause between two faults, drawn uniformly from [min, max]. */
   faultGapMs: [number, number];
   /**
@@ -81,23 +76,12 @@ export interface SoakOptions {
   progress: (line: string) => void;
 }
 
-export interface SoakReport extends SoakVerdict {
-  transport: SoakTransportName;
-  seed: number;
-  settings: Record<string, unknown>;
-  faults: Record<string, number>;
-  /** Child exits nobody asked for (a crash on its own), by role, with their last log lines. */
-  selfExits: { role: string; code: number | null; signal: string | null; tail: string }[];
-  placement: Placement;
-  timings: {
-    startupMs: number;
-    placementMs: number;
-    faultPhaseMs: number;
-    drainMs: number;
-    totalMs: number;
-  };
-  logDir: string;
-}
+/**
+ * One transport's report: the verdict (soak/verify.ts), the settings, the faults by kind, the
+ * child exits nobody asked for (a crash on its own, by role, with its last log lines), the
+ * placement and the timings.
+ */
+export type SoakReport = Awaited<ReturnType<typeof runSoak>>;
 
 /**
  * Runs the soak on one transport: a scratch environment (database, virtual host or SQS server),
@@ -106,7 +90,7 @@ export interface SoakReport extends SoakVerdict {
  * (orders through the HTTP API), soak/chaos.ts (the fault schedule), soak/drain.ts (the end
  * state), soak/verify.ts (the invariants).
  */
-export async function runSoak(o: SoakOptions): Promise<SoakReport> {
+export async function runSoak(o: SoakOptions) {
   const t0 = Date.now();
   const logDir = join(o.logDir, o.transport);
   mkdirSync(logDir, { recursive: true });
@@ -200,9 +184,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           }
         : undefined,
     );
-    const consumerDbTerminations = o.consumerDbTerminations ?? (o.consumer === 'amazonmq' ? 3 : 0);
+    // terminations of the consumer's own database sessions: 3 behind the Amazon MQ trigger
+    const consumerDbTerminations = o.consumer === 'amazonmq' ? 3 : 0;
     const chaos = startChaos({
-      o: { ...o, badRows: o.badRows ?? 3, consumerDbTerminations, dbPauses: o.dbPauses ?? 2 },
+      o: { ...o, consumerDbTerminations, dbPauses: o.dbPauses ?? 2 },
       transport,
       roles,
       db,
@@ -287,7 +272,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         poison: o.poison,
         durationMs: o.durationMs,
         brokerFault: transport.outageSetting,
-        badRows: o.badRows ?? 3,
+        badRows: o.badRows,
         consumer: transport.consumerMode,
         consumerDbTerminations,
         db: o.db ?? 'pg',

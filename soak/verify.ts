@@ -5,7 +5,7 @@ import { ORDER_RESULTS_CONSUMER } from '../shared/orders/OrderResults.js';
 import { SET_ASIDE_PREFIX } from '../shared/outbox/OutboxStore.js';
 import type { Diagnosis } from '../shared/port/types.js';
 import type { BadRow } from './chaos.js';
-import type { Plan, PlannedOrder } from './plan.js';
+import type { Plan } from './plan.js';
 
 /** What the consumer processes' journal lines say, over every incarnation. */
 export interface Journals {
@@ -29,54 +29,6 @@ export function readJournals(logs: string): Journals {
   return out;
 }
 
-export interface SoakVerdict {
-  ok: boolean;
-  violations: string[];
-  /** Things that are allowed but worth a look (e.g. a valid order parked after its budget). */
-  warnings: string[];
-  orders: { planned: number; valid: number; poison: number; inDatabase: number };
-  outcomes: {
-    reserved: number;
-    rejected: { out_of_stock: number; unknown_sku: number };
-    parked: { poison: number; valid: number };
-    undecided: number;
-  };
-  parking: {
-    messages: number;
-    distinctIds: number;
-    byReason: Record<string, number>;
-    samples: { messageId: string | null; reason: string; errorClass: string; error: string }[];
-  };
-  duplicates: {
-    /** Deliveries of an already-processed message that the inbox absorbed. */
-    absorbedByInbox: number;
-    /** Message ids whose effect was committed more than once (must be 0). */
-    doubleEffects: number;
-    /** Orders with more than one reservation row or inbox claim (must be 0). */
-    doubleReservations: number;
-  };
-  stock: {
-    skus: number;
-    initialUnits: number;
-    reservedUnits: number;
-    freeUnits: number;
-    mismatches: string[];
-  };
-  outbox: {
-    rows: number;
-    unpublished: number;
-    needsAttention: number;
-    inventoryRows: number;
-    inventoryUnpublished: number;
-    inventoryNeedsAttention: number;
-    /** Bad rows the chaos wrote, and how many of them the relay set aside with the right reason. */
-    badRows: number;
-    setAside: number;
-    /** The reasons the relay recorded (`last_error` of the set-aside rows), a few. */
-    setAsideReasons: string[];
-  };
-}
-
 interface VerifyInput {
   db: PgDatabase;
   plan: Plan;
@@ -98,7 +50,7 @@ interface VerifyInput {
  * - both outboxes fully published, nothing needing attention, but for the bad rows the chaos
  *   wrote: each set aside by the relay with its reason, never published, never consumed.
  */
-export async function verify(input: VerifyInput): Promise<SoakVerdict> {
+export async function verify(input: VerifyInput) {
   const run = runFacts(input, await readEndState(input.db));
   const found = new Findings();
   checkOrdersStored(run, found);
@@ -141,8 +93,6 @@ class Findings {
 
 /** The rows the checks read, all read once the run has drained. */
 type EndState = Awaited<ReturnType<typeof readEndState>>;
-type OrderRow = EndState['orders'][number];
-type ReservationRow = EndState['reservations'][number];
 
 async function readEndState(db: PgDatabase) {
   const { rows: orders } = await db.query<{
@@ -265,17 +215,13 @@ function checkOrdersStored(run: RunFacts, found: Findings): void {
   );
 }
 
-/** A planned order that is in the database, with what became of its `order.created` event. */
-interface StoredOrder {
-  planned: PlannedOrder;
-  order: OrderRow;
-  /** Its first reservation (a second one is a violation of its own). */
-  reservation: ReservationRow | undefined;
-  reservations: number;
-  parking: Diagnosis | undefined;
-}
+/**
+ * The planned orders that are in the database, with what became of their `order.created` event:
+ * the first reservation (a second one is a violation of its own), how many, the parking.
+ */
+type StoredOrder = ReturnType<typeof storedOrders>[number];
 
-function storedOrders(run: RunFacts): StoredOrder[] {
+function storedOrders(run: RunFacts) {
   return run.plan.orders.flatMap((planned) => {
     const order = run.ordersById.get(planned.orderId);
     if (!order) return [];
@@ -290,7 +236,7 @@ function storedOrders(run: RunFacts): StoredOrder[] {
  * every poison event parked without a reservation, every parked message one of this run's order
  * events with a diagnosis.
  */
-function checkOutcomes(run: RunFacts, found: Findings): SoakVerdict['outcomes'] {
+function checkOutcomes(run: RunFacts, found: Findings) {
   const stored = storedOrders(run);
   const poison = stored.filter((s) => s.planned.poison);
   const valid = stored.filter((s) => !s.planned.poison);
@@ -307,7 +253,7 @@ function checkOutcomes(run: RunFacts, found: Findings): SoakVerdict['outcomes'] 
   const reservations = valid.flatMap((s) => (s.reservation ? [s.reservation] : []));
   const decided = (status: string, reason: string | null) =>
     reservations.filter((r) => r.status === status && r.reason === reason).length;
-  const outcomes: SoakVerdict['outcomes'] = {
+  const outcomes = {
     reserved: reservations.filter((r) => r.status === 'reserved').length,
     rejected: {
       out_of_stock: decided('rejected', 'out_of_stock'),
@@ -357,7 +303,7 @@ function wrongEffect({ planned, order, reservation: r }: StoredOrder): unknown[]
 }
 
 /** Nothing twice: no effect committed twice (journal), no second reservation, no second claim. */
-function checkNothingTwice(run: RunFacts, found: Findings): SoakVerdict['duplicates'] {
+function checkNothingTwice(run: RunFacts, found: Findings) {
   const doubleEffects = [...run.journals.effects].filter(([, n]) => n > 1);
   found.fail('message ids with more than one committed effect (journal)', doubleEffects);
   const doubleReservations = [...run.reservationsByOrder].filter(([, rs]) => rs.length > 1);
@@ -370,8 +316,11 @@ function checkNothingTwice(run: RunFacts, found: Findings): SoakVerdict['duplica
     run.claims.filter((c) => c.n > 1),
   );
   return {
+    // deliveries of an already-processed message that the inbox absorbed
     absorbedByInbox: run.journals.duplicates,
+    // message ids whose effect was committed more than once (must be 0)
     doubleEffects: doubleEffects.length,
+    // orders with more than one reservation row or inbox claim (must be 0)
     doubleReservations: doubleReservations.length,
   };
 }
@@ -414,7 +363,7 @@ function checkRejectionEvents(run: RunFacts, found: Findings): void {
 }
 
 /** Stock arithmetic, per SKU, and every refusal right. */
-function checkStock(run: RunFacts, found: Findings): SoakVerdict['stock'] {
+function checkStock(run: RunFacts, found: Findings) {
   const mismatches = [...skuMismatches(run), ...wrongRefusals(run)];
   found.fail('stock arithmetic', mismatches, 10);
   const initialUnits = [...run.plan.stock.values()].reduce((a, b) => a + b, 0);
@@ -479,7 +428,7 @@ function wrongRefusals(run: RunFacts): string[] {
 }
 
 /** Both outboxes published, but for the bad rows: set aside with their reason, never consumed. */
-function checkOutboxes(run: RunFacts, found: Findings): SoakVerdict['outbox'] {
+function checkOutboxes(run: RunFacts, found: Findings) {
   const { setAside, setAsideReasons } = checkBadRows(run, found);
   const badIds = new Set(run.badRows.map((b) => b.id));
   const good = run.outbox.filter((e) => !badIds.has(e.id));
@@ -490,6 +439,8 @@ function checkOutboxes(run: RunFacts, found: Findings): SoakVerdict['outbox'] {
     inventoryRows: run.inventoryOutbox.length,
     inventoryUnpublished: run.inventoryOutbox.filter((e) => e.unpublished).length,
     inventoryNeedsAttention: run.inventoryOutbox.filter((e) => e.needs_attention).length,
+    // the bad rows the chaos wrote, how many the relay set aside with the right reason, and the
+    // reasons it recorded (`last_error` of the set-aside rows), a few
     badRows: run.badRows.length,
     setAside,
     setAsideReasons: setAsideReasons.slice(0, 5),
@@ -533,7 +484,7 @@ function checkBadRows(
 }
 
 /** The parking lot: messages by reason and a few samples; a message parked twice is a warning. */
-function summarizeParking(run: RunFacts, found: Findings): SoakVerdict['parking'] {
+function summarizeParking(run: RunFacts, found: Findings) {
   const { parked, parkedById } = run;
   if (parked.length > parkedById.size) {
     found.warnings.push(
@@ -553,7 +504,7 @@ function summarizeParking(run: RunFacts, found: Findings): SoakVerdict['parking'
   };
 }
 
-function orderCounts(run: RunFacts): SoakVerdict['orders'] {
+function orderCounts(run: RunFacts) {
   const planned = run.plan.orders;
   return {
     planned: planned.length,
