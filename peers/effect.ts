@@ -1,3 +1,4 @@
+import type { Journal, JournalStep } from '../shared/consumer/journal.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { decodeEnvelope } from '../shared/envelope/envelope.js';
 import type { TxClient } from './types.js';
@@ -111,4 +112,20 @@ export function eventIdOf(body: string | undefined, ...fallbacks: (string | unde
     }
   }
   return fallbacks.find((f) => f) ?? 'unknown';
+}
+
+/** A peer's journal line about an `order.created` event, as ours reads: its step and attempt. */
+export function journalStep(
+  journal: Journal | undefined,
+  step: JournalStep,
+  messageId: string,
+  attempt: number,
+): void {
+  journal?.record({
+    step,
+    messageId,
+    eventType: 'order.created',
+    attempt,
+    redelivered: attempt > 1,
+  });
 }

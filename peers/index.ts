@@ -3,9 +3,8 @@ import { mqtSqsPeer } from './mqtSqs.js';
 import { pgTransactionalOutboxPeer, pgTransactionalOutboxRelay } from './pgTransactionalOutbox.js';
 import { powertoolsPeer } from './powertools.js';
 import { sqsConsumerPeer } from './sqsConsumer.js';
-import type { PeerConsumer, PeerId } from './types.js';
+import type { PeerConsumer } from './types.js';
 
-export type { PeerConsumer, PeerId };
 export { pgTransactionalOutboxRelay };
 
 /** Every consumer peer, in the order the reports list them. */

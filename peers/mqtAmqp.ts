@@ -5,16 +5,13 @@ import {
   AmqpConnectionManager,
   AmqpConsumerErrorResolver,
 } from '@message-queue-toolkit/amqp';
-import { MessageHandlerConfigBuilder } from '@message-queue-toolkit/core';
 import { RedisDeduplicationStore } from './mqtDedupStore.js';
 import {
   consumerDependencies,
-  ENVELOPE_FIELDS,
-  LEFT_FOR_REDELIVERY,
   type OrderCreatedMessage,
-  orderCreatedSchema,
   ToolkitObserver,
   toolkitLogger,
+  toolkitOptions,
 } from './mqtSqs.js';
 import type { PeerConsumer, PeerContext, RunningPeer } from './types.js';
 
@@ -110,14 +107,7 @@ export const mqtAmqpPeer: PeerConsumer = {
           consumerErrorResolver: new AmqpConsumerErrorResolver(),
         },
         {
-          ...ENVELOPE_FIELDS,
-          handlers: new MessageHandlerConfigBuilder<OrderCreatedMessage, PeerContext>()
-            .addConfig(orderCreatedSchema, async (message, context) => {
-              if (observer.stopping) return LEFT_FOR_REDELIVERY;
-              await context.handle(JSON.stringify(message), observer.received(message.id));
-              return { result: 'success' };
-            })
-            .build(),
+          ...toolkitOptions(observer, store),
           creationConfig: {
             queueName: queue,
             queueOptions: {
@@ -129,8 +119,6 @@ export const mqtAmqpPeer: PeerConsumer = {
               },
             },
           },
-          enableConsumerDeduplication: true,
-          messageDeduplicationConfig: { deduplicationStore: store },
         },
         ctx,
         { prefetch: ctx.concurrency, deadLetterQueue },

@@ -24,7 +24,7 @@ import type { PeerConsumer, PeerContext, PeerDelivery, RunningPeer } from './typ
  */
 
 /** Our `order.created` envelope as the toolkit's zod schema (unknown fields kept, as ours do). */
-export const orderCreatedSchema = z.looseObject({
+const orderCreatedSchema = z.looseObject({
   id: z.uuid(),
   type: z.literal('order.created'),
   occurred_at: z.iso.datetime({ offset: true }),
@@ -41,7 +41,7 @@ export type OrderCreatedMessage = z.infer<typeof orderCreatedSchema>;
  * Message Field Names" show (the type field is `messageTypeResolver.messageTypePath` since v25;
  * the deduplication id is the event id).
  */
-export const ENVELOPE_FIELDS = {
+const ENVELOPE_FIELDS = {
   messageTypeResolver: { messageTypePath: 'type' },
   messageIdField: 'id',
   messageTimestampField: 'occurred_at',
@@ -167,7 +167,27 @@ export class ToolkitObserver {
 }
 
 /** A message the handler leaves alone while stopping: never settled, so never acked. */
-export const LEFT_FOR_REDELIVERY = new Promise<never>(() => {});
+const LEFT_FOR_REDELIVERY = new Promise<never>(() => {});
+
+/**
+ * What both toolkit consumers are given besides their transport's options: our envelope's fields,
+ * the handler (journaled by `observer`; it leaves deliveries alone once stopping) and
+ * consumer-level deduplication in `store`.
+ */
+export function toolkitOptions(observer: ToolkitObserver, store: RedisDeduplicationStore) {
+  return {
+    ...ENVELOPE_FIELDS,
+    handlers: new MessageHandlerConfigBuilder<OrderCreatedMessage, PeerContext>()
+      .addConfig(orderCreatedSchema, async (message, context) => {
+        if (observer.stopping) return LEFT_FOR_REDELIVERY;
+        await context.handle(JSON.stringify(message), observer.received(message.id));
+        return { result: 'success' };
+      })
+      .build(),
+    enableConsumerDeduplication: true,
+    messageDeduplicationConfig: { deduplicationStore: store },
+  };
+}
 
 // ------------------------------------------------------------------------------------------------
 
@@ -239,14 +259,7 @@ export const mqtSqsPeer: PeerConsumer = {
         consumerErrorResolver: new SqsConsumerErrorResolver(),
       },
       {
-        ...ENVELOPE_FIELDS,
-        handlers: new MessageHandlerConfigBuilder<OrderCreatedMessage, PeerContext>()
-          .addConfig(orderCreatedSchema, async (message, context) => {
-            if (observer.stopping) return LEFT_FOR_REDELIVERY;
-            await context.handle(JSON.stringify(message), observer.received(message.id));
-            return { result: 'success' };
-          })
-          .build(),
+        ...toolkitOptions(observer, store),
         creationConfig: {
           queue: {
             QueueName: `${ctx.namespace}orders`,
@@ -262,8 +275,6 @@ export const mqtSqsPeer: PeerConsumer = {
         },
         concurrentConsumersAmount: ctx.concurrency,
         consumerOverrides: { batchSize: Math.min(ctx.batchSize, 10) },
-        enableConsumerDeduplication: true,
-        messageDeduplicationConfig: { deduplicationStore: store },
       },
       ctx,
     );

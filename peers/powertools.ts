@@ -11,8 +11,9 @@ import {
 import { createClient } from '@redis/client';
 import type { Context, SQSEvent, SQSRecord } from 'aws-lambda';
 import { type SqsHandler, SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
+import type { JournalStep } from '../shared/consumer/journal.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
-import { eventIdOf } from './effect.js';
+import { eventIdOf, journalStep } from './effect.js';
 import type { PeerConsumer, PeerContext, RunningPeer } from './types.js';
 
 /**
@@ -118,14 +119,8 @@ async function startPowertools(
   await redis.connect();
 
   const journal = ctx.journal;
-  const step = (s: 'received' | 'duplicate' | 'acked', messageId: string, attempt: number): void =>
-    journal?.record({
-      step: s,
-      messageId,
-      eventType: 'order.created',
-      attempt,
-      redelivered: attempt > 1,
-    });
+  const step = (s: JournalStep, messageId: string, attempt: number) =>
+    journalStep(journal, s, messageId, attempt);
 
   const idOf = (r: SQSRecord) =>
     eventIdOf(r.body, r.messageAttributes?.event_id?.stringValue, r.messageId);
@@ -186,11 +181,7 @@ async function startPowertools(
   };
 
   // The trigger's own client: long polls of 20 s need a longer request timeout than 20 s.
-  const client = createSqsClient({
-    endpoint: ctx.sqs.endpoint,
-    region: ctx.sqs.region,
-    requestTimeoutMs: 25_000,
-  });
+  const client = createSqsClient({ ...ctx.sqs, requestTimeoutMs: 25_000 });
   if (journal) {
     // 'acked' when SQS confirms the trigger's DeleteMessageBatch for a record.
     client.middlewareStack.add(

@@ -1,7 +1,7 @@
 import type { Message } from '@aws-sdk/client-sqs';
 import { Consumer } from 'sqs-consumer';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
-import { eventIdOf } from './effect.js';
+import { eventIdOf, journalStep } from './effect.js';
 import { createQueueWithRedrive } from './powertools.js';
 import type { PeerConsumer, PeerContext, RunningPeer } from './types.js';
 
@@ -61,24 +61,12 @@ async function startSqsConsumer(
     ...(visibility ? { visibilityTimeoutSeconds: visibility } : {}),
   });
   // A client of its own: long polls of 20 s need a longer request timeout than 20 s.
-  const client = createSqsClient({
-    endpoint: ctx.sqs.endpoint,
-    region: ctx.sqs.region,
-    requestTimeoutMs: 25_000,
-  });
+  const client = createSqsClient({ ...ctx.sqs, requestTimeoutMs: 25_000 });
   const idOf = (m: Message) =>
     eventIdOf(m.Body, m.MessageAttributes?.event_id?.StringValue, m.MessageId);
   const attemptOf = (m: Message) => Number(m.Attributes?.ApproximateReceiveCount ?? 1);
-  const step = (s: 'received' | 'acked', m: Message) => {
-    const attempt = attemptOf(m);
-    ctx.journal?.record({
-      step: s,
-      messageId: idOf(m),
-      eventType: 'order.created',
-      attempt,
-      redelivered: attempt > 1,
-    });
-  };
+  const step = (s: 'received' | 'acked', m: Message) =>
+    journalStep(ctx.journal, s, idOf(m), attemptOf(m));
 
   const consumers = Array.from({ length: Math.max(1, ctx.concurrency) }, () => {
     const consumer = Consumer.create({
