@@ -96,14 +96,22 @@ interface Destinations {
   sqs: SQSClient | undefined;
 }
 
+type Send<I extends PeerInput = PeerInput> = (
+  input: I,
+  envelopes: Envelope[],
+  to: Destinations,
+) => Promise<unknown>;
+
 /**
  * Sends the envelopes to a consumer's input, not timed, by its kind: to an SQS queue 10 per call,
  * 8 calls in flight; on an AMQP confirm channel (persistent, JSON, message id).
  */
-const sendTo = (input: PeerInput, envelopes: Envelope[], to: Destinations) =>
-  input.kind === 'sqs'
-    ? rawSend(to.sqs as SQSClient, input.queueUrl, envelopes)
-    : publishAmqp(to.scratch.vhost?.amqpUrl as string, input, envelopes);
+const SENDS: { [K in PeerInput['kind']]: Send<Extract<PeerInput, { kind: K }>> } = {
+  sqs: (input, envelopes, to) => rawSend(to.sqs as SQSClient, input.queueUrl, envelopes),
+  amqp: (input, envelopes, to) =>
+    publishAmqp(to.scratch.vhost?.amqpUrl as string, input, envelopes),
+};
+const sendTo: Send = (input, envelopes, to) => (SENDS[input.kind] as Send)(input, envelopes, to);
 
 /** Waits until `count` distinct effects are committed; returns the seconds since `started`. */
 async function untilCommitted(
