@@ -1,5 +1,5 @@
 import { createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { closeServer, listen } from './httpApi.js';
 
 /** Calls by operation (`rds-data:ExecuteStatement`, `sqs:SendMessageBatch`, …), and their time. */
 export interface CallLog {
@@ -124,13 +124,6 @@ export async function startCountingProxy(
       upstream.end(body);
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-    },
-  };
+  const { port } = await listen(server);
+  return { endpoint: `http://127.0.0.1:${port}`, close: () => closeServer(server) };
 }

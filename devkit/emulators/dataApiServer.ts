@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { mapOutsideQuotes } from '../../shared/db/statements.js';
-import { readBody } from './httpApi.js';
+import { closeServer, listen, readBody } from './httpApi.js';
 
 /**
  * A local endpoint that speaks the RDS Data API's wire protocol (REST-JSON: POST /Execute,
@@ -344,23 +344,27 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
     resumeTimer.unref();
   };
 
+  /** Forgets a transaction and gives its connection back (`broken`: destroyed instead). */
+  const drop = (id: string, tx: OpenTransaction, broken?: Error) => {
+    transactions.delete(id);
+    clearTimeout(tx.timer);
+    tx.client.release(broken);
+    if (running === 0) idleSince = Date.now();
+    armPause();
+  };
+
   /** Ends a transaction (COMMIT or ROLLBACK) and gives its connection back; a broken one is destroyed. */
   const finish = async (id: string, sql: 'COMMIT' | 'ROLLBACK') => {
     const tx = transactions.get(id);
     if (!tx) return false;
     transactions.delete(id);
     clearTimeout(tx.timer);
-    let broken: Error | undefined;
-    try {
-      await tx.client.query(sql);
-    } catch (err) {
-      broken = err as Error;
-      if (sql === 'COMMIT') throw err;
-    } finally {
-      tx.client.release(broken);
-      if (running === 0) idleSince = Date.now();
-      armPause();
-    }
+    const broken = await tx.client.query(sql).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    drop(id, tx, broken);
+    if (broken && sql === 'COMMIT') throw broken;
     return true;
   };
 
@@ -390,12 +394,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
         listening.add(client);
         client.on('error', (err) => {
           for (const [id, open] of transactions) {
-            if (open.client !== client || open.busy > 0) continue;
-            transactions.delete(id);
-            clearTimeout(open.timer);
-            client.release(err);
-            if (running === 0) idleSince = Date.now();
-            armPause();
+            if (open.client === client && open.busy === 0) drop(id, open, err);
           }
         });
       }
@@ -446,8 +445,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
             !(err as { code?: string }).code ||
             /^(08|57P)/.test((err as { code: string }).code)
           ) {
-            transactions.delete(id);
-            tx.client.release(err as Error);
+            drop(id, tx, err as Error);
           }
           throw err;
         } finally {
@@ -564,9 +562,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
     }
   });
   if (options.autoPause) autoPause = validAutoPause(options.autoPause);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = await listen(server);
   armPause();
-  const address = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${address.port}`,
     address,
@@ -593,10 +590,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       clearTimeout(pauseTimer);
       clearTimeout(resumeTimer);
       for (const id of [...transactions.keys()]) await finish(id, 'ROLLBACK').catch(() => {});
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      await closeServer(server);
       await Promise.all([...pools.values()].map((p) => p.end()));
     },
   };

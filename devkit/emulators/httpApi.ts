@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type {
   APIGatewayProxyEventV2,
   APIGatewayProxyStructuredResultV2,
@@ -30,6 +30,25 @@ export async function readBody(
     chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks);
+}
+
+/** Starts `server` listening on 127.0.0.1:`port` (default: a free one); its address. */
+export function listen(server: NetServer, port = 0): Promise<AddressInfo> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve(server.address() as AddressInfo);
+    });
+  });
+}
+
+/** Closes `server` and every connection still open on it (keep-alive ones included). */
+export function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
 }
 
 /** Builds the API Gateway HTTP API (payload format 2.0) event for a Node request. */
@@ -81,8 +100,8 @@ export function toHttpApiEvent(req: IncomingMessage, body: Buffer): APIGatewayPr
  */
 export async function startHttpApi(
   handler: HttpApiHandler,
-  options: { port: number; host?: string; functionName?: string },
-): Promise<{ server: Server; url: string; close: () => Promise<void> }> {
+  options: { port: number },
+): Promise<{ url: string; close: () => Promise<void> }> {
   const server = createServer(async (req, res) => {
     try {
       const body = await readBody(req);
@@ -94,10 +113,7 @@ export async function startHttpApi(
         req.destroy();
         return;
       }
-      const result = await handler(
-        toHttpApiEvent(req, body),
-        localLambdaContext(options.functionName ?? 'place-order'),
-      );
+      const result = await handler(toHttpApiEvent(req, body), localLambdaContext('place-order'));
       const headers = { ...(result.headers ?? {}) } as Record<string, string>;
       res.writeHead(result.statusCode ?? 200, headers);
       res.end(
@@ -110,18 +126,6 @@ export async function startHttpApi(
       res.end(JSON.stringify({ error: 'InternalError', message: (err as Error).message }));
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  return {
-    server,
-    url: `http://${options.host ?? '127.0.0.1'}:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
+  const { port } = await listen(server, options.port);
+  return { url: `http://127.0.0.1:${port}`, close: () => closeServer(server) };
 }

@@ -1,7 +1,6 @@
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { InvokeOutcome } from '../lambda/LambdaFunction.js';
-import { readBody } from './httpApi.js';
+import { closeServer, listen, readBody } from './httpApi.js';
 
 /** How a function is invoked asynchronously: its template's concurrency and EventInvokeConfig. */
 export interface AsyncInvokeSettings {
@@ -174,8 +173,7 @@ export async function startLambdaInvokeServer(
     if (outcome.ok) reply(200, outcome.payload);
     else reply(200, outcome.error, { 'x-amz-function-error': 'Unhandled' });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
+  const { port } = await listen(server);
   return {
     endpoint: `http://127.0.0.1:${port}`,
     stats: (name) => ({ ...statsOf(name) }),
@@ -183,8 +181,7 @@ export async function startLambdaInvokeServer(
     close: async () => {
       closed = true;
       for (const t of timers) clearTimeout(t);
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await closeServer(server);
     },
   };
 }

@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { closeServer, listen } from './httpApi.js';
 import {
   type Concerned,
   concernedOf,
@@ -93,8 +93,14 @@ export async function startSqsFaultLayer(
   options: { random?: () => number } = {},
 ): Promise<SqsFaultLayer> {
   const state = newLayerState(upstream, options.random ?? Math.random);
-  const server = await listen((req, res, body) => route(state, req, res, body));
-  const { port } = server.address() as AddressInfo;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      route(state, req, res, Buffer.concat(chunks)).catch((err: unknown) => fail(res, err));
+    });
+  });
+  const { port } = await listen(server);
   return {
     endpoint: `http://127.0.0.1:${port}`,
     events: state.log.events,
@@ -109,25 +115,9 @@ export async function startSqsFaultLayer(
     dropHeld: () => state.heldSends.drop(),
     async close() {
       state.heldSends.drop();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await closeServer(server);
     },
   };
-}
-
-/** An HTTP server on a free local port, handing each request on with its body read. */
-async function listen(
-  handle: (req: IncomingMessage, res: ServerResponse, body: Buffer) => Promise<void>,
-): Promise<Server> {
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      handle(req, res, Buffer.concat(chunks)).catch((err: unknown) => fail(res, err));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return server;
 }
 
 /** Each JSON-protocol call to what acts on its operation; a throttled call goes no further. */

@@ -3,9 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { chmod, cp, mkdir, readdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { closeServer, listen, readBody } from '../emulators/httpApi.js';
 import { node24 } from './runtimeDir.js';
 
 const BOOTSTRAP = join(dirname(fileURLToPath(import.meta.url)), 'bootstrap.mjs');
@@ -122,11 +122,6 @@ export class LambdaFunction {
   /** The log file every environment of this function writes to (stdout and stderr). */
   get logFile(): string {
     return join(this.options.workDir, `${safe(this.spec.name)}.log`);
-  }
-
-  /** Environments running now (idle or busy). */
-  get environments(): number {
-    return this.all.size;
   }
 
   /** Invokes the function (RequestResponse): the payload it returned, or its error. */
@@ -247,12 +242,7 @@ class Environment {
     this.name = fn.spec.name;
     this.server = createServer((req, res) => void this.route(req, res));
     this.server.keepAliveTimeout = 0;
-    this.listening = new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(0, '127.0.0.1', () =>
-        resolve((this.server.address() as AddressInfo).port),
-      );
-    });
+    this.listening = listen(this.server).then((address) => address.port);
   }
 
   async invoke(event: unknown, coldStart: boolean): Promise<InvokeOutcome> {
@@ -404,8 +394,7 @@ class Environment {
   private exited(how: string): void {
     if (!this.alive) return;
     this.alive = false;
-    this.server.close();
-    this.server.closeAllConnections();
+    void closeServer(this.server);
     const p = this.pending;
     if (!p) return;
     if (!this.initialized) {
@@ -425,7 +414,7 @@ class Environment {
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = req.url ?? '';
-    const body = await readAll(req);
+    const body = (await readBody(req, Number.POSITIVE_INFINITY)).toString('utf8');
     if (req.method === 'GET' && url.endsWith('/runtime/invocation/next')) {
       if (!this.initialized) {
         this.initialized = true;
@@ -471,8 +460,7 @@ class Environment {
       await gone;
     }
     this.alive = false;
-    this.server.close();
-    this.server.closeAllConnections();
+    void closeServer(this.server);
   }
 }
 
@@ -487,10 +475,4 @@ function parseError(body: string, fallbackType: string): LambdaError {
   } catch {
     return { errorType: fallbackType, errorMessage: body };
   }
-}
-
-async function readAll(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }
