@@ -30,7 +30,7 @@ import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../shared/db/types.js';
 import { INVENTORY_CONSUMER, ReserveInventory } from '../shared/inventory/ReserveInventory.js';
-import { createLogger, type Logger } from '../shared/logger.js';
+import { createLogger } from '../shared/logger.js';
 import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderResults } from '../shared/orders/OrderResults.js';
 import { OrderService } from '../shared/orders/OrderService.js';
@@ -103,6 +103,10 @@ const roles = {
 /** The stacks' relay schedule rule: one tick a minute (infra). */
 const RELAY_SCHEDULE_MS = 60_000;
 
+/** What each role started, stopped in reverse order on SIGINT/SIGTERM. */
+const stops: (() => Promise<void>)[] = [];
+const logger = createLogger(`dev-${opts.role}`);
+
 if (opts.bundles) {
   const { runBundles } = await import('./commands/devBundles.js');
   await runBundles(opts);
@@ -111,12 +115,9 @@ if (opts.bundles) {
   await runSources();
 }
 
-type Stop = () => Promise<void>;
-
 async function runSources(): Promise<void> {
   const env = loadEnv();
   const local = localTransport(opts.transport);
-  const logger = createLogger(`dev-${opts.role}`);
   const usesBroker = roles.relay || roles.consumer;
   await requireServices({
     postgres: env.DATABASE_URL,
@@ -124,15 +125,14 @@ async function runSources(): Promise<void> {
   });
   const settings = await functionSettings(local, env);
   console.log(`settings: ${settings.source}; explicitly set variables win`);
-  const stops: Stop[] = [];
-  const { pgDb, db, apiDb } = await startDatabases(env, logger, stops);
-  if (roles.api) await startApi(apiDb, env, logger, stops);
+  const { pgDb, db, apiDb } = await startDatabases(env);
+  if (roles.api) await startApi(apiDb, env);
   if (usesBroker) {
-    const backend = await startBackend(local, settings, logger, stops);
-    if (roles.relay) startRelay(settings, db, backend, logger, stops);
-    if (roles.consumer) await startConsumers(local, settings, db, backend, logger, stops);
+    const backend = await startBackend(local, settings);
+    if (roles.relay) startRelay(settings, db, backend);
+    if (roles.consumer) await startConsumers(local, settings, db, backend);
   }
-  stopOnSignals(stops, pgDb);
+  stopOnSignals(pgDb);
 }
 
 /** Where each role's settings come from, and what they are. */
@@ -208,8 +208,6 @@ async function functionSettings(local: LocalTransport, env: Env): Promise<Functi
  */
 async function startDatabases(
   env: Env,
-  logger: Logger,
-  stops: Stop[],
 ): Promise<{ pgDb: PgDatabase; db: SqlDatabase; apiDb: SqlDatabase }> {
   const pgDb = new PgDatabase({
     connectionString: env.DATABASE_URL,
@@ -228,7 +226,7 @@ async function startDatabases(
     }
   }
   if (opts.db !== 'data-api') return { pgDb, db: pgDb, apiDb: pgDb };
-  return { pgDb, ...(await startDataApi(env, logger, stops)) };
+  return { pgDb, ...(await startDataApi(env)) };
 }
 
 /**
@@ -239,11 +237,7 @@ async function startDatabases(
  * idle_in_transaction_session_timeout ends it. Every role but the API waits out a resume
  * (docs/design.md §12); the API answers 503 at once.
  */
-async function startDataApi(
-  env: Env,
-  logger: Logger,
-  stops: Stop[],
-): Promise<{ db: SqlDatabase; apiDb: SqlDatabase }> {
+async function startDataApi(env: Env): Promise<{ db: SqlDatabase; apiDb: SqlDatabase }> {
   const dataApi = env.DATA_API_ENDPOINT
     ? undefined
     : await startDataApiServer({ databaseUrl: env.DATABASE_URL });
@@ -278,7 +272,7 @@ async function startDataApi(
   return { db, apiDb };
 }
 
-async function startApi(db: SqlDatabase, env: Env, logger: Logger, stops: Stop[]): Promise<void> {
+async function startApi(db: SqlDatabase, env: Env): Promise<void> {
   const handler = createPlaceOrderHandler({ orders: new OrderService({ db }), logger });
   const api = await startHttpApi(handler, { port: opts.port ? Number(opts.port) : env.PORT });
   console.log(
@@ -292,12 +286,7 @@ async function startApi(db: SqlDatabase, env: Env, logger: Logger, stops: Stop[]
  * consumed queue's visibility timeout, which local queues are created with), on what the
  * transport needs started locally (SQS: `SQS_ENDPOINT` or an embedded server), prepared.
  */
-async function startBackend(
-  local: LocalTransport,
-  settings: FunctionSettings,
-  logger: Logger,
-  stops: Stop[],
-): Promise<Backend> {
+async function startBackend(local: LocalTransport, settings: FunctionSettings): Promise<Backend> {
   const server = await local.startLocal?.(settings.consumerEnv);
   const backend = backendFromEnv(local.name, settings.consumerEnv, {
     budget: settings.budget,
@@ -323,13 +312,7 @@ async function startBackend(
 }
 
 /** The relay: on its schedule rule as deployed, or draining without pause (`--relay-loop`). */
-function startRelay(
-  settings: FunctionSettings,
-  db: SqlDatabase,
-  backend: Backend,
-  logger: Logger,
-  stops: Stop[],
-): void {
+function startRelay(settings: FunctionSettings, db: SqlDatabase, backend: Backend): void {
   const relayEnv = settings.fnEnv('outbox-relay');
   const relays = createRelays({ db, backend, logger }, relayEnv);
   const tables = relays.map((r) => r.store.table).join(' and ');
@@ -388,8 +371,6 @@ async function startConsumers(
   settings: FunctionSettings,
   db: SqlDatabase,
   backend: Backend,
-  logger: Logger,
-  stops: Stop[],
 ): Promise<void> {
   const env = settings.consumerEnv;
   const lambda =
@@ -432,7 +413,7 @@ async function startConsumers(
 }
 
 /** SIGINT/SIGTERM: in-flight work finishes, the last started stops first. */
-function stopOnSignals(stops: Stop[], pgDb: PgDatabase): void {
+function stopOnSignals(pgDb: PgDatabase): void {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
