@@ -292,19 +292,11 @@ export class Supervised {
 
   constructor(
     private readonly spec: ChildSpec,
-    private readonly options: { logDir: string; restartDelayMs: number; cwd?: string },
+    private readonly options: { logDir: string; restartDelayMs: number },
   ) {}
 
   get role(): string {
     return this.spec.role;
-  }
-
-  get pid(): number | undefined {
-    return this.process?.pid;
-  }
-
-  get ready(): boolean {
-    return this.isReady;
   }
 
   /** The fault points armed in the running incarnation (`FAULTS`), or ''. */
@@ -330,7 +322,6 @@ export class Supervised {
       name: `${this.spec.role}#${this.incarnation}`,
       args: this.spec.args,
       env: { ...this.spec.env, FAULTS: this.armed },
-      ...(this.options.cwd ? { cwd: this.options.cwd } : {}),
       output: { file: log },
     });
     this.process = proc;
