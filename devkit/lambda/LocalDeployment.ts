@@ -133,10 +133,13 @@ export class LocalDeployment {
   private async init(): Promise<void> {
     await this.makeWorkDir();
     const secretsEndpoint = await this.secretsEndpoint();
-    await this.createSecrets(secretsEndpoint);
+    this.secrets = new LocalSecrets(this.region, secretsEndpoint, this.localPrefix);
+    await this.secrets.create(this.assembly, this.resolver.resolve, this.options.secretValue);
     await this.startDataApi();
     await this.startLambdaInvoke();
-    await this.createParameters(secretsEndpoint);
+    const { assembly, region, localPrefix } = this;
+    this.parameters = new LocalParameters(assembly, region, secretsEndpoint, localPrefix);
+    await this.parameters.create(this.resolver.resolve);
     const sqsEndpoint = this.options.services.sqsEndpoint;
     await this.routeEndpoints({
       SECRETS_MANAGER: secretsEndpoint,
@@ -145,7 +148,10 @@ export class LocalDeployment {
       LAMBDA: this.lambdaInvoke.endpoint,
       ...(sqsEndpoint ? { SQS: sqsEndpoint } : {}),
     });
-    if (sqsEndpoint) await this.createQueues(sqsEndpoint);
+    if (!sqsEndpoint) return;
+    const prefix = this.options.sqsQueuePrefix ?? '';
+    this.queues = new LocalQueues(sqsEndpoint, region, prefix, this.sqsEndpoint ?? sqsEndpoint);
+    await this.queues.create(assembly, this.resolver.resolve);
   }
 
   private async makeWorkDir(): Promise<void> {
@@ -163,17 +169,6 @@ export class LocalDeployment {
     const moto = await startMotoServer();
     this.stops.push(() => moto.stop());
     return moto.endpoint;
-  }
-
-  private async createSecrets(endpoint: string): Promise<void> {
-    this.secrets = new LocalSecrets(this.region, endpoint, this.localPrefix);
-    this.stops.push(async () => this.secrets.destroy());
-    await this.secrets.create(this.assembly, this.resolver.resolve, this.options.secretValue);
-  }
-
-  private async createParameters(endpoint: string): Promise<void> {
-    this.parameters = new LocalParameters(this.assembly, this.region, endpoint, this.localPrefix);
-    await this.parameters.create(this.resolver.resolve);
   }
 
   /** The Data API reads each call's database user from the secret it names, as the service does. */
@@ -219,14 +214,6 @@ export class LocalDeployment {
       proxied[service] = proxy.endpoint;
     }
     this.endpoints = proxied;
-  }
-
-  private async createQueues(endpoint: string): Promise<void> {
-    const prefix = this.options.sqsQueuePrefix ?? '';
-    const queues = new LocalQueues(endpoint, this.region, prefix, this.sqsEndpoint ?? endpoint);
-    this.queues = queues;
-    this.stops.push(async () => queues.destroy());
-    await queues.create(this.assembly, this.resolver.resolve);
   }
 
   /**

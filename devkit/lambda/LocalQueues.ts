@@ -66,14 +66,11 @@ export class LocalQueues {
     return [...this.queues.values()].find((x) => x.name === `${this.prefix}${name}`);
   }
 
-  /** Deletes the queues it created (a shared local server outlives the deployment). */
+  /** Deletes the queues it created (a shared local server outlives the deployment), then its client. */
   async delete(): Promise<void> {
     for (const q of this.queues.values()) {
       await this.sqs.send(new DeleteQueueCommand({ QueueUrl: q.url })).catch(() => {});
     }
-  }
-
-  destroy(): void {
     this.sqs.destroy();
   }
 

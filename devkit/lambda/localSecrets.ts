@@ -75,16 +75,13 @@ export class LocalSecrets {
     return JSON.parse(out.SecretString ?? '{}') as Record<string, unknown>;
   }
 
-  /** Deletes the secrets it created (a shared server outlives the deployment). */
+  /** Deletes the secrets it created (a shared server outlives the deployment), then its client. */
   async delete(): Promise<void> {
     for (const arn of this.arns.values()) {
       await this.client
         .send(new DeleteSecretCommand({ SecretId: arn, ForceDeleteWithoutRecovery: true }))
         .catch(() => {});
     }
-  }
-
-  destroy(): void {
     this.client.destroy();
   }
 
