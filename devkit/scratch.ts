@@ -91,9 +91,7 @@ export async function proxiedDatabase(
     connectionString: target.toString(),
     max: 4,
     connectionTimeoutMillis: 1_000,
-    ...(options.statementTimeoutMillis
-      ? { statementTimeoutMillis: options.statementTimeoutMillis }
-      : {}),
+    statementTimeoutMillis: options.statementTimeoutMillis,
   });
   return {
     db,

@@ -51,12 +51,10 @@ async function startSqsConsumer(
       queueArn,
       region: backend.config.region,
       ...(settings.batchSize ? { batchSize: settings.batchSize } : {}),
-      ...(settings.batchWindowMs !== undefined ? { batchWindowMs: settings.batchWindowMs } : {}),
+      batchWindowMs: settings.batchWindowMs,
       ...(settings.concurrency ? { maxConcurrency: settings.concurrency } : {}),
       ...(settings.functionTimeoutMs ? { functionTimeoutMs: settings.functionTimeoutMs } : {}),
-      ...(settings.reportBatchItemFailures !== undefined
-        ? { reportBatchItemFailures: settings.reportBatchItemFailures }
-        : {}),
+      reportBatchItemFailures: settings.reportBatchItemFailures,
       functionName: results ? FUNCTIONS.results : FUNCTIONS.inventory,
     },
   );
@@ -148,10 +146,6 @@ export const sqsLocal: LocalTransport = {
       };
     },
     unreachable: (stack) => `are they stack ${stack}'s? (sqs:GetQueueUrl on them)`,
-    startEventSource: (d, functionId, { logger, onInvocationError }) =>
-      startSqsEventSource(d, functionId, {
-        ...(logger ? { logger } : {}),
-        ...(onInvocationError ? { onInvocationError } : {}),
-      }),
+    startEventSource: startSqsEventSource,
   },
 };
