@@ -7,6 +7,13 @@ import { describeStack, OperatorError, stackDatabase } from './stack.js';
 
 export const env = loadEnv();
 
+/** A comma-separated option's values (`--ids a,b`), trimmed, empty ones left out. */
+export const list = (v: string) =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+
 /** Where a command's database is: a deployed stack's (as `login`), or `DATABASE_URL`. */
 export interface DbTarget {
   /** `--stack <name>`: the stack's database through the Data API. */

@@ -6,21 +6,6 @@ import { STACK_OUTPUTS } from '../../infra/stackOutputs.js';
 import { env } from './common.js';
 import { describeStack, OperatorError, outputOf, stackOption } from './stack.js';
 
-/** Where the orders API is: a deployed stack's (signed) or a local one (`npm run dev`, unsigned). */
-interface ApiTarget {
-  base: string;
-  /** SigV4 for an IAM-authorized HTTP API: the stack's region. */
-  signIn?: string;
-}
-
-async function apiTarget(opts: { stack?: string; url?: string }): Promise<ApiTarget> {
-  if (opts.stack) {
-    const stack = await describeStack(opts.stack);
-    return { base: outputOf(stack, STACK_OUTPUTS.apiUrl), signIn: stack.region };
-  }
-  return { base: opts.url ?? `http://127.0.0.1:${env.PORT}` };
-}
-
 export interface ApiResponse {
   status: number;
   statusText: string;
@@ -28,24 +13,27 @@ export interface ApiResponse {
 }
 
 /**
- * One request to the orders API. To a deployed stack it is signed with SigV4 for `execute-api`
+ * One request to the orders API: a deployed stack's (`--stack`) or a local one (`--url`, else
+ * `npm run dev`'s, unsigned). To a deployed stack it is signed with SigV4 for `execute-api`
  * (IAM authorization) in the stack's region, with the credentials of the SDK's default chain, by
  * the SDK's own signer: the signed headers are host, content-type, x-amz-date, the content hash
  * and, for temporary credentials, x-amz-security-token.
  */
 export async function apiRequest(
-  target: ApiTarget,
+  opts: { stack?: string; url?: string },
   method: 'GET' | 'POST',
   path: string,
   body?: unknown,
 ): Promise<ApiResponse> {
-  const url = new URL(`${target.base.replace(/\/+$/, '')}${path}`);
+  const stack = opts.stack ? await describeStack(opts.stack) : undefined;
+  const base = stack ? outputOf(stack, STACK_OUTPUTS.apiUrl) : opts.url;
+  const url = new URL(`${(base ?? `http://127.0.0.1:${env.PORT}`).replace(/\/+$/, '')}${path}`);
   const payload = body === undefined ? undefined : JSON.stringify(body);
   let headers: Record<string, string> = payload ? { 'content-type': 'application/json' } : {};
-  if (target.signIn) {
+  if (stack) {
     const signer = new SignatureV4({
       service: 'execute-api',
-      region: target.signIn,
+      region: stack.region,
       credentials: defaultProvider(),
       sha256: Sha256,
     });
@@ -80,7 +68,7 @@ export async function apiRequest(
     });
   } catch (err) {
     throw new OperatorError(
-      `${method} ${url.href}: ${(err as Error).message}${target.signIn ? '' : ' (is `npm run dev` running? or give --url, or --stack)'}`,
+      `${method} ${url.href}: ${(err as Error).message}${stack ? '' : ' (is `npm run dev` running? or give --url, or --stack)'}`,
     );
   }
   return { status: res.status, statusText: res.statusText, body: await res.text() };
@@ -130,9 +118,8 @@ export function registerOrdersCommands(program: Command): void {
         if (!/^-?\d+$/.test(opts.quantity.trim())) {
           program.error(`--quantity must be a whole number, got '${opts.quantity}'`);
         }
-        const target = await apiTarget(opts);
         print(
-          await apiRequest(target, 'POST', '/orders', {
+          await apiRequest(opts, 'POST', '/orders', {
             sku: opts.sku,
             quantity: Number(opts.quantity),
             ...(opts.orderId ? { orderId: opts.orderId } : {}),
@@ -146,7 +133,6 @@ export function registerOrdersCommands(program: Command): void {
     .addOption(stackOption())
     .addOption(urlOption())
     .action(async (orderId: string, opts: { stack?: string; url?: string }) => {
-      const target = await apiTarget(opts);
-      print(await apiRequest(target, 'GET', `/orders/${encodeURIComponent(orderId)}`));
+      print(await apiRequest(opts, 'GET', `/orders/${encodeURIComponent(orderId)}`));
     });
 }

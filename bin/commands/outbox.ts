@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import { withDb } from './common.js';
+import { list, withDb } from './common.js';
 import { stackOption } from './stack.js';
 
 export function registerOutboxCommands(program: Command): void {
@@ -78,10 +78,7 @@ export function registerOutboxCommands(program: Command): void {
         ? OUTBOX_TABLES.filter((t) => t === opts.table)
         : [...OUTBOX_TABLES];
       if (tables.length === 0) program.error(`--table must be one of ${OUTBOX_TABLES.join(', ')}`);
-      const ids = opts.ids
-        ?.split(',')
-        .map((s) => s.trim())
-        .filter(Boolean);
+      const ids = opts.ids === undefined ? undefined : list(opts.ids);
       await withDb({ stack: opts.stack, login: 'relay' }, async (db) => {
         for (const t of tables) {
           const n = await new OutboxStore(t).retryNeedsAttention(db, ids);

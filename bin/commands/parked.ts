@@ -12,7 +12,7 @@ import {
   backendFromEnv,
   type TransportName,
 } from '../../shared/transport/index.js';
-import { env } from './common.js';
+import { env, list } from './common.js';
 import { describeStack, stackOption } from './stack.js';
 
 const transportOption = () =>
@@ -84,12 +84,6 @@ export function parseWhen(value: string): Date {
   if (Number.isNaN(t)) throw new Error(`not a time: "${value}" (use ISO-8601 or 15m / 2h / 3d)`);
   return new Date(t);
 }
-
-const list = (v: string) =>
-  v
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
 
 /** Where a parked message came from, in one cell: `orders/order.created → inventory.orders`. */
 export function originText(o: Diagnosis['origin']): string {
