@@ -158,7 +158,7 @@ function brokerOf(settings: AmazonMqEventSource): string {
 export function startSchedule(
   d: LocalDeployment,
   functionId: string,
-  options: { logger?: Logger; immediately?: boolean; retryDelaysMs?: number[] } = {},
+  options: { logger?: Logger; immediately?: boolean } = {},
 ): RunningEventSource {
   const settings = scheduleOf(d.settings, functionId);
   if (settings.rateMs === undefined) {
@@ -167,7 +167,7 @@ export function startSchedule(
   const trigger = new ScheduleTrigger(
     {
       handler: (event: ScheduledEvent) => invoker(d.fn(functionId))(event),
-      ...(options.logger ? { logger: options.logger } : {}),
+      logger: options.logger,
     },
     {
       rateMs: settings.rateMs,
@@ -179,8 +179,7 @@ export function startSchedule(
         ),
       ),
       region: d.region,
-      ...(options.immediately !== undefined ? { immediately: options.immediately } : {}),
-      ...(options.retryDelaysMs ? { retryDelaysMs: options.retryDelaysMs } : {}),
+      immediately: options.immediately,
     },
   );
   if (settings.enabled) trigger.start();

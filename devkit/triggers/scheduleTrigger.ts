@@ -8,33 +8,28 @@ export interface ScheduleTriggerOptions {
   /** For the event's `resources`. */
   ruleArn: string;
   region?: string;
-  account?: string;
-  /**
-   * Waits before retrying a failed invocation: EventBridge invokes Lambda asynchronously, and
-   * Lambda retries a failed asynchronous invocation twice, one and two minutes later (Lambda DG,
-   * "Asynchronous invocation"). Default `[60000, 120000]`; `[]` for none.
-   */
-  retryDelaysMs?: number[];
   /** Fire once at start (default true), then every `rateMs`. */
   immediately?: boolean;
 }
 
+/**
+ * Waits before retrying a failed invocation: EventBridge invokes Lambda asynchronously, and
+ * Lambda retries a failed asynchronous invocation twice, one and two minutes later (Lambda DG,
+ * "Asynchronous invocation").
+ */
+const RETRY_DELAYS_MS = [60_000, 120_000];
+
 export type ScheduledHandler = (event: ScheduledEvent) => Promise<unknown>;
 
 /** The event an EventBridge schedule rule sends (Lambda DG, "Using Lambda with EventBridge"). */
-export function scheduledEvent(options: {
-  ruleArn: string;
-  region?: string;
-  account?: string;
-  at?: Date;
-}): ScheduledEvent {
+export function scheduledEvent(options: { ruleArn: string; region?: string }): ScheduledEvent {
   return {
     version: '0',
     id: randomUUID(),
     'detail-type': 'Scheduled Event',
     source: 'aws.events',
-    account: options.account ?? '000000000000',
-    time: (options.at ?? new Date()).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    account: '000000000000',
+    time: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
     region: options.region ?? 'us-east-1',
     resources: [options.ruleArn],
     detail: {},
@@ -78,7 +73,7 @@ export class ScheduleTrigger {
       await this.deps.handler(event);
     } catch (err) {
       this.stats.failures++;
-      const delay = (this.options.retryDelaysMs ?? [60_000, 120_000])[attempt];
+      const delay = RETRY_DELAYS_MS[attempt];
       this.deps.logger?.warn('schedule: invocation failed', {
         attempt,
         retryInMs: delay ?? null,
