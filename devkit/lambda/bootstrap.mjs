@@ -54,9 +54,13 @@ async function post(path, body, headers = {}) {
   await res.arrayBuffer();
 }
 
-function errorBody(err, fallbackType) {
+/**
+ * Logs an error as the runtime does (`log`'s fields, then the error's), then posts it to the
+ * Runtime API's `path` (none: only logged) with its type, or `headerType`, as the error type.
+ */
+async function reportError(err, fallbackType, log, path, headerType) {
   const e = err instanceof Error ? err : new Error(String(err));
-  return {
+  const body = {
     errorType: e.name || fallbackType,
     errorMessage: e.message,
     stackTrace: (e.stack ?? '')
@@ -64,6 +68,11 @@ function errorBody(err, fallbackType) {
       .slice(1)
       .map((l) => l.trim()),
   };
+  console.error(JSON.stringify({ level: 'ERROR', ...log, ...body }));
+  if (!path) return;
+  await post(path, JSON.stringify(body), {
+    'Lambda-Runtime-Function-Error-Type': headerType ?? body.errorType,
+  });
 }
 
 class RuntimeError extends Error {
@@ -119,11 +128,7 @@ let handler;
 try {
   handler = await loadHandler();
 } catch (err) {
-  const body = errorBody(err, 'Runtime.ImportModuleError');
-  console.error(JSON.stringify({ level: 'ERROR', message: 'init failed', ...body }));
-  await post('/init/error', JSON.stringify(body), {
-    'Lambda-Runtime-Function-Error-Type': body.errorType,
-  });
+  await reportError(err, 'Runtime.ImportModuleError', { message: 'init failed' }, '/init/error');
   process.exit(1);
 }
 
@@ -131,13 +136,8 @@ let current;
 const fail = (type) => async (err) => {
   // The runtime reports an error nobody awaited on the invocation in flight, then exits: the
   // environment is not reused (Runtime.ExitError for the next one).
-  const body = errorBody(err, type);
-  console.error(JSON.stringify({ level: 'ERROR', message: type, ...body }));
-  if (current) {
-    await post(`/invocation/${current}/error`, JSON.stringify(body), {
-      'Lambda-Runtime-Function-Error-Type': body.errorType,
-    }).catch(() => {});
-  }
+  const path = current ? `/invocation/${current}/error` : undefined;
+  await reportError(err, type, { message: type }, path).catch(() => {});
   process.exit(129);
 };
 process.on('uncaughtException', fail('Runtime.UncaughtException'));
@@ -167,11 +167,8 @@ for (;;) {
     const result = await handler(event, context);
     await post(`/invocation/${requestId}/response`, JSON.stringify(result ?? null));
   } catch (err) {
-    const body = errorBody(err, 'Error');
-    console.error(JSON.stringify({ level: 'ERROR', message: 'Invoke Error', requestId, ...body }));
-    await post(`/invocation/${requestId}/error`, JSON.stringify(body), {
-      'Lambda-Runtime-Function-Error-Type': `Unhandled`,
-    });
+    const log = { message: 'Invoke Error', requestId };
+    await reportError(err, 'Error', log, `/invocation/${requestId}/error`, 'Unhandled');
   }
   current = undefined;
 }
