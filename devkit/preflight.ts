@@ -52,11 +52,14 @@ function tcpProbe(host: string, port: number, timeoutMs: number): Promise<void> 
   });
 }
 
-export async function checkPostgres(
-  url: string,
-  timeoutMs = 3_000,
-): Promise<ServiceProblem | undefined> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
+/** How long a service has to answer a check. */
+const CHECK_TIMEOUT_MS = 3_000;
+
+export async function checkPostgres(url: string): Promise<ServiceProblem | undefined> {
+  const client = new pg.Client({
+    connectionString: url,
+    connectionTimeoutMillis: CHECK_TIMEOUT_MS,
+  });
   try {
     await client.connect();
     await client.query('SELECT 1');
@@ -69,14 +72,11 @@ export async function checkPostgres(
   }
 }
 
-export async function checkRabbitMq(
-  url: string,
-  timeoutMs = 3_000,
-): Promise<ServiceProblem | undefined> {
+export async function checkRabbitMq(url: string): Promise<ServiceProblem | undefined> {
   const u = new URL(url);
   const port = Number(u.port || (u.protocol === 'amqps:' ? 5671 : 5672));
   try {
-    await tcpProbe(u.hostname, port, timeoutMs);
+    await tcpProbe(u.hostname, port, CHECK_TIMEOUT_MS);
     return undefined;
   } catch (err) {
     return problem('RabbitMQ', `${u.hostname}:${port}`, err);
@@ -85,7 +85,7 @@ export async function checkRabbitMq(
 
 export async function checkRabbitManagement(
   url: string,
-  timeoutMs = 3_000,
+  timeoutMs = CHECK_TIMEOUT_MS,
 ): Promise<ServiceProblem | undefined> {
   try {
     const res = await managementOverview(url, timeoutMs);
@@ -130,12 +130,6 @@ export interface EnableManagementDeps {
   log(line: string): void;
 }
 
-const defaultEnableDeps: EnableManagementDeps = {
-  run: runCommand,
-  waitManagement: waitForManagement,
-  log: (line) => console.log(line),
-};
-
 /**
  * Turns the management plugin on when the broker at `amqpUrl` is this machine's own node (loopback
  * address, and the node that `rabbitmq-diagnostics` reaches listens for AMQP on that port), then
@@ -146,7 +140,11 @@ const defaultEnableDeps: EnableManagementDeps = {
 export async function enableLocalManagement(
   amqpUrl: string,
   managementUrl: string,
-  deps: EnableManagementDeps = defaultEnableDeps,
+  deps: EnableManagementDeps = {
+    run: runCommand,
+    waitManagement: waitForManagement,
+    log: (line) => console.log(line),
+  },
 ): Promise<{ enabled: true } | { reason: string }> {
   const amqp = new URL(amqpUrl);
   const port = Number(amqp.port || (amqp.protocol === 'amqps:' ? 5671 : 5672));
@@ -216,9 +214,9 @@ export interface EnsureDeps {
 }
 
 export const defaultEnsureDeps: EnsureDeps = {
-  checkPostgres: (url) => checkPostgres(url),
-  checkRabbitMq: (url) => checkRabbitMq(url),
-  checkRabbitManagement: (url) => checkRabbitManagement(url),
+  checkPostgres,
+  checkRabbitMq,
+  checkRabbitManagement,
   enableManagement: (amqpUrl, managementUrl) => enableLocalManagement(amqpUrl, managementUrl),
   startContainers: startFallbackContainers,
   log: (line) => console.log(line),
