@@ -1,6 +1,7 @@
 import { request } from 'node:http';
 import { hostname } from 'node:os';
 import type { ContainerRuntimeClient, GenericContainer } from 'testcontainers';
+import { getOrSet } from './maps.js';
 import { waitFor } from './waitFor.js';
 
 /**
@@ -89,16 +90,12 @@ const registryChecks = new Map<string, Promise<boolean>>();
 
 /** Whether the registry an image comes from answers HTTPS at all (any status), within 3 s. */
 export function registryAnswers(image: string): Promise<boolean> {
-  const host = registryOf(image);
-  let check = registryChecks.get(host);
-  if (!check) {
-    check = fetch(`https://${host}/v2/`, { signal: AbortSignal.timeout(3_000) }).then(
+  return getOrSet(registryChecks, registryOf(image), (host) =>
+    fetch(`https://${host}/v2/`, { signal: AbortSignal.timeout(3_000) }).then(
       () => true,
       () => false,
-    );
-    registryChecks.set(host, check);
-  }
-  return check;
+    ),
+  );
 }
 
 /** The engine's `/info` over its local socket (`DOCKER_HOST` unset or `unix://`), if it answers. */

@@ -1,4 +1,5 @@
 import { createServer, request } from 'node:http';
+import { getOrSet } from '../maps.js';
 import { closeServer, listen } from './httpApi.js';
 
 /** Calls by operation (`rds-data:ExecuteStatement`, `sqs:SendMessageBatch`, …), and their time. */
@@ -56,12 +57,7 @@ export function callLog(): CallLog & {
     record(service, op) {
       const key = `${service}:${op}`;
       counts[key] = (counts[key] ?? 0) + 1;
-      let t = times.get(service);
-      if (!t) {
-        t = [];
-        times.set(service, t);
-      }
-      t.push(Date.now());
+      getOrSet(times, service, () => []).push(Date.now());
     },
     counts: () => ({ ...counts }),
     units64k: () => ({ ...units }),

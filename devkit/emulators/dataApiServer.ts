@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { mapOutsideQuotes } from '../../shared/db/statements.js';
+import { getOrSet } from '../maps.js';
 import { closeServer, listen, readBody } from './httpApi.js';
 
 /**
@@ -250,16 +251,14 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
   const maxResponseBytes = options.maxResponseBytes ?? DATA_API_LIMITS.maxResponseBytes;
   const pools = new Map<string, pg.Pool>();
   /** One pool per database user (`''`: the user of `databaseUrl`). */
-  const poolFor = (login?: { username: string; password: string }) => {
-    const key = login ? login.username : '';
-    let pool = pools.get(key);
-    if (!pool) {
+  const poolFor = (login?: { username: string; password: string }) =>
+    getOrSet(pools, login ? login.username : '', () => {
       const url = new URL(options.databaseUrl);
       if (login) {
         url.username = encodeURIComponent(login.username);
         url.password = encodeURIComponent(login.password);
       }
-      pool = new pg.Pool({
+      const pool = new pg.Pool({
         connectionString: url.toString(),
         // a call waits for one of 20 connections per user. The service has no such limit of its
         // own (the cluster's `max_connections`, hundreds by capacity, is the bound); a small one
@@ -269,10 +268,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
         options: '-c TimeZone=UTC',
       });
       pool.on('error', () => {});
-      pools.set(key, pool);
-    }
-    return pool;
-  };
+      return pool;
+    });
   const pool = poolFor();
   /** The pool of the call's user (the secret it names), when logins are read from secrets. */
   const callPool = async (body: Record<string, unknown>) => {

@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import type { InvokeOutcome } from '../lambda/LambdaFunction.js';
+import { getOrSet } from '../maps.js';
 import { closeServer, listen, readBody } from './httpApi.js';
 
 /** How a function is invoked asynchronously: its template's concurrency and EventInvokeConfig. */
@@ -56,14 +57,14 @@ export async function startLambdaInvokeServer(
     }
   >();
   const stats = new Map<string, AsyncInvokeStats>();
-  const statsOf = (name: string) => {
-    let s = stats.get(name);
-    if (!s) {
-      s = { accepted: 0, invoked: 0, errors: 0, droppedForAge: 0, maxQueuedMs: 0 };
-      stats.set(name, s);
-    }
-    return s;
-  };
+  const statsOf = (name: string) =>
+    getOrSet(stats, name, () => ({
+      accepted: 0,
+      invoked: 0,
+      errors: 0,
+      droppedForAge: 0,
+      maxQueuedMs: 0,
+    }));
   let active = 0;
   let waiters: (() => void)[] = [];
   const settle = () => {
@@ -157,11 +158,7 @@ export async function startLambdaInvokeServer(
       return;
     }
     if (type === 'Event') {
-      let q = queues.get(name);
-      if (!q) {
-        q = { target, queue: [], running: 0 };
-        queues.set(name, q);
-      }
+      const q = getOrSet(queues, name, () => ({ target, queue: [], running: 0 }));
       statsOf(name).accepted++;
       active++;
       q.queue.push({ event, at: Date.now(), attempt: 0 });

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { getOrSet } from '../maps.js';
 import type { SqsFault, SqsFaultEvent, SqsFaultKind, SqsThrottleError } from './sqsFaults.js';
 import {
   eventIdOf,
@@ -161,13 +162,7 @@ export class PerQueue<T> {
   private readonly lists = new Map<string, T[]>();
 
   of(queueUrl: string): T[] {
-    const key = queueKey(queueUrl);
-    let list = this.lists.get(key);
-    if (!list) {
-      list = [];
-      this.lists.set(key, list);
-    }
-    return list;
+    return getOrSet(this.lists, queueKey(queueUrl), () => []);
   }
 
   clear(): void {
