@@ -205,17 +205,21 @@ async function prune(root: string, keep: number): Promise<void> {
 }
 
 /**
- * The app's templates without building its bundles, synthesized in this process (several seconds,
- * then cached like `synthesize`'s assemblies):
+ * A cloud assembly to read settings from: the cached one of a full `synthesize` of the same
+ * sources and settings when there is one, else the app's templates without building its bundles,
+ * synthesized in this process (several seconds, then cached like `synthesize`'s assemblies):
  * enough for the settings a template carries (event source mappings, schedules, function
  * configuration and environment), not for running the functions (their asset folders are
  * empty). Same context as `synthesize` (cdk.json's feature flags, the transport, overrides).
  */
-export async function synthesizeTemplates(
+export async function templatesFor(
   given: Pick<SynthOptions, 'transport' | 'context'>,
-): Promise<SynthResult> {
+): Promise<{ dir: string; bundled: boolean }> {
   const options = withLocalDefaults(given);
-  return cached(join(CACHE_DIR, 'templates'), await sourceKey(options), async (outdir) => {
+  const key = await sourceKey(options);
+  const full = join(CACHE_DIR, key);
+  if (existsSync(join(full, '.complete'))) return { dir: full, bundled: true };
+  const { dir } = await cached(join(CACHE_DIR, 'templates'), key, async (outdir) => {
     const [{ App }, { addPipeline }] = await Promise.all([
       import('aws-cdk-lib'),
       import('../../infra/pipelineApp.js'),
@@ -239,16 +243,5 @@ export async function synthesizeTemplates(
     addPipeline(app);
     app.synth();
   });
-}
-
-/**
- * A cloud assembly to read settings from: the cached one of a full `synthesize` of the same
- * sources and settings when there is one, else templates synthesized in-process (no bundling).
- */
-export async function templatesFor(
-  options: Pick<SynthOptions, 'transport' | 'context'>,
-): Promise<{ dir: string; bundled: boolean }> {
-  const full = join(CACHE_DIR, await sourceKey(withLocalDefaults(options)));
-  if (existsSync(join(full, '.complete'))) return { dir: full, bundled: true };
-  return { dir: (await synthesizeTemplates(options)).dir, bundled: false };
+  return { dir, bundled: false };
 }

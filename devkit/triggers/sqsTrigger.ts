@@ -36,7 +36,7 @@ export interface SqsTriggerOptions {
    */
   reportBatchItemFailures?: boolean;
   /** The function's name in the invocation's context. */
-  functionName?: string;
+  functionName: string;
 }
 
 export class SqsTriggerConfigError extends Error {
@@ -147,10 +147,7 @@ export class SqsTrigger {
     try {
       const result = await this.deps.handler(
         event,
-        localLambdaContext(
-          this.options.functionName ?? 'reserve-inventory-sqs',
-          this.options.functionTimeoutMs ?? 30_000,
-        ),
+        localLambdaContext(this.options.functionName, this.options.functionTimeoutMs),
       );
       failed =
         this.options.reportBatchItemFailures === false
