@@ -157,9 +157,9 @@ const UNDERSTOOD = new Set([
 ]);
 
 /**
- * The breaking changes from `committed` to `current`, two schemas of the same type and major, as
- * `path: what` lines (empty = compatible). Old and new producers and consumers of one major run
- * side by side, so the rule has two halves:
+ * The breaking changes from `old` (committed) to `cur` (current), two schemas of the same type and
+ * major, as `path: what` lines, paths below `path` (empty = compatible). Old and new producers and
+ * consumers of one major run side by side, so the rule has two halves:
  *
  * 1. **Structure is fixed** (a consumer built on the committed schema reads what new producers
  *    write): a property is never removed, never retyped (widenings like integer → number or adding
@@ -175,11 +175,7 @@ const UNDERSTOOD = new Set([
  * values, so consumers must be deployed before any producer emits them. Keywords this check does
  * not understand (`anyOf`, `$ref`, …) count as breaking whenever they change: it never guesses.
  */
-export function checkCompatibility(committed: JsonSchema, current: JsonSchema): string[] {
-  return compare('', committed, current);
-}
-
-function compare(path: string, old: JsonSchema, cur: JsonSchema): string[] {
+export function checkCompatibility(old: JsonSchema, cur: JsonSchema, path = ''): string[] {
   const issues: string[] = [];
   const report = (what: string, at = path) => issues.push(`${at || '(root)'}: ${what}`);
 
@@ -210,7 +206,7 @@ function compare(path: string, old: JsonSchema, cur: JsonSchema): string[] {
 
   compareObject(path, old, cur, report, issues);
   if (old.items !== undefined || cur.items !== undefined) {
-    issues.push(...compare(`${path}[]`, asSchema(old.items), asSchema(cur.items)));
+    issues.push(...checkCompatibility(asSchema(old.items), asSchema(cur.items), `${path}[]`));
   }
 
   for (const keyword of new Set([...Object.keys(old), ...Object.keys(cur)])) {
@@ -261,7 +257,7 @@ function compareObject(
     if (oldRequired.includes(name) && !curRequired.includes(name)) {
       report('made optional (consumers built on the committed schema require it)', child(name));
     }
-    issues.push(...compare(child(name), oldProp, curProp));
+    issues.push(...checkCompatibility(oldProp, curProp, child(name)));
   }
   for (const name of curRequired.filter((n) => !oldRequired.includes(n))) {
     report(
@@ -282,7 +278,7 @@ function compareObject(
   if (curExtra === false && oldExtra !== false) {
     report('unknown properties no longer accepted (additionalProperties: false)');
   } else if (oldExtra !== false && curExtra !== false && !isDeepStrictEqual(oldExtra, curExtra)) {
-    issues.push(...compare(child('*'), asSchema(oldExtra), asSchema(curExtra)));
+    issues.push(...checkCompatibility(asSchema(oldExtra), asSchema(curExtra), child('*')));
   }
 }
 
