@@ -65,9 +65,7 @@ async function existing(engine: Engine) {
   return { container: found, running: info.State.Running };
 }
 
-async function version(): Promise<string> {
-  return new RabbitManagement(MANAGEMENT_URL).version();
-}
+const management = new RabbitManagement(MANAGEMENT_URL);
 
 async function start(): Promise<void> {
   const started = Date.now();
@@ -76,7 +74,7 @@ async function start(): Promise<void> {
   if (found?.running) {
     await waitForManagement(MANAGEMENT_URL, 60_000);
     console.log('already running');
-    printUrls(await version());
+    printUrls(await management.version());
     return;
   }
   if (found) await engine.client.container.remove(found.container, { removeVolumes: true });
@@ -102,7 +100,7 @@ async function start(): Promise<void> {
     fail(`RabbitMQ 4 did not start: ${firstLine(err)}`);
   }
   console.log(`started in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  printUrls(await version());
+  printUrls(await management.version());
 }
 
 async function stop(): Promise<void> {
@@ -128,7 +126,7 @@ async function status(): Promise<void> {
     console.log('not running');
     process.exit(1);
   }
-  const v = await version().catch(() => undefined);
+  const v = await management.version().catch(() => undefined);
   if (!v) {
     console.log('running, management API not answering yet');
     process.exit(1);

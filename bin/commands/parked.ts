@@ -42,15 +42,12 @@ async function withParkingLot<T>(
     retention,
     consumer: `cli@${CODE_VERSION}`,
   };
-  const server = onStack
-    ? undefined
-    : { endpoint: env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}` };
   const backend = onStack
     ? backendFromConfig(transport, { ...base, ...onStack.config })
     : backendFromEnv(transport as TransportName, env, {
         ...base,
         connectionName: 'cli-parked',
-        ...server,
+        endpoint: env.SQS_ENDPOINT ?? `http://127.0.0.1:${env.SQS_LOCAL_PORT}`,
         maxAttempts: 1,
       });
   try {
@@ -105,13 +102,8 @@ export function registerParkedCommands(program: Command): void {
         lot.list(Number(opts.limit)),
       );
       if (opts.json) {
-        console.log(
-          JSON.stringify(
-            items.map((p) => ({ via: p.via, ...p.diagnosis })),
-            null,
-            2,
-          ),
-        );
+        const rows = items.map((p) => ({ via: p.via, ...p.diagnosis }));
+        console.log(JSON.stringify(rows, null, 2));
         return;
       }
       if (items.length === 0) {
