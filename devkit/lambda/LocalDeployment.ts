@@ -332,12 +332,9 @@ export class LocalDeployment {
     // created on first use: the endpoints in `platformEnv` are known by then
     const f = new LambdaFunction(
       {
+        ...deployed,
         name: id,
         assetDir: deployed.assetDir,
-        handler: deployed.handler,
-        runtime: deployed.runtime,
-        timeoutSeconds: deployed.timeoutSeconds,
-        memorySize: deployed.memorySize,
         environment: this.environmentOf(deployed, taskRoot),
       },
       {

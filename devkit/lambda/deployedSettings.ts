@@ -220,14 +220,12 @@ export function asyncInvokeSettingsOf(f: DeployedFunction): AsyncInvokeSettings 
       r.Type === 'AWS::Lambda::EventInvokeConfig' &&
       JSON.stringify(r.Properties?.FunctionName) === JSON.stringify({ Ref: f.logicalId }),
   )?.Properties;
+  const age = config?.MaximumEventAgeInSeconds;
+  const retries = config?.MaximumRetryAttempts;
   return {
-    ...(typeof reserved === 'number' ? { reservedConcurrency: reserved } : {}),
-    ...(typeof config?.MaximumEventAgeInSeconds === 'number'
-      ? { maxEventAgeMs: config.MaximumEventAgeInSeconds * 1000 }
-      : {}),
-    ...(typeof config?.MaximumRetryAttempts === 'number'
-      ? { retryAttempts: config.MaximumRetryAttempts }
-      : {}),
+    reservedConcurrency: typeof reserved === 'number' ? reserved : undefined,
+    maxEventAgeMs: typeof age === 'number' ? age * 1000 : undefined,
+    retryAttempts: typeof retries === 'number' ? retries : undefined,
   };
 }
 
