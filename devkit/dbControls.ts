@@ -61,22 +61,16 @@ export class ReservationFailures {
 
 /** Holds a row lock on a stock row until released: statements that need it wait. */
 export async function holdStockLock(db: SqlDatabase, sku: string): Promise<() => Promise<void>> {
-  let release!: () => void;
-  const held = new Promise<void>((r) => {
-    release = r;
-  });
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => {
-    locked = r;
-  });
+  const held = Promise.withResolvers<void>();
+  const locked = Promise.withResolvers<void>();
   const done = db.transaction(async (tx) => {
     await tx.query('SELECT 1 FROM stock WHERE sku = $1 FOR UPDATE', [sku]);
-    locked();
-    await held;
+    locked.resolve();
+    await held.promise;
   });
-  await isLocked;
+  await locked.promise;
   return async () => {
-    release();
+    held.resolve();
     await done;
   };
 }
