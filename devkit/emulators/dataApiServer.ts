@@ -56,8 +56,6 @@ export interface DataApiServerOptions {
   transactionIdleTimeoutMs?: number;
   /** Larger requests are refused with 413 (the service: 4 MiB, headers included). */
   maxRequestBytes?: number;
-  /** A larger response (its JSON) fails the call (the service: 1 MiB). */
-  maxResponseBytes?: number;
   /**
    * The database user of a call, from the secret it names (`secretArn`), as the service reads
    * `username` and `password` from that Secrets Manager secret. Unset: every call runs as the user
@@ -248,7 +246,6 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
   const idleTimeoutMs =
     options.transactionIdleTimeoutMs ?? DATA_API_LIMITS.transactionIdleTimeoutMs;
   const maxRequestBytes = options.maxRequestBytes ?? DATA_API_LIMITS.maxRequestBytes;
-  const maxResponseBytes = options.maxResponseBytes ?? DATA_API_LIMITS.maxResponseBytes;
   const pools = new Map<string, pg.Pool>();
   /** One pool per database user (`''`: the user of `databaseUrl`). */
   const poolFor = (login?: { username: string; password: string }) =>
@@ -483,7 +480,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
             }
           : {}),
       };
-      if (Buffer.byteLength(JSON.stringify(out)) > maxResponseBytes) {
+      // a larger response (its JSON) fails the call (the service: 1 MiB)
+      if (Buffer.byteLength(JSON.stringify(out)) > DATA_API_LIMITS.maxResponseBytes) {
         if (tx && id) await finish(id, 'ROLLBACK').catch(() => {});
         return fail(
           res,
