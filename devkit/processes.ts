@@ -45,7 +45,6 @@ const STDERR_TAIL_LINES = 20;
 export class NodeProcess {
   readonly name: string;
   readonly child: ChildProcess;
-  readonly startedAt = Date.now();
   /** The file stdout goes to (`output: { file }`), else undefined. */
   readonly logFile: string | undefined;
   /** Resolves once the process has exited and its output streams are closed. */
@@ -251,11 +250,9 @@ export async function readMemory(pid: number | undefined): Promise<Memory | unde
 // ─── Supervision (the soak) ────────────────────────────────────────────────────────────────
 
 /** How a supervised process ended (one incarnation). */
-export interface Exit {
+export interface Exit extends ProcessExit {
   role: string;
   incarnation: number;
-  code: number | null;
-  signal: NodeJS.Signals | null;
   /** Killed by the controller (a fault it injected, or the shutdown). */
   byController: boolean;
   /** The fault point it died at (`FAULTS=point:exit`), if any. */
