@@ -4,6 +4,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { chmod, cp, mkdir, readdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { closeServer, listen, readBody } from '../emulators/httpApi.js';
 import { node24 } from './runtimeDir.js';
@@ -113,10 +114,6 @@ export class LambdaFunction {
   /** Where the task root of function `name` is copied to (`<workDir>/functions/<name>/var/task`). */
   static taskRootOf(workDir: string, name: string): string {
     return join(workDir, 'functions', safe(name), 'var', 'task');
-  }
-
-  get arn(): string {
-    return `arn:aws:lambda:${this.options.region}:${this.options.accountId}:function:${this.spec.name}`;
   }
 
   /** The log file every environment of this function writes to (stdout and stderr). */
@@ -298,7 +295,7 @@ class Environment {
       'content-type': 'application/json',
       'lambda-runtime-aws-request-id': p.requestId,
       'lambda-runtime-deadline-ms': String(p.deadline),
-      'lambda-runtime-invoked-function-arn': this.fn.arn,
+      'lambda-runtime-invoked-function-arn': `arn:aws:lambda:${this.options.region}:${this.options.accountId}:function:${this.name}`,
       'lambda-runtime-trace-id': `Root=1-${Math.floor(Date.now() / 1000).toString(16)}-${randomUUID().replace(/-/g, '').slice(0, 24)};Sampled=0`,
     });
     res.end(JSON.stringify(p.event));
@@ -367,17 +364,8 @@ class Environment {
     running.add(child);
     child.once('exit', () => running.delete(child));
     for (const stream of [child.stdout, child.stderr]) {
-      let rest = '';
-      stream.setEncoding('utf8');
-      stream.on('data', (chunk: string) => {
-        this.log.write(chunk);
-        const lines = (rest + chunk).split('\n');
-        rest = lines.pop() ?? '';
-        for (const line of lines) this.line(line);
-      });
-      stream.on('end', () => {
-        if (rest) this.line(rest);
-      });
+      stream.on('data', (chunk: Buffer) => this.log.write(chunk));
+      createInterface({ input: stream }).on('line', (line) => this.line(line));
     }
     child.once('error', (err) => this.exited(`spawn failed: ${err.message}`));
     child.once('exit', (code, signal) =>
