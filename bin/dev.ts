@@ -384,15 +384,16 @@ async function startConsumers(
   }
   const journal = new Journal(logger);
   const useCase = new ReserveInventory({ db, logger, journal }, { budget: settings.budget });
-  const trigger = (id: 'inventory' | 'results') =>
-    deployed && settings.trigger ? settings.trigger(deployed.functions[id]) : {};
-  const consumer = await startConsumer(backend, (m) => useCase.process(m), {
+  /** Both consumers' settings: the worker's, or their function's event source's. */
+  const settingsOf = (id: 'inventory' | 'results'): ConsumerSettings => ({
     mode: lambda ? 'lambda' : 'worker',
     journal,
     logger,
-    ...(lambda
-      ? trigger('inventory')
-      : { concurrency: env.CONSUMER_CONCURRENCY, prefetch: env.CONSUMER_PREFETCH }),
+    ...(lambda && deployed && settings.trigger ? settings.trigger(deployed.functions[id]) : {}),
+  });
+  const consumer = await startConsumer(backend, (m) => useCase.process(m), {
+    ...settingsOf('inventory'),
+    ...(lambda ? {} : { concurrency: env.CONSUMER_CONCURRENCY, prefetch: env.CONSUMER_PREFETCH }),
   });
   stops.push(() => consumer.stop());
   const how = lambda && deployed ? deployed.describe(env) : `worker ×${env.CONSUMER_CONCURRENCY}`;
@@ -402,11 +403,8 @@ async function startConsumers(
   // The order side hears inventory's results: GET /orders/{id} shows the reservation status.
   const results = new OrderResults({ db, logger, journal });
   const resultsConsumer = await startConsumer(backend, (m) => results.process(m), {
-    mode: lambda ? 'lambda' : 'worker',
+    ...settingsOf('results'),
     queue: 'results',
-    journal,
-    logger,
-    ...(lambda ? trigger('results') : {}),
   });
   stops.push(() => resultsConsumer.stop());
   console.log('consumer: order-results on the results queue (order status from the events)');
