@@ -33,7 +33,8 @@ export interface SqsEventSource {
 export interface AmazonMqEventSource {
   logicalId: string;
   function: DeployedFunction;
-  /** The one queue of the mapping (`Queues`). */
+  /** The broker's logical id, and the one queue of the mapping (`Queues`). */
+  broker: string;
   queue: string;
   /** `VIRTUAL_HOST` (default `/`). */
   vhost: string;
@@ -122,6 +123,7 @@ export function deployedSettings(assembly: DeployedAssembly): DeployedSettings {
       out.amazonMq.push({
         logicalId,
         function: fn,
+        broker: sourceId as string,
         queue: queues[0] as string,
         vhost: String(access.find((a) => a.Type === 'VIRTUAL_HOST')?.URI ?? '/'),
         batchSize: Number(p.BatchSize ?? 100),

@@ -128,7 +128,7 @@ export async function startAmazonMqEventSource(
       batchWindowMs: settings.batchWindowMs,
       functionTimeoutMs: settings.functionTimeoutMs,
       eventSourceArn: String(
-        d.resolve(stack, { 'Fn::GetAtt': [brokerOf(settings), 'Arn'] }, settings.logicalId),
+        d.resolve(stack, { 'Fn::GetAtt': [settings.broker, 'Arn'] }, settings.logicalId),
       ),
       functionName: functionId,
     },
@@ -147,11 +147,6 @@ export async function startAmazonMqEventSource(
       await connection.close();
     },
   };
-}
-
-function brokerOf(settings: AmazonMqEventSource): string {
-  const p = settings.function.stack.template.Resources?.[settings.logicalId]?.Properties ?? {};
-  return (p.EventSourceArn as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
 }
 
 /** The schedule rule targeting `functionId`, invoking its bundle at the rule's rate. */
