@@ -212,9 +212,7 @@ async function startPostgresContainer(image: string) {
   url.hostname = '127.0.0.1';
   return {
     databaseUrl: url.toString(),
-    stop: async () => {
-      await c.stop();
-    },
+    stop: () => c.stop(),
   };
 }
 
@@ -257,9 +255,7 @@ export async function startRabbitMqContainer(
   return {
     amqpUrl: `amqp://guest:guest@127.0.0.1:${amqpPort}`,
     managementUrl: `http://guest:guest@127.0.0.1:${managementPort}`,
-    stop: async () => {
-      await c.stop();
-    },
+    stop: () => c.stop(),
   };
 }
 
@@ -308,7 +304,7 @@ export async function startFallbackContainers(needs: {
   postgres?: boolean;
   rabbitmq?: boolean;
 }): Promise<FallbackResult> {
-  const stops: (() => Promise<void>)[] = [];
+  const stops: (() => Promise<unknown>)[] = [];
   const result: FallbackResult = {
     started: [],
     notStarted: [],

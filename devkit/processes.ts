@@ -111,8 +111,7 @@ export class NodeProcess {
 
   /** Its stdout so far: captured, or the log file's contents (stdout and stderr, unless split). */
   text(): string {
-    if (!this.logFile) return this.stdout;
-    return readOrEmpty(this.logFile);
+    return this.logFile ? readOrEmpty(this.logFile) : this.stdout;
   }
 
   /** Captured stderr (all of it with `capture`; its last lines with `{ file, stderr: 'capture' }`). */

@@ -156,7 +156,7 @@ export async function createScratch(
     throw err;
   }
   const backends: { close(): Promise<void> }[] = [];
-  const env: ScratchEnvironment = {
+  return {
     name,
     database,
     vhost: [...namespaces.values()].find((n) => n.vhost)?.vhost,
@@ -186,5 +186,4 @@ export async function createScratch(
       );
     },
   };
-  return env;
 }

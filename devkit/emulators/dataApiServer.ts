@@ -435,12 +435,8 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
           result = await tx.client.query({ text, values, types: raw });
         } catch (err) {
           // the database ended the session (e.g. idle_in_transaction_session_timeout): so is the transaction
-          if (
-            !(err as { code?: string }).code ||
-            /^(08|57P)/.test((err as { code: string }).code)
-          ) {
-            drop(id, tx, err as Error);
-          }
+          const code = (err as { code?: string }).code;
+          if (!code || /^(08|57P)/.test(code)) drop(id, tx, err as Error);
           throw err;
         } finally {
           tx.busy--;

@@ -65,11 +65,10 @@ export async function ensureLocalSqs(options: {
   endpoint?: string | undefined;
   port: number;
 }): Promise<LocalSqs> {
-  if (options.endpoint)
-    return { endpoint: options.endpoint, embedded: false, stop: async () => {} };
-  const endpoint = `http://127.0.0.1:${options.port}`;
-  if (options.port !== 0 && (await answers(endpoint)))
+  const endpoint = options.endpoint || `http://127.0.0.1:${options.port}`;
+  if (options.endpoint || (options.port !== 0 && (await answers(endpoint)))) {
     return { endpoint, embedded: false, stop: async () => {} };
+  }
   const server = await startLoopbackFauxqs({ port: options.port, logger: false });
   return {
     endpoint: `http://127.0.0.1:${server.port}`,

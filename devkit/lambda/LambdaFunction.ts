@@ -129,7 +129,9 @@ export class LambdaFunction {
     while (env && !env.alive) env = this.idle.pop();
     const coldStart = !env;
     if (!env) {
-      env = new Environment(this, await this.prepareTaskRoot(), this.options, this.logStream());
+      const taskRoot = await this.prepareTaskRoot();
+      this.log ??= createWriteStream(this.logFile, { flags: 'a' });
+      env = new Environment(this, taskRoot, this.options, this.log);
       this.all.add(env);
       this.stats.coldStarts++;
     }
@@ -162,11 +164,6 @@ export class LambdaFunction {
     this.all.clear();
     this.idle.length = 0;
     await new Promise<void>((resolve) => (this.log ? this.log.end(resolve) : resolve()));
-  }
-
-  private logStream(): WriteStream {
-    this.log ??= createWriteStream(this.logFile, { flags: 'a' });
-    return this.log;
   }
 
   /** The asset folder copied once as the function's task root (/var/task: read-only). */

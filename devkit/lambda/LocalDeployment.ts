@@ -131,12 +131,24 @@ export class LocalDeployment {
 
   /** Stands up the local services in the order their references need them. */
   private async init(): Promise<void> {
-    await this.makeWorkDir();
+    this.workDir = await mkdtemp(join(tmpdir(), 'rm-lambda-'));
+    this.stops.push(async () => {
+      await writable(this.workDir);
+      await rm(this.workDir, { recursive: true, force: true });
+    });
+    await linkRuntimeSdk(join(this.workDir, 'runtime'));
     const secretsEndpoint = await this.secretsEndpoint();
     this.secrets = new LocalSecrets(this.region, secretsEndpoint, this.localPrefix);
     await this.secrets.create(this.assembly, this.resolver.resolve, this.options.secretValue);
     await this.startDataApi();
-    await this.startLambdaInvoke();
+    // Lambda's Invoke for the functions' own asynchronous invocations (the relay kick)
+    this.lambdaInvoke = await startLambdaInvokeServer((name) => {
+      const f = this.assembly.functions.find((x) => x.id === name);
+      return f
+        ? { invoke: (event) => this.fn(f.id).invoke(event), settings: asyncInvokeSettingsOf(f) }
+        : undefined;
+    });
+    this.stops.push(() => this.lambdaInvoke.close());
     const { assembly, region, localPrefix } = this;
     this.parameters = new LocalParameters(assembly, region, secretsEndpoint, localPrefix);
     await this.parameters.create(this.resolver.resolve);
@@ -154,15 +166,6 @@ export class LocalDeployment {
     await this.queues.create(assembly, this.resolver.resolve);
   }
 
-  private async makeWorkDir(): Promise<void> {
-    this.workDir = await mkdtemp(join(tmpdir(), 'rm-lambda-'));
-    this.stops.push(async () => {
-      await writable(this.workDir);
-      await rm(this.workDir, { recursive: true, force: true });
-    });
-    await linkRuntimeSdk(join(this.workDir, 'runtime'));
-  }
-
   /** The Secrets Manager (and SSM) endpoint: the given one, or a moto_server started for it. */
   private async secretsEndpoint(): Promise<string> {
     if (this.options.services.secretsEndpoint) return this.options.services.secretsEndpoint;
@@ -174,10 +177,10 @@ export class LocalDeployment {
   /** The Data API reads each call's database user from the secret it names, as the service does. */
   private async startDataApi(): Promise<void> {
     const logins = new Map<string, { username: string; password: string }>();
-    const autoPause = this.options.autoPause ? this.autoPauseOf(this.options.autoPause) : undefined;
+    const { autoPause } = this.options;
     this.dataApi = await startDataApiServer({
       databaseUrl: this.options.services.databaseUrl,
-      ...(autoPause ? { autoPause } : {}),
+      autoPause: autoPause && this.autoPauseOf(autoPause),
       loginFor: async (arn) => {
         let login = logins.get(arn);
         if (!login) {
@@ -189,17 +192,6 @@ export class LocalDeployment {
       },
     });
     this.stops.push(() => this.dataApi.close());
-  }
-
-  /** Lambda's Invoke for the functions' own asynchronous invocations (the relay kick). */
-  private async startLambdaInvoke(): Promise<void> {
-    this.lambdaInvoke = await startLambdaInvokeServer((name) => {
-      const f = this.assembly.functions.find((x) => x.id === name);
-      return f
-        ? { invoke: (event) => this.fn(f.id).invoke(event), settings: asyncInvokeSettingsOf(f) }
-        : undefined;
-    });
-    this.stops.push(() => this.lambdaInvoke.close());
   }
 
   /** The endpoints the functions reach: `direct`, or a counting proxy in front of each. */

@@ -93,10 +93,15 @@ export class DeployedAssembly {
 
   /** The function a template value names (`{Ref: id}` or `{Fn::GetAtt: [id, 'Arn']}`) in `stack`. */
   functionNamedBy(stack: StackScope, value: unknown): DeployedFunction | undefined {
-    const v = value as { Ref?: string; 'Fn::GetAtt'?: [string, string] } | undefined;
-    const id = v?.Ref ?? v?.['Fn::GetAtt']?.[0];
+    const id = targetOf(value);
     return this.functions.find((f) => f.stack === stack && f.logicalId === id);
   }
+}
+
+/** The logical id a template value names: `{Ref: id}` or `{Fn::GetAtt: [id, …]}`. */
+export function targetOf(value: unknown): string | undefined {
+  const v = value as { Ref?: string; 'Fn::GetAtt'?: [string, string] } | undefined;
+  return v?.Ref ?? v?.['Fn::GetAtt']?.[0];
 }
 
 /** Reads a cloud assembly folder (`manifest.json` inside). */

@@ -1,6 +1,6 @@
 import { AURORA_AUTO_PAUSE, type AutoPauseOptions } from '../emulators/dataApiServer.js';
 import type { AsyncInvokeSettings } from '../emulators/lambdaInvoke.js';
-import type { DeployedAssembly, DeployedFunction } from './assembly.js';
+import { type DeployedAssembly, type DeployedFunction, targetOf } from './assembly.js';
 import type { StackScope } from './intrinsics.js';
 
 /**
@@ -78,11 +78,6 @@ const UNITS: Record<string, number> = {
 export function rateMs(expression: string): number | undefined {
   const m = /^rate\((\d+)\s+(minutes?|hours?|days?)\)$/.exec(expression.trim());
   return m ? Number(m[1]) * (UNITS[m[2] as string] as number) : undefined;
-}
-
-function targetOf(value: unknown): string | undefined {
-  const v = value as { Ref?: string; 'Fn::GetAtt'?: [string, string] } | undefined;
-  return v?.Ref ?? v?.['Fn::GetAtt']?.[0];
 }
 
 export function deployedSettings(assembly: DeployedAssembly): DeployedSettings {
