@@ -392,7 +392,7 @@ export function monthAtRest(
   usage?: AtRestUsage,
 ): AtRestMonth {
   const lines: AtRestLine[] = [];
-  const add: AddLine = (item, count, countText, price, basis, how) => {
+  const add: AddLine = (item, count, price, basis, how, countText = n0(count ?? 0)) => {
     lines.push({
       item,
       count,
@@ -406,7 +406,6 @@ export function monthAtRest(
   add(
     'Secrets Manager secrets',
     counts.secrets,
-    `${counts.secrets}`,
     'secretsManagerSecretMonth',
     'template',
     '`AWS::SecretsManager::Secret`',
@@ -414,7 +413,6 @@ export function monthAtRest(
   add(
     'KMS customer-managed keys (the alarm topic)',
     counts.kmsKeys,
-    `${counts.kmsKeys}`,
     'kmsKeyMonth',
     'template',
     '`AWS::KMS::Key` (rotation adds $1 a year later)',
@@ -422,92 +420,82 @@ export function monthAtRest(
   add(
     'CloudWatch alarms (per metric evaluated)',
     counts.alarmMetrics,
-    `${counts.alarmMetrics} (${counts.alarms} alarms)`,
     'cloudWatchAlarmMetricMonth',
     'template',
     '`AWS::CloudWatch::Alarm`: 1 metric each, a metric-math alarm each `MetricStat`',
+    `${counts.alarmMetrics} (${counts.alarms} alarms)`,
   );
   if (counts.highResolutionAlarms > 0) {
     add(
       'CloudWatch high-resolution alarms',
       counts.highResolutionAlarms,
-      `${counts.highResolutionAlarms}`,
       null,
       'template',
       'period under 60 s: rate not in bench/prices.ts',
     );
   }
-  const hours = (n: number) => n * HOURS_PER_MONTH;
-  add(
-    'NAT gateway hours',
-    hours(counts.natGateways),
-    `${counts.natGateways} × 730 h`,
-    'natGatewayHour',
-    'template',
-    '`AWS::EC2::NatGateway`',
-  );
-  add(
+  const hours = (item: string, n: number, price: PriceId, how: string) =>
+    add(item, n * HOURS_PER_MONTH, price, 'template', how, `${n} × 730 h`);
+  hours('NAT gateway hours', counts.natGateways, 'natGatewayHour', '`AWS::EC2::NatGateway`');
+  hours(
     'Public IPv4 address hours (the NAT gateway)',
-    hours(counts.elasticIps),
-    `${counts.elasticIps} × 730 h`,
+    counts.elasticIps,
     'publicIpv4Hour',
-    'template',
     '`AWS::EC2::EIP`',
   );
   const instances = counts.brokers.reduce((n, b) => n + b.instances, 0);
   const types = [...new Set(counts.brokers.map((b) => b.instanceType))];
   add(
     'Amazon MQ broker instance-hours',
-    hours(instances),
-    instances ? `${instances} × ${types.join(', ')} × 730 h` : '0',
+    instances * HOURS_PER_MONTH,
     types.length === 1 ? (BROKER_PRICES[types[0] as string] ?? null) : null,
     'template',
     '`AWS::AmazonMQ::Broker`: `HostInstanceType` × instances of its `DeploymentMode`',
+    instances ? `${instances} × ${types.join(', ')} × 730 h` : '0',
   );
   const retention = Math.max(0, ...counts.aurora.map((a) => a.backupRetentionDays));
   add(
     `Aurora backups (${retention}-day retention; free up to the volume)`,
     0,
-    '0 GB beyond the volume',
     null,
     'template',
     '`BackupRetentionPeriod`; at rest nothing changes, and backups up to the volume are free',
+    '0 GB beyond the volume',
   );
   add(
     'Aurora storage',
     AT_REST_ASSUMPTIONS.volumeGb,
-    `${AT_REST_ASSUMPTIONS.volumeGb} GB`,
     'auroraStorageGbMonth',
     'estimate',
     'volume assumed (scales with the data kept)',
+    `${AT_REST_ASSUMPTIONS.volumeGb} GB`,
   );
   if (usage) addUsage(add, counts, usage);
   const priced = lines.filter((l) => l.usdPerMonth !== null);
+  const total = (ls: AtRestLine[]) =>
+    round(
+      ls.reduce((a, l) => a + (l.usdPerMonth ?? 0), 0),
+      2,
+    );
   return {
     configuration: configuration.id,
     label: configuration.label,
     counts,
     lines,
-    usdPerMonth: round(
-      priced.reduce((a, l) => a + (l.usdPerMonth ?? 0), 0),
-      2,
-    ),
-    estimatedUsd: round(
-      priced.filter((l) => l.basis === 'estimate').reduce((a, l) => a + (l.usdPerMonth ?? 0), 0),
-      2,
-    ),
+    usdPerMonth: total(priced),
+    estimatedUsd: total(priced.filter((l) => l.basis === 'estimate')),
     unpriced: lines.filter((l) => l.usdPerMonth === null).map((l) => l.item),
   };
 }
 
-/** Adds a line: the item, its count and how it reads, its price, where the count comes from. */
+/** Adds a line: the item, its count, its price, where the count comes from, how the count reads. */
 type AddLine = (
   item: string,
   count: number | null,
-  countText: string,
   price: PriceId | null,
   basis: AtRestBasis,
   how: string,
+  countText?: string,
 ) => void;
 
 function addUsage(add: AddLine, counts: TemplateCounts, usage: AtRestUsage): void {
@@ -530,7 +518,9 @@ function addUsage(add: AddLine, counts: TemplateCounts, usage: AtRestUsage): voi
     },
   ];
   const schedule = `${n0(ticks)} ticks, ${n0(sweeps)} sweeps (every ${sweepPeriodMs / 60_000} min), ${round(maintRuns, 1)} maintenance runs`;
-  const measured = `on the deployed bundles (${usage.measuredAt.slice(0, 10)})`;
+  const on = `on the deployed bundles (${usage.measuredAt.slice(0, 10)})`;
+  const measured = (item: string, count: number, price: PriceId, how = on, text?: string) =>
+    add(item, count, price, 'measured', how, text);
 
   // a series is billed for each hour it is sent in: every hour for the tick's, the sweep's in
   // the hours a sweep falls in, maintenance's in one hour a day
@@ -541,94 +531,71 @@ function addUsage(add: AddLine, counts: TemplateCounts, usage: AtRestUsage): voi
     }
   }
   const metricMonths = [...billedHours.values()].reduce((a, b) => a + b, 0);
-  add(
+  measured(
     'Custom metrics the functions publish at rest (EMF)',
     metricMonths,
-    `${billedHours.size} series, ${n2(metricMonths)} metric-months`,
     'cloudWatchCustomMetricMonth',
-    'measured',
-    `the EMF lines of a tick, a sweep and a maintenance run, ${measured}`,
+    `the EMF lines of a tick, a sweep and a maintenance run, ${on}`,
+    `${billedHours.size} series, ${n2(metricMonths)} metric-months`,
   );
   const sum = (f: (r: (typeof runs)[number]) => number) => runs.reduce((a, r) => a + f(r), 0);
-  const requests = sum((r) => r.n);
-  add(
+  measured(
     'Lambda requests (relay ticks, maintenance)',
-    requests,
-    n0(requests),
+    sum((r) => r.n),
     'lambdaRequest',
-    'measured',
     schedule,
   );
   const gbSeconds = sum((r) => ((r.n * r.u.billedMs) / 1000) * (r.mb / 1024));
-  add(
+  measured(
     'Lambda GB-seconds',
     gbSeconds,
-    n2(gbSeconds),
     'lambdaArmGbSecond',
-    'measured',
-    `billed durations ${measured}; this machine's, slower than AWS's; init not counted`,
+    `billed durations ${on}; this machine's, slower than AWS's; init not counted`,
+    n2(gbSeconds),
   );
   const callsOf = (service: string) => sum((r) => r.n * ofService(r.u.calls, service));
-  const dataApi = callsOf('rds-data');
-  add('RDS Data API requests', dataApi, n0(dataApi), 'dataApiRequest', 'measured', measured);
-  const sqs = sum((r) => r.n * r.u.sqsUnits);
+  measured('RDS Data API requests', callsOf('rds-data'), 'dataApiRequest');
   if (BROKER_BILLING[usage.transport] === 'requests') {
-    add('SQS requests (the relay)', sqs, n0(sqs), 'sqsStandardRequest', 'measured', measured);
+    measured(
+      'SQS requests (the relay)',
+      sum((r) => r.n * r.u.sqsUnits),
+      'sqsStandardRequest',
+    );
   }
-  const secrets = callsOf('secrets-manager');
-  add(
+  measured(
     'Secrets Manager API calls',
-    secrets,
-    n0(secrets),
+    callsOf('secrets-manager'),
     'secretsManagerCall',
-    'measured',
-    `${measured} (the Data API reads the login secrets itself; a cold relay on RabbitMQ reads the broker’s once, not counted)`,
+    `${on} (the Data API reads the login secrets itself; a cold relay on RabbitMQ reads the broker’s once, not counted)`,
   );
-  const ssm = callsOf('ssm');
-  add(
-    'SSM parameter calls (the relay state)',
-    ssm,
-    n0(ssm),
-    'ssmStandardCall',
-    'measured',
-    measured,
-  );
-  const logGb = sum((r) => r.n * r.u.logBytes) / 1e9;
-  add(
+  measured('SSM parameter calls (the relay state)', callsOf('ssm'), 'ssmStandardCall');
+  const gb = (item: string, n: number, basis: AtRestBasis, how: string) =>
+    add(item, n, 'cloudWatchLogsIngestedGb', basis, how, `${n2(n)} GB`);
+  gb(
     'CloudWatch Logs ingested (function logs)',
-    logGb,
-    `${n2(logGb)} GB`,
-    'cloudWatchLogsIngestedGb',
+    sum((r) => r.n * r.u.logBytes) / 1e9,
     'measured',
-    `the lines each run writes ${measured}, and Lambda’s START/END/REPORT`,
+    `the lines each run writes ${on}, and Lambda’s START/END/REPORT`,
   );
   if (relay.inVpc) {
     const natGb = sum((r) => r.n * r.u.natBytes) / 1e9;
-    add(
+    measured(
       'NAT gateway data processed',
       natGb,
-      `${n2(natGb)} GB`,
       'natGatewayGb',
-      'measured',
-      `the relay’s AWS requests from the VPC, both ways, ${measured}`,
+      `the relay’s AWS requests from the VPC, both ways, ${on}`,
+      `${n2(natGb)} GB`,
     );
   }
+  const { flowRecordsPerMinute: records, flowRecordBytes: bytes } = AT_REST_ASSUMPTIONS;
   for (const flow of counts.flowLogs) {
     const talking = flow.functionsInVpc > 0;
-    const gb = talking
-      ? (AT_REST_ASSUMPTIONS.flowRecordsPerMinute *
-          AT_REST_ASSUMPTIONS.flowRecordBytes *
-          (MONTH_MS / 60_000)) /
-        1e9
-      : 0;
-    add(
+    gb(
       `VPC flow logs (${flow.stack})`,
-      gb,
-      `${n2(gb)} GB`,
-      'cloudWatchLogsIngestedGb',
+      talking ? (records * bytes * (MONTH_MS / 60_000)) / 1e9 : 0,
       'estimate',
       talking
-        ? `assumed ≤ ${AT_REST_ASSUMPTIONS.flowRecordsPerMinute} records/min × ${AT_REST_ASSUMPTIONS.flowRecordBytes} B (${flow.functionsInVpc} functions in the VPC)`
+        ? `assumed ≤ ${records} records/min × ${bytes} B (${flow.functionsInVpc} functions in the VPC)`
         : 'assumed none: nothing in this VPC talks at rest (paused cluster, functions outside)',
     );
   }
@@ -637,10 +604,10 @@ function addUsage(add: AddLine, counts: TemplateCounts, usage: AtRestUsage): voi
       add(
         'Aurora compute (never pauses)',
         a.minAcu * HOURS_PER_MONTH,
-        `${a.minAcu} ACU × 730 h`,
         'auroraAcuHour',
         'template',
         '`MinCapacity` above 0',
+        `${a.minAcu} ACU × 730 h`,
       );
       continue;
     }
@@ -653,37 +620,27 @@ function addUsage(add: AddLine, counts: TemplateCounts, usage: AtRestUsage): voi
     add(
       'Aurora compute: woken by each sweep and each maintenance run',
       acuHours,
-      `${n2(acuHours)} ACU-h`,
       'auroraAcuHour',
       'estimate',
       `${n0(sweeps + maintRuns)} wakes × ${AT_REST_ASSUMPTIONS.awakeAcu} ACU × (${AT_REST_ASSUMPTIONS.resumeSeconds} s resume + the run + ${a.secondsUntilAutoPause} s to pause)`,
+      `${n2(acuHours)} ACU-h`,
     );
   }
+  const notCounted = (item: string, price: PriceId | null, how: string, text = '—') =>
+    add(item, null, price, 'not counted', how, text);
   if (counts.sqsEventSourceMappings > 0) {
-    add(
+    notCounted(
       'SQS event source mappings’ long polling',
-      null,
-      `${counts.sqsEventSourceMappings} mappings`,
       'sqsStandardRequest',
-      'not counted',
       'how often Lambda’s pollers receive at rest is not documented',
+      `${counts.sqsEventSourceMappings} mappings`,
     );
   }
-  add(
-    'Aurora I/O at rest',
-    null,
-    '—',
-    null,
-    'not counted',
-    'not measurable here (a resume reads from the volume)',
-  );
+  notCounted('Aurora I/O at rest', null, 'not measurable here (a resume reads from the volume)');
   if (counts.brokers.length > 0) {
-    add(
+    notCounted(
       'Amazon MQ broker storage and general logs',
       null,
-      '—',
-      null,
-      'not counted',
       'not measurable here (empty queues; the broker’s own log lines)',
     );
   }
