@@ -11,6 +11,7 @@ import { scratchName } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import type { SqlExecutor } from '../shared/db/types.js';
 import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
+import { countOf } from './environment.js';
 import { atMost, offerAtRate, round } from './load.js';
 import { PRICES, type PriceId, usd } from './prices.js';
 import { progress } from './progress.js';
@@ -188,16 +189,11 @@ async function settled(
   expected: number,
 ): Promise<void> {
   const until = Date.now() + SETTLE_TIMEOUT_MS;
-  while ((await reservations(db)) < expected) {
+  while ((await countOf(db, 'SELECT count(*)::int AS n FROM reservations')) < expected) {
     if (Date.now() > until) throw new Error(`${transport}: ${expected} reservations not reached`);
     await sleep(200);
   }
   await d.asyncIdle();
-}
-
-async function reservations(db: SqlExecutor): Promise<number> {
-  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM reservations');
-  return Number(rows[0]?.n);
 }
 
 /** What the measured window counted, every counter from zero at its start. */
@@ -278,8 +274,19 @@ function costLines(transport: DeployedTransport, c: WindowCounts, throughput: nu
   const perOrder = 1e6 / Math.max(1, c.orders);
   const hours = 1e6 / throughput / 3600;
   const lines: CostLine[] = [];
-  const add = (item: string, price: PriceId, counted: number, scales: CostLine['scales']) =>
-    lines.push(costLine(item, price, counted, scales, perOrder));
+  // priced from bench/prices.ts: `counted` per order × a million, or as counted (time)
+  const add = (item: string, price: PriceId, counted: number, scales: CostLine['scales']) => {
+    const perMillion = scales === 'orders' ? counted * perOrder : counted;
+    const p = PRICES[price];
+    lines.push({
+      item,
+      price,
+      counted: round(counted, 3),
+      perMillionOrders: round(perMillion, 3),
+      usdPerMillionOrders: p.usd === null ? null : round((perMillion * p.usd) / p.per, 4),
+      scales,
+    });
+  };
   add('API Gateway HTTP API requests', 'httpApiRequest', c.requests, 'orders');
   for (const f of c.functions) {
     if (f.invocations === 0) continue;
@@ -313,26 +320,6 @@ function costLines(transport: DeployedTransport, c: WindowCounts, throughput: nu
     add('NAT gateway data processed (GB)', 'natGatewayGb', natBytes / 1e9, 'orders');
   }
   return lines;
-}
-
-/** One item priced from bench/prices.ts: `counted` per order × a million, or as counted (time). */
-function costLine(
-  item: string,
-  price: PriceId,
-  counted: number,
-  scales: CostLine['scales'],
-  perOrder: number,
-): CostLine {
-  const perMillion = scales === 'orders' ? counted * perOrder : counted;
-  const p = PRICES[price];
-  return {
-    item,
-    price,
-    counted: round(counted, 3),
-    perMillionOrders: round(perMillion, 3),
-    usdPerMillionOrders: p.usd === null ? null : round((perMillion * p.usd) / p.per, 4),
-    scales,
-  };
 }
 
 /** The configuration's cost: its items, their priced total, and the calls behind them. */

@@ -6,6 +6,7 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../shared/config/budget.js
 import type { Env } from '../shared/config/env.js';
 import { Journal } from '../shared/consumer/journal.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { SqlExecutor } from '../shared/db/types.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/envelope.js';
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
@@ -93,6 +94,12 @@ export function orderEvents(n: number, skus: number, first = 0): Envelope[] {
       producer: 'order-service',
     });
   });
+}
+
+/** The count a `SELECT count(*) AS n …` query answers. */
+export async function countOf(db: SqlExecutor, sql: string): Promise<number> {
+  const { rows } = await db.query<{ n: number | string }>(sql);
+  return Number(rows[0]?.n);
 }
 
 /** Writes the events into `outbox`, 1000 rows a transaction (not timed). */

@@ -30,6 +30,7 @@ import { createSqsClient } from '../shared/transport/sqs/index.js';
 import type { DeployedTransport } from './deployed.js';
 import {
   BENCH_BACKEND,
+  countOf,
   orderEvents,
   orderQueuesPurger,
   publishAmqp,
@@ -201,10 +202,7 @@ async function oursConsumer(
       concurrency: o.concurrency,
       functionTimeoutMs: 10_000,
     });
-    const count = async () =>
-      Number(
-        (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM reservations')).rows[0]?.n,
-      );
+    const count = () => countOf(db, 'SELECT count(*)::int AS n FROM reservations');
     const seconds = await untilCommitted(count, o.messages, started);
     await consumer.stop();
     await backend.close();
@@ -401,17 +399,13 @@ async function oursRelay(
     const at = Date.now();
     for (const e of batch) committed.set(e.id, at);
   });
-  await waitFor(
-    async () =>
-      Number(
-        (
-          await db.query<{ n: number }>(
-            'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NOT NULL',
-          )
-        ).rows[0]?.n,
-      ) >= count,
-    { timeoutMs: 600_000, intervalMs: 20, message: `${count} events published` },
-  );
+  const published = () =>
+    countOf(db, 'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NOT NULL');
+  await waitFor(async () => (await published()) >= count, {
+    timeoutMs: 600_000,
+    intervalMs: 20,
+    message: `${count} events published`,
+  });
   const seconds = (performance.now() - started) / 1000;
   abort.abort();
   await draining;

@@ -2,14 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CreateQueueCommand,
-  DeleteMessageBatchCommand,
   DeleteQueueCommand,
-  ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import amqp from 'amqplib';
 import { quantile, round1 } from './load.js';
+import { receiveAndDelete } from './sqs.js';
 
 /**
  * Raw broker latency at a fixed rate, no database: how long a single persistent message takes to be
@@ -108,25 +107,11 @@ export async function rawSqsLatency(
   let stop = false;
   const receivers = Array.from({ length: 2 }, async () => {
     while (!stop) {
-      const out = await client.send(
-        new ReceiveMessageCommand({
-          QueueUrl: queueUrl,
-          MaxNumberOfMessages: 10,
-          WaitTimeSeconds: 1,
-        }),
-      );
-      const now = performance.now();
-      const ms = out.Messages ?? [];
-      if (ms.length === 0) continue;
-      for (const m of ms) {
-        deliver.push(now - (JSON.parse(m.Body ?? '{}') as { sentAt: number }).sentAt);
-      }
-      await client.send(
-        new DeleteMessageBatchCommand({
-          QueueUrl: queueUrl,
-          Entries: ms.map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle })),
-        }),
-      );
+      await receiveAndDelete(client, queueUrl, (ms) => {
+        const now = performance.now();
+        for (const m of ms)
+          deliver.push(now - (JSON.parse(m.Body ?? '{}') as { sentAt: number }).sentAt);
+      });
     }
   });
   try {

@@ -8,6 +8,7 @@ import type { Env } from '../shared/config/env.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../shared/outbox/kick.js';
 import { BROKER_BILLING, type DeployedTransport, deployForBench, ofService } from './deployed.js';
+import { countOf } from './environment.js';
 import { atMost, offerAtRate } from './load.js';
 import { progress } from './progress.js';
 import { type BenchFigure, figure } from './report.js';
@@ -164,14 +165,8 @@ async function runDesign(
         progress(`  place-order answered ${res.status}: ${body.slice(0, 300)}`);
       return res.status;
     });
-    const unpublished = async () =>
-      Number(
-        (
-          await db.db.query<{ n: string }>(
-            'SELECT count(*) AS n FROM outbox WHERE published_at IS NULL',
-          )
-        ).rows[0]?.n,
-      );
+    const unpublished = () =>
+      countOf(db.db, 'SELECT count(*) AS n FROM outbox WHERE published_at IS NULL');
     const waitPublished = async (timeoutMs: number) => {
       const until = Date.now() + timeoutMs;
       while ((await unpublished()) > 0) {

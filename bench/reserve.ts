@@ -7,6 +7,7 @@ import { setStock } from '../shared/inventory/stock.js';
 import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
 import {
   BENCH_BACKEND,
+  countOf,
   orderEvents,
   publishAmqp,
   timedReserve,
@@ -84,10 +85,10 @@ async function consumerRun(
     prefetch: o.prefetch,
   });
   await backend.close();
-  const { rows } = await db.query<{ n: string }>('SELECT count(*) AS n FROM reservations');
+  const reserved = await countOf(db, 'SELECT count(*) AS n FROM reservations');
   await db.close();
-  if (Number(rows[0]?.n) !== o.messages)
-    throw new Error(`expected ${o.messages} reservations, got ${rows[0]?.n}`);
+  if (reserved !== o.messages)
+    throw new Error(`expected ${o.messages} reservations, got ${reserved}`);
   return { rate, avgBatch: stats.messages / stats.batches };
 }
 

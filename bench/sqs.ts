@@ -1,5 +1,6 @@
 import {
   DeleteMessageBatchCommand,
+  type Message,
   ReceiveMessageCommand,
   SendMessageBatchCommand,
   type SQSClient,
@@ -61,6 +62,31 @@ export async function rawSend(
   return envelopes.length / ((performance.now() - started) / 1000);
 }
 
+/** One long poll of up to 10 messages: `took` sees them as they arrive, then they are deleted. */
+export async function receiveAndDelete(
+  client: SQSClient,
+  queueUrl: string,
+  took: (messages: Message[]) => void,
+): Promise<void> {
+  const out = await client.send(
+    new ReceiveMessageCommand({
+      QueueUrl: queueUrl,
+      MaxNumberOfMessages: 10,
+      WaitTimeSeconds: 1,
+      MessageAttributeNames: ['All'],
+    }),
+  );
+  const ms = out.Messages ?? [];
+  if (ms.length === 0) return;
+  took(ms);
+  await client.send(
+    new DeleteMessageBatchCommand({
+      QueueUrl: queueUrl,
+      Entries: ms.map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle })),
+    }),
+  );
+}
+
 /** Raw: receive 10 + delete 10, `concurrency` loops, until `total` were received. */
 async function rawReceive(
   client: SQSClient,
@@ -73,23 +99,9 @@ async function rawReceive(
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (got < total) {
-        const out = await client.send(
-          new ReceiveMessageCommand({
-            QueueUrl: queueUrl,
-            MaxNumberOfMessages: 10,
-            WaitTimeSeconds: 1,
-            MessageAttributeNames: ['All'],
-          }),
-        );
-        const ms = out.Messages ?? [];
-        if (ms.length === 0) continue;
-        got += ms.length;
-        await client.send(
-          new DeleteMessageBatchCommand({
-            QueueUrl: queueUrl,
-            Entries: ms.map((m, k) => ({ Id: String(k), ReceiptHandle: m.ReceiptHandle })),
-          }),
-        );
+        await receiveAndDelete(client, queueUrl, (ms) => {
+          got += ms.length;
+        });
       }
     }),
   );
