@@ -65,10 +65,38 @@ const RABBITMQ_CANNOT: Configuration['cannot'] = {
   },
 };
 
-/** A configuration as written below: what follows from its id is filled in. */
-type Entry = Omit<Configuration, 'id' | 'short' | 'peer'> & { short?: string };
+/** JetStream answers every client alike, and acknowledges each publish on its own. */
+const NATS_CANNOT: Configuration['cannot'] = {
+  throttle: {
+    reason:
+      'JetStream does not refuse requests one by one for rate: a server over its limits answers every client alike (slow consumers are cut, publishes time out)',
+    instead:
+      'a relay whose publish acks do not come gets a timeout: the round fails and its rows are retried, as broker-down-relay shows with the server cut',
+  },
+  'partial-publish': {
+    reason:
+      'JetStream acknowledges each publish on its own: there is no window or batch the server accepts in part',
+    instead:
+      'one failed publish is the single-message case the relay retries, as broker-down-relay and relay-killed-mid-window show',
+  },
+};
 
-/** The configurations of these entries: the short name defaults to the label; a peer consumer is the peer of its id. */
+/** How the lab makes each transport's broker misbehave, and the faults that broker cannot show. */
+const BY_TRANSPORT: Partial<Record<TransportName, Partial<Configuration>>> = {
+  rabbitmq: { brokerFaults: 'proxy', cannot: RABBITMQ_CANNOT },
+  sqs: { brokerFaults: 'fault-layer' },
+  'nats-jetstream': { brokerFaults: 'proxy', cannot: NATS_CANNOT },
+};
+
+/** A configuration as written below: what follows from its id and its transport is filled in. */
+type Entry = Omit<Configuration, 'id' | 'short' | 'peer' | 'brokerFaults' | 'cannot'> & {
+  short?: string;
+};
+
+/**
+ * The configurations of these entries: the short name defaults to the label; a peer consumer is
+ * the peer of its id; the broker faults are its transport's.
+ */
 function configurations<K extends ConfigurationId>(
   entries: Record<K, Entry>,
 ): Record<K, Configuration> {
@@ -78,6 +106,8 @@ function configurations<K extends ConfigurationId>(
       id: id as K,
       short: e.label,
       ...(e.consumer === 'peer' ? { peer: id as PeerId } : {}),
+      brokerFaults: 'proxy',
+      ...BY_TRANSPORT[e.transport],
       ...e,
     },
   ]);
@@ -89,8 +119,6 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'copy',
     label: 'RabbitMQ worker',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'worker',
     ack: 'basic.ack after COMMIT',
     retry:
@@ -102,8 +130,6 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     short: 'Amazon MQ trigger',
     label: 'RabbitMQ · Amazon MQ trigger',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'amazonmq-trigger',
     ack: 'the invocation returns: the mapping acks the whole batch',
     retry:
@@ -115,7 +141,6 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'redelivery',
     label: 'SQS visibility',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -127,7 +152,6 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'copy',
     label: 'SQS resend',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'resend',
     ack: 'not in batchItemFailures: the mapping deletes it',
@@ -138,7 +162,6 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'redelivery',
     label: 'SQS FIFO',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'sqs-trigger',
     sqsMode: 'visibility',
     fifo: true,
@@ -150,22 +173,7 @@ const OWN_CONFIGURATIONS = configurations<OwnConfigurationId>({
     retryAs: 'redelivery',
     label: 'NATS JetStream',
     transport: 'nats-jetstream',
-    brokerFaults: 'proxy',
     consumer: 'worker',
-    cannot: {
-      throttle: {
-        reason:
-          'JetStream does not refuse requests one by one for rate: a server over its limits answers every client alike (slow consumers are cut, publishes time out)',
-        instead:
-          'a relay whose publish acks do not come gets a timeout: the round fails and its rows are retried, as broker-down-relay shows with the server cut',
-      },
-      'partial-publish': {
-        reason:
-          'JetStream acknowledges each publish on its own: there is no window or batch the server accepts in part',
-        instead:
-          'one failed publish is the single-message case the relay retries, as broker-down-relay and relay-killed-mid-window show',
-      },
-    },
     ack: 'AckAck (a confirmed ack) after COMMIT',
     retry:
       'nak with the ladder delay: the same message comes back, its attempt from the delivery count',
@@ -184,7 +192,6 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'Powertools',
     label: 'peer: Powertools batch + idempotency (SQS trigger)',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'peer',
     ack: 'not in batchItemFailures: the mapping deletes it',
     retry:
@@ -195,7 +202,6 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'sqs-consumer',
     label: 'peer: sqs-consumer',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'peer',
     ack: 'DeleteMessage after the handler resolves',
     retry: 'none of its own: a failed message comes back after its visibility timeout',
@@ -205,7 +211,6 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'MQT SQS',
     label: 'peer: message-queue-toolkit SQS',
     transport: 'sqs',
-    brokerFaults: 'fault-layer',
     consumer: 'peer',
     ack: 'DeleteMessage after the handler resolves',
     retry: "the toolkit's own retry (see peers/mqtSqs.ts)",
@@ -215,8 +220,6 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'MQT AMQP',
     label: 'peer: message-queue-toolkit AMQP',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
     ack: 'basic.ack after the handler resolves',
     retry: "the toolkit's own retry (see peers/mqtAmqp.ts)",
@@ -226,8 +229,6 @@ const PEER_CONFIGURATIONS = configurations<PeerId>({
     short: 'pg-transactional-outbox',
     label: 'peer: pg-transactional-outbox inbox',
     transport: 'rabbitmq',
-    brokerFaults: 'proxy',
-    cannot: RABBITMQ_CANNOT,
     consumer: 'peer',
     ack: 'basic.ack once the message is stored in its inbox table',
     retry: "its inbox listener's retry strategy (see peers/pgTransactionalOutbox.ts)",

@@ -16,20 +16,10 @@ export class ChildProcesses {
     name: string,
     options: ChildOverrides & { concurrency?: number } = {},
   ): Promise<LabProcess> {
-    const { configuration, settings } = this.rig;
-    if (configuration.peer) throw new Error('the peers run in the lab process only');
-    const { invocationFailed: _, ...specific } = this.rig.consumerSettings();
+    if (this.rig.configuration.peer) throw new Error('the peers run in the lab process only');
     return this.start(name, {
       ...this.spec('consumer', options),
-      consumer: {
-        mode: configuration.consumer === 'worker' ? 'worker' : 'lambda',
-        ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
-        batchSize: 10,
-        functionTimeoutMs: settings.functionTimeoutMs,
-        reconnectBaseMs: 100,
-        reconnectMaxMs: 1_000,
-        ...specific,
-      },
+      consumer: this.rig.consumer.settings(options.concurrency),
     });
   }
 

@@ -1,4 +1,4 @@
-import { startConsumer } from '../../devkit/consumers.js';
+import { type ConsumerSettings, startConsumer } from '../../devkit/consumers.js';
 import type { LocalPipeline } from '../../devkit/lambda/localPipeline.js';
 import { localTransport } from '../../devkit/transports/index.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
@@ -24,26 +24,37 @@ export class ConsumerSide {
     );
   }
 
+  /**
+   * The settings our consumer runs with, in the lab process or a child's (the transport's own on
+   * top), without the journal, logger and invocation error handler each place gives it.
+   */
+  settings(concurrency: number | undefined): Omit<ConsumerSettings, 'journal'> {
+    const { invocationFailed: _, ...specific } = this.rig.consumerSettings();
+    return {
+      mode: this.rig.configuration.consumer === 'worker' ? 'worker' : 'lambda',
+      ...(concurrency !== undefined ? { concurrency } : {}),
+      batchSize: 10,
+      functionTimeoutMs: this.rig.settings.functionTimeoutMs,
+      reconnectBaseMs: 100,
+      reconnectMaxMs: 1_000,
+      ...specific,
+    };
+  }
+
   /** Starts the consumer around the use case (a failed invocation is marked on the timeline). */
   async start(options: ConsumerOptions): Promise<void> {
     const { pipeline } = this.rig;
     if (pipeline && this.rig.configuration.consumer !== 'worker')
       return this.startEventSource(pipeline);
     const useCase = this.useCase(options.db);
-    const { invocationFailed, ...specific } = this.rig.consumerSettings();
+    const { invocationFailed } = this.rig.consumerSettings();
     const consumer = await startConsumer(this.rig.backend, (m) => useCase.process(m), {
-      mode: this.rig.configuration.consumer === 'worker' ? 'worker' : 'lambda',
+      ...this.settings(options.concurrency),
       journal: this.rig.run.journal,
       // parked order events are announced on the results queue, as deployed (nothing in the lab
       // reads that queue: the accounting counts inventory's inbox and parking lot only)
       notices: INVENTORY_PARK_NOTICES,
       logger: log(),
-      ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
-      batchSize: 10,
-      functionTimeoutMs: this.rig.settings.functionTimeoutMs,
-      reconnectBaseMs: 100,
-      reconnectMaxMs: 1_000,
-      ...specific,
       onInvocationError: (err) =>
         this.rig.run.mark(`${invocationFailed}: ${err.message}`, 'failed-invocation'),
     });
