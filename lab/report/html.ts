@@ -90,16 +90,6 @@ const LEFT = 250;
 const RIGHT = 215;
 const PLOT = WIDTH - LEFT - RIGHT;
 
-function lane(r: RunView, y0: number, x: (t: number) => number): { svg: string; height: number } {
-  if (!r.applicable) {
-    const svg =
-      `<text x="10" y="${y0 + 19}" class="lane">${esc(r.short)}</text>` +
-      `<text x="${LEFT}" y="${y0 + 19}" class="na">${esc(r.lane)}</text>`;
-    return { svg, height: 30 };
-  }
-  return appliedLane(r, y0, x);
-}
-
 /** Where a lane is drawn: its top and height, time to x, and an event to its row's y. */
 interface LaneFrame {
   y0: number;
@@ -108,11 +98,14 @@ interface LaneFrame {
   rowY: (e: TimelineEvent) => number;
 }
 
-function appliedLane(
-  r: AppliedRunView,
-  y0: number,
-  x: (t: number) => number,
-): { svg: string; height: number } {
+/** A configuration's lane: a line of text where the scenario did not apply. */
+function lane(r: RunView, y0: number, x: (t: number) => number): { svg: string; height: number } {
+  if (!r.applicable) {
+    const svg =
+      `<text x="10" y="${y0 + 19}" class="lane">${esc(r.short)}</text>` +
+      `<text x="${LEFT}" y="${y0 + 19}" class="na">${esc(r.lane)}</text>`;
+    return { svg, height: 30 };
+  }
   const ids = [...new Set(r.timeline.map((e) => e.messageId).filter((id): id is string => !!id))];
   const perMessage = ids.length > 0 && ids.length <= 6;
   const h = Math.max(44, 22 + (perMessage ? ids.length : 1) * 16);
@@ -120,14 +113,14 @@ function appliedLane(
     if (!perMessage || !e.messageId) return y0 + h / 2 + 2;
     return y0 + 18 + Math.max(0, ids.indexOf(e.messageId)) * 16;
   };
-  const lane: LaneFrame = { y0, h, x, rowY };
+  const frame: LaneFrame = { y0, h, x, rowY };
   const svg = [
-    laneHeading(r, lane),
+    laneHeading(r, frame),
     perMessage ? messageRows(ids, y0) : '',
-    controlLines(r.timeline, lane),
-    retryArcs(r.timeline, lane),
-    markers(r.timeline, lane),
-    finalLine(r.timeline, lane),
+    controlLines(r.timeline, frame),
+    retryArcs(r.timeline, frame),
+    markers(r.timeline, frame),
+    finalLine(r.timeline, frame),
     laneEnd(r, y0),
   ];
   return { svg: svg.join(''), height: h };

@@ -109,6 +109,16 @@ export abstract class Rig {
       : this.consumer.waitSettled(eventIds, copies);
   }
 
+  /**
+   * A peer's run waits here until these events are settled its own way, and answers true; ours
+   * answers false at once (its scenario goes on to wait for what our mechanism does).
+   */
+  async peerSettled(eventIds: string[]): Promise<boolean> {
+    if (!this.peer) return false;
+    await this.peer.waitSettled(eventIds);
+    return true;
+  }
+
   /** What is parked: our parking lot with its diagnoses, or a peer's dead-letter queue. */
   parked(limit = 500): Promise<ParkedSummary[]> {
     return this.peer ? this.peer.parked(limit) : this.consumer.parked(limit);

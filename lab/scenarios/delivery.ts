@@ -88,11 +88,8 @@ export const crashAfterCommit: Scenario = {
     rig.facts.eventId = eventId;
     await rig.run.waitFor(() => rig.faults.fired.length > 0, 'the fault after the commit');
     rig.run.faultEnded('the consumer failed after its COMMIT', rig.faults.fired[0]?.at);
-    if (rig.configuration.peer) {
-      // the peer's own way: delivered again after its visibility timeout or redelivery, or not
-      await rig.waitSettled([eventId]);
-      return;
-    }
+    // the peer's own way: delivered again after its visibility timeout or redelivery, or not
+    if (await rig.peerSettled([eventId])) return;
     await rig.run.waitForLine(eventId, 'duplicate');
     await rig.run.waitForLine(eventId, 'acked');
   },
@@ -171,10 +168,7 @@ export const concurrencyDuplicates: Scenario = {
     const again = envelopes.filter((_, i) => i % 5 === 2).slice(0, DUPLICATES);
     await rig.producer.publish(...again);
     rig.run.mark(`${again.length} events published a second time`);
-    if (rig.configuration.peer) {
-      await rig.waitSettled(envelopes.map((e) => e.id));
-      return;
-    }
+    if (await rig.peerSettled(envelopes.map((e) => e.id))) return;
     await rig.run.waitFor(() => {
       const committed = new Set(
         rig.run.recorder.lines.filter((l) => l.step === 'effect-committed').map((l) => l.messageId),

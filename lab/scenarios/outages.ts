@@ -31,10 +31,7 @@ export const dbOutageShort: Scenario = {
     rig.run.faultEnded('database back');
     rig.facts.outageMs = Date.now() - rig.run.t0;
     await rig.run.waitForLine(eventId, 'effect-committed');
-    if (rig.configuration.peer) {
-      await rig.waitSettled([eventId]);
-      return;
-    }
+    if (await rig.peerSettled([eventId])) return;
     await rig.run.waitFor(() => {
       const committed = rig.run.linesOf(eventId, 'effect-committed')[0]?.at ?? Infinity;
       return rig.run.linesOf(eventId, 'acked').some((l) => l.at >= committed);
@@ -213,10 +210,7 @@ export const slowProcessing: Scenario = {
     }
     const eventId = String(rig.facts.eventId);
     await rig.run.waitForLine(eventId, 'effect-committed');
-    if (rig.configuration.peer) {
-      await rig.waitSettled([eventId]);
-      return;
-    }
+    if (await rig.peerSettled([eventId])) return;
     // every delivery settled: acked, or retried (a bounded lock wait, as deployed), or its
     // invocation killed at the function timeout (a deployed bundle, as Lambda does)
     await rig.run.waitFor(() => {

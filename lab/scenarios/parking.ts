@@ -46,10 +46,7 @@ export const poison: Scenario = {
     rig.facts.ids = messages.map((m) => m.messageId);
     rig.facts.kinds = messages.map((m) => m.kind);
     await rig.producer.publishRaw(messages);
-    if (rig.configuration.peer) {
-      await rig.waitSettled(messages.map((m) => m.messageId));
-      return;
-    }
+    if (await rig.peerSettled(rig.facts.ids as string[])) return;
     for (const m of messages) await rig.run.waitForLine(m.messageId, 'parked');
     await rig.run.waitFor(
       async () => (await rig.parked(10)).length >= messages.length,
