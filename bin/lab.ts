@@ -126,8 +126,7 @@ if (opts.bundles) {
   for (const c of configurations) {
     for (const s of scenarios) {
       if (notApplicableTo(s, c) || notApplicableWithBundles(s, c)) continue;
-      const options = typeof s.rig === 'function' ? s.rig(c) : s.rig;
-      const budget = { ...settings.budget, ...options?.budget };
+      const budget = { ...settings.budget, ...s.rig?.budget };
       await services.assemblies.get(c.transport, pipelineOverrides(settings, c, budget));
     }
   }

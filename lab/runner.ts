@@ -57,7 +57,6 @@ export async function runScenario(
       ...EMPTY,
     };
   }
-  const options = typeof scenario.rig === 'function' ? scenario.rig(configuration) : scenario.rig;
   let rig: Rig;
   try {
     rig = await createRig(
@@ -65,7 +64,7 @@ export async function runScenario(
       settings,
       services,
       `${scenario.id}_${configuration.id}`,
-      options,
+      scenario.rig,
     );
   } catch (err) {
     return failedRun(configuration.id, 'setup', err, started);

@@ -35,7 +35,7 @@ export interface Scenario {
   forPeers?: NotApplicable;
   /** Why it does not apply to one peer configuration, when only some peers are concerned. */
   forPeer?(configuration: Configuration): NotApplicable | undefined;
-  rig?: RigOptions | ((configuration: Configuration) => RigOptions);
+  rig?: RigOptions;
   /**
    * Runs after the parallel runs, with nothing else running (its own configurations at once):
    * it loads the machine, or it measures timings others would disturb.

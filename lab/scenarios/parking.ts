@@ -209,9 +209,7 @@ export const redriveAfterFix: Scenario = {
     await rig.run.waitFor(
       async () => (await rig.backend.parkingLot().list(50)).length === 0,
       'parking empty',
-      {
-        intervalMs: 200,
-      },
+      { intervalMs: 200 },
     );
   },
   check(rig, m) {

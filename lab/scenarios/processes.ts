@@ -169,9 +169,7 @@ export const repeatedKillUnderLoad: Scenario = {
       await rig.run.waitFor(
         async () => (await inboxRows(rig)) >= LOAD_ORDERS,
         `${LOAD_ORDERS} effects`,
-        {
-          intervalMs: 200,
-        },
+        { intervalMs: 200 },
       );
       await waitQueueIdle(rig);
     } finally {

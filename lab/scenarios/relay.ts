@@ -85,12 +85,7 @@ export const brokerDownRelay: Scenario = {
     rig.run.begin();
     proxy.cut();
     rig.run.mark('broker cut (relay side)');
-    const abort = new AbortController();
-    const draining = relay.drain({
-      budgetMs: rig.settings.waitMs,
-      idleWaitMs: 25,
-      signal: abort.signal,
-    });
+    const loop = rig.producer.relayLoop(relay);
     try {
       await placeOrders(rig, ORDERS, () => ({ sku: 'SKU-B', quantity: 1 }), 20);
       await rig.run.waitFor(() => proxy.refused >= 2, 'the relay kept trying');
@@ -101,8 +96,7 @@ export const brokerDownRelay: Scenario = {
       rig.facts.refused = proxy.refused;
       await rig.run.waitFor(async () => (await rig.producer.unpublished()) === 0, 'outbox drained');
     } finally {
-      abort.abort();
-      rig.facts.drain = await draining;
+      rig.facts.drain = await loop.stop();
     }
     await rig.run.waitFor(
       () =>
