@@ -187,7 +187,7 @@ export function startChaos(c: {
       if (stopFaults) break;
       const kind = weighted(r() * total, KINDS);
       if (kind === 'db-terminate') {
-        const n = await terminateConnections(c.db, c.database);
+        const n = await terminateSessions(c.db, c.database, 'dev-%');
         count('db-terminate');
         count('db-connections-terminated', n);
         continue;
@@ -287,17 +287,8 @@ async function terminateConsumerSessions(
   database: string,
   giveUp: () => boolean,
 ): Promise<{ terminated: number; midTransaction: boolean }> {
-  const terminate = async (inBatchOnly: boolean) => {
-    const { rows } = await db.query<{ n: number }>(
-      `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
-         FROM pg_stat_activity
-        WHERE datname = $1 AND application_name = 'dev-consumer' AND pid <> pg_backend_pid()
-          AND (NOT $2::boolean OR (xact_start IS NOT NULL AND state <> 'idle'
-               AND query ~ '(processed_messages|stock|reservations)'))`,
-      [database, inBatchOnly],
-    );
-    return rows[0]?.n ?? 0;
-  };
+  const terminate = (inBatchOnly: boolean) =>
+    terminateSessions(db, database, 'dev-consumer', inBatchOnly);
   return db.transaction(async (tx) => {
     await tx.query('SELECT 1 FROM stock FOR UPDATE');
     while (!giveUp()) {
@@ -309,13 +300,23 @@ async function terminateConsumerSessions(
   });
 }
 
-/** Terminates the pipeline processes' database connections (their pools reconnect). */
-async function terminateConnections(db: PgDatabase, database: string): Promise<number> {
+/**
+ * Terminates the sessions on `database` of the processes `app` names (a LIKE pattern; their pools
+ * reconnect); with `inBatchOnly`, only those inside a batch's transaction.
+ */
+async function terminateSessions(
+  db: PgDatabase,
+  database: string,
+  app: string,
+  inBatchOnly = false,
+): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
     `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
        FROM pg_stat_activity
-      WHERE datname = $1 AND application_name LIKE 'dev-%' AND pid <> pg_backend_pid()`,
-    [database],
+      WHERE datname = $1 AND application_name LIKE $2 AND pid <> pg_backend_pid()
+        AND (NOT $3::boolean OR (xact_start IS NOT NULL AND state <> 'idle'
+             AND query ~ '(processed_messages|stock|reservations)'))`,
+    [database, app, inBatchOnly],
   );
   return rows[0]?.n ?? 0;
 }

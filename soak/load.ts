@@ -62,6 +62,9 @@ export async function placeOrders(
       quantity: order.quantity,
       orderId: order.orderId,
     });
+    const refuse = (status: number, why: string) => {
+      result.refused.push({ orderId: order.orderId, status, body: why });
+    };
     for (let attempt = 1; ; attempt++) {
       result.requests++;
       try {
@@ -80,25 +83,11 @@ export async function placeOrders(
           result.idempotentRepeats++;
           return;
         }
-        if (res.status < 500) {
-          result.refused.push({
-            orderId: order.orderId,
-            status: res.status,
-            body: text.slice(0, 300),
-          });
-          return;
-        }
+        if (res.status < 500) return refuse(res.status, text.slice(0, 300));
       } catch {
         // connection refused or reset (the API restarting), or a timeout: same order again
       }
-      if (Date.now() > deadline) {
-        result.refused.push({
-          orderId: order.orderId,
-          status: 0,
-          body: 'gave up: API unreachable',
-        });
-        return;
-      }
+      if (Date.now() > deadline) return refuse(0, 'gave up: API unreachable');
       result.retries++;
       await sleep(Math.min(2_000, 100 * attempt));
     }

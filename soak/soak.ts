@@ -315,7 +315,7 @@ function startRoles(
   childEnv: Record<string, string>,
   where: { logDir: string; apiPort: number; consumerArgs: string[] },
 ): Roles {
-  const role = (name: string, extra: string[], env: Record<string, string>, ready: RegExp) =>
+  const role = (name: string, extra: string[], ready: RegExp, env: Record<string, string> = {}) =>
     new Supervised(
       {
         role: name,
@@ -326,6 +326,8 @@ function startRoles(
           '--transport',
           o.transport,
           ...(o.db === 'data-api' ? ['--db', 'data-api'] : []),
+          '--role',
+          name,
           ...extra,
         ],
         env: { ...childEnv, ...env },
@@ -334,15 +336,10 @@ function startRoles(
       { logDir: where.logDir, restartDelayMs: 300 },
     );
   return {
-    api: role('api', ['--role', 'api', '--port', String(where.apiPort)], {}, /api: listening/),
-    relay: role('relay', ['--role', 'relay', '--relay-loop'], {}, /relay: draining/),
+    api: role('api', ['--port', String(where.apiPort)], /api: listening/),
+    relay: role('relay', ['--relay-loop'], /relay: draining/),
     // INFO: the consumer's journal lines are how we count effects per message id
-    consumer: role(
-      'consumer',
-      ['--role', 'consumer', ...where.consumerArgs],
-      { POWERTOOLS_LOG_LEVEL: 'INFO' },
-      /consumer: /,
-    ),
+    consumer: role('consumer', where.consumerArgs, /consumer: /, { POWERTOOLS_LOG_LEVEL: 'INFO' }),
   };
 }
 

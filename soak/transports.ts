@@ -85,29 +85,19 @@ export async function rabbitmqTransport(
   });
   const closers: (() => Promise<void>)[] = [];
   let amqpUrl = vhost.amqpUrl;
-  let brokerOutage: (downMs: number) => Promise<void>;
+  let brokerOutage = outage(
+    () => run('rabbitmqctl', ['stop_app'], { timeout: 60_000 }),
+    startRabbit,
+  );
   if (brokerFault === 'proxy') {
     const target = new URL(scratch.services.amqpUrl);
     const proxy = await new TcpProxy(target.hostname, Number(target.port || 5672)).start();
     closers.push(() => proxy.close());
     amqpUrl = amqpUrlVia(scratch.services.amqpUrl, proxy.port, vhost.vhost);
-    brokerOutage = async (downMs) => {
-      proxy.cut();
-      try {
-        await sleep(downMs);
-      } finally {
-        proxy.restore();
-      }
-    };
-  } else {
-    brokerOutage = async (downMs) => {
-      await run('rabbitmqctl', ['stop_app'], { timeout: 60_000 });
-      try {
-        await sleep(downMs);
-      } finally {
-        await startRabbit();
-      }
-    };
+    brokerOutage = outage(
+      () => proxy.cut(),
+      () => proxy.restore(),
+    );
   }
   return {
     childEnv: {
@@ -204,6 +194,16 @@ export async function sqsTransport(
     close,
   };
 }
+
+/** An outage of about `downMs`: the broker taken `down`, then brought `up` whatever happens. */
+const outage = (down: () => unknown, up: () => unknown) => async (downMs: number) => {
+  await down();
+  try {
+    await sleep(downMs);
+  } finally {
+    await up();
+  }
+};
 
 async function startRabbit(): Promise<void> {
   for (let attempt = 1; ; attempt++) {
