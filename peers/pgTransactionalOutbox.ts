@@ -39,16 +39,19 @@ export function trxSchema(namespace: string): string {
 }
 
 /**
- * The README's "Database setup": the library's own script (`DatabaseSetupExporter`, what its setup
- * CLI writes to `example-trx-polling.sql`): table, grants, the `next_*_messages` polling function,
- * indexes. One role for listener and handler ("you could use a single database role"): the
- * connecting user. Its unqualified `DROP INDEX IF EXISTS` run with the search path on its schema.
+ * The README's "Database setup" in the namespace's schema: the library's own script
+ * (`DatabaseSetupExporter`, what its setup CLI writes to `example-trx-polling.sql`): table, grants,
+ * the `next_*_messages` polling function, indexes. One role for listener and handler ("you could
+ * use a single database role"): the connecting user. Its unqualified `DROP INDEX IF EXISTS` run
+ * with the search path on its schema. Then the polling listener's config on that table.
  */
 async function setupTable(
   databaseUrl: string,
   outboxOrInbox: 'outbox' | 'inbox',
-  schema: string,
-): Promise<void> {
+  namespace: string,
+  settings: Partial<PollingListenerConfig['settings']>,
+): Promise<{ schema: string; config: PollingListenerConfig }> {
+  const schema = trxSchema(namespace);
   const script = DatabaseSetupExporter.createPollingScript(
     {
       outboxOrInbox,
@@ -67,30 +70,7 @@ async function setupTable(
   } finally {
     await client.end();
   }
-}
-
-/** The README's "Message format", from our envelope. */
-function toMessage(e: Envelope): TransactionalMessage {
-  return {
-    id: e.id,
-    aggregateType: e.aggregate.type,
-    aggregateId: e.aggregate.id,
-    messageType: e.type,
-    // "Way to group messages for parallel message execution": one order's events in order,
-    // different orders side by side.
-    segment: e.aggregate.id,
-    payload: e,
-    createdAt: e.occurred_at,
-  };
-}
-
-function pollingConfig(
-  databaseUrl: string,
-  outboxOrInbox: 'outbox' | 'inbox',
-  schema: string,
-  settings: Partial<PollingListenerConfig['settings']>,
-): PollingListenerConfig {
-  return {
+  const config: PollingListenerConfig = {
     outboxOrInbox,
     dbListenerConfig: { connectionString: databaseUrl },
     settings: {
@@ -108,6 +88,22 @@ function pollingConfig(
       enablePoisonousMessageProtection: outboxOrInbox === 'inbox',
       ...settings,
     },
+  };
+  return { schema, config };
+}
+
+/** The README's "Message format", from our envelope. */
+function toMessage(e: Envelope): TransactionalMessage {
+  return {
+    id: e.id,
+    aggregateType: e.aggregate.type,
+    aggregateId: e.aggregate.id,
+    messageType: e.type,
+    // "Way to group messages for parallel message execution": one order's events in order,
+    // different orders side by side.
+    segment: e.aggregate.id,
+    payload: e,
+    createdAt: e.occurred_at,
   };
 }
 
@@ -142,9 +138,7 @@ export const pgTransactionalOutboxPeer: PeerConsumer = {
   async start(ctx: PeerContext) {
     if (!ctx.amqpUrl) throw new Error('pg-transactional-outbox peer: no amqpUrl');
     const log = logger('inbox');
-    const schema = trxSchema(ctx.namespace);
-    await setupTable(ctx.databaseUrl, 'inbox', schema);
-    const config = pollingConfig(ctx.databaseUrl, 'inbox', schema, {
+    const { schema, config } = await setupTable(ctx.databaseUrl, 'inbox', ctx.namespace, {
       nextMessagesBatchSize: ctx.concurrency,
       maxAttempts: ctx.maxDeliveries,
     });
@@ -281,9 +275,7 @@ export const pgTransactionalOutboxRelay = {
     namespace: string;
   }): Promise<PgtoRelay> {
     const log = logger('outbox');
-    const schema = trxSchema(opts.namespace);
-    await setupTable(opts.databaseUrl, 'outbox', schema);
-    const config = pollingConfig(opts.databaseUrl, 'outbox', schema, {});
+    const { schema, config } = await setupTable(opts.databaseUrl, 'outbox', opts.namespace, {});
     const storeOutboxMessage = initializeMessageStorage(config, log);
     const pool = new pg.Pool({ connectionString: opts.databaseUrl });
     pool.on('error', () => {});
