@@ -262,22 +262,14 @@ async function startPipeline(c: {
       .join(' ')
       .trim(),
   });
-  const api = await startRole(
-    'api',
-    [...dev('api'), '--port', String(apiPort)],
-    roleEnv('api'),
-    'api:',
-  );
-  c.started.push(api);
-  const relay = await startRole(
-    'relay',
-    [...dev('relay'), '--relay-loop'],
-    roleEnv('relay'),
-    'relay:',
-  );
-  c.started.push(relay);
-  const consumer = await startRole('consumer', dev('consumer'), roleEnv('consumer'), 'consumer:');
-  c.started.push(consumer);
+  const start = async (role: string, extra: string[]) => {
+    const p = await startRole(role, [...dev(role), ...extra], roleEnv(role), `${role}:`);
+    c.started.push(p);
+    return p;
+  };
+  const api = await start('api', ['--port', String(apiPort)]);
+  const relay = await start('relay', ['--relay-loop']);
+  const consumer = await start('consumer', []);
   return { api, relay, consumer, apiUrl: `http://127.0.0.1:${apiPort}/orders` };
 }
 

@@ -38,11 +38,21 @@ import {
 } from './environment.js';
 import { quantile } from './load.js';
 import { progress } from './progress.js';
-import { median, type PeerRowLike } from './report.js';
+import { median } from './report.js';
 import { rawSend } from './sqs.js';
 
 /** One row of `peers` in reports/bench.json: ours beside a peer doing the same job. */
-export interface PeerRow extends PeerRowLike {
+export interface PeerRow {
+  peer: string;
+  /** `consumer on sqs`, `consumer on rabbitmq`, `relay to rabbitmq: …`. */
+  job: string;
+  ours: number;
+  theirs: number;
+  unit: string;
+  /** ours ÷ theirs (for a lag, theirs ÷ ours): above 1 means ours did better either way. */
+  ratio: number;
+  /** The guarantee each side held in this run (measured: applied twice, lost). */
+  guarantee: { ours: string; theirs: string };
   samples: { ours: number[]; theirs: number[] };
   versions: Record<string, string>;
 }

@@ -2,6 +2,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { type AtRestMonth, atRestMarkdown } from './atRest.js';
 import { type ConfigurationCost, costMarkdown } from './cost.js';
+import type { PeerRow } from './peers.js';
 
 /**
  * A goal: a bare number is a minimum ratio (value/baseline ≥ goal, the throughput figures);
@@ -156,8 +157,18 @@ export async function writeSummary(jsonPath: string, full: BenchReport): Promise
         `| ${r.join(' | ')} | ${String(Object.values(report)[i]?.baselineName ?? '').replace(/\|/g, '/')} |`,
     ),
     '',
-    ...(full.peers?.length ? peerMarkdown(full.peers as PeerRowLike[]) : []),
-    ...(full.cost ? costSection(full.cost as { configurations: ConfigurationCost[] }) : []),
+    ...(full.peers?.length ? peerMarkdown(full.peers as PeerRow[]) : []),
+    ...(full.cost
+      ? [
+          '## Cost per million orders',
+          '',
+          'Every billable call counted in a steady-state run of the deployed stacks (`npm run bench --',
+          '--suite cost`), priced from bench/prices.ts; hourly items at the stated throughput.',
+          '',
+          ...costMarkdown((full.cost as { configurations: ConfigurationCost[] }).configurations),
+          '',
+        ]
+      : []),
     ...(full.costAtRest
       ? [
           '## A month at rest',
@@ -174,23 +185,9 @@ export async function writeSummary(jsonPath: string, full: BenchReport): Promise
   return path;
 }
 
-/** A row of the `peers` section, as the summary prints it (bench/peers.ts `PeerRow`). */
-export interface PeerRowLike {
-  peer: string;
-  /** `consumer on sqs`, `consumer on rabbitmq`, `relay to rabbitmq: …`. */
-  job: string;
-  ours: number;
-  theirs: number;
-  unit: string;
-  /** ours ÷ theirs (for a lag, theirs ÷ ours): above 1 means ours did better either way. */
-  ratio: number;
-  /** The guarantee each side held in this run (measured: applied twice, lost). */
-  guarantee: { ours: string; theirs: string };
-}
-
 const PEER_HEAD = ['peer', 'job', 'ours', 'theirs', 'ours ÷ theirs'];
 
-function peerCells(r: PeerRowLike): string[] {
+function peerCells(r: PeerRow): string[] {
   return [
     r.peer,
     r.job,
@@ -201,21 +198,9 @@ function peerCells(r: PeerRowLike): string[] {
 }
 
 /** The peers' rows for the terminal. */
-export const peerTable = (rows: PeerRowLike[]) => aligned(PEER_HEAD, rows.map(peerCells));
+export const peerTable = (rows: PeerRow[]) => aligned(PEER_HEAD, rows.map(peerCells));
 
-function costSection(cost: { configurations: ConfigurationCost[] }): string[] {
-  return [
-    '## Cost per million orders',
-    '',
-    'Every billable call counted in a steady-state run of the deployed stacks (`npm run bench --',
-    '--suite cost`), priced from bench/prices.ts; hourly items at the stated throughput.',
-    '',
-    ...costMarkdown(cost.configurations),
-    '',
-  ];
-}
-
-function peerMarkdown(rows: PeerRowLike[]): string[] {
+function peerMarkdown(rows: PeerRow[]): string[] {
   const esc = (s: string) => s.replace(/\|/g, '/');
   return [
     '## Peers',
