@@ -656,13 +656,8 @@ export async function benchCostAtRest(
   const months: AtRestMonth[] = [];
   for (const c of AT_REST_CONFIGURATIONS) {
     if (!transports.includes(c.transport)) continue;
-    months.push(
-      monthAtRest(
-        c,
-        await countsOf(c),
-        usage.find((u) => u.transport === c.transport),
-      ),
-    );
+    const measured = usage.find((u) => u.transport === c.transport);
+    months.push(monthAtRest(c, await countsOf(c), measured));
   }
   return { months, usage };
 }

@@ -140,13 +140,9 @@ async function startTriggers(
   for (const s of d.settings.amazonMq) {
     sources.push(await startAmazonMqEventSource(d, s.function.id, { amqpUrl, vhost }));
   }
-  const schedules: RunningEventSource[] = [];
-  for (const rule of d.settings.schedules) {
-    if (rule.rateMs === undefined) continue;
-    for (const target of rule.targets) {
-      schedules.push(startSchedule(d, target.id, { immediately: false }));
-    }
-  }
+  const schedules = d.settings.schedules
+    .filter((rule) => rule.rateMs !== undefined)
+    .flatMap((rule) => rule.targets.map((t) => startSchedule(d, t.id, { immediately: false })));
   closers.push(async () => {
     for (const s of schedules) await s.stop();
   });

@@ -76,6 +76,9 @@ export async function benchRelayDeployed(
   }
   const [old, ours] = runs as [DesignRun, DesignRun];
   const t = o.transport;
+  // what the deployment does per hour at rest, ours beside the baseline's: lower is better
+  const perHour = (key: keyof IdleCounts['perHour'], unit: string, extra = {}) =>
+    figure(ours.idle.perHour[key], unit, old.idle.perHour[key], { better: 'lower', ...extra });
   const figures: Record<string, BenchFigure> = {
     [`relay-deployed.${t}.lag-p99-at-${o.rate}`]: figure(ours.burst.p99Ms, 'ms', old.burst.p99Ms, {
       better: 'lower',
@@ -89,18 +92,12 @@ export async function benchRelayDeployed(
       lags: ours.sparse.lagsMs,
       baselineLags: old.sparse.lagsMs,
     }),
-    [`relay-deployed.${t}.idle-data-api-calls-per-hour`]: figure(
-      ours.idle.perHour.dataApiCalls,
-      'calls/h',
-      old.idle.perHour.dataApiCalls,
-      { better: 'lower', windowMinutes: ours.idle.windowMinutes },
-    ),
-    [`relay-deployed.${t}.idle-relay-gb-s-per-hour`]: figure(
-      ours.idle.perHour.relayGbSeconds,
-      'GB-s/h',
-      old.idle.perHour.relayGbSeconds,
-      { better: 'lower', invocationsPerHour: ours.idle.perHour.relayInvocations },
-    ),
+    [`relay-deployed.${t}.idle-data-api-calls-per-hour`]: perHour('dataApiCalls', 'calls/h', {
+      windowMinutes: ours.idle.windowMinutes,
+    }),
+    [`relay-deployed.${t}.idle-relay-gb-s-per-hour`]: perHour('relayGbSeconds', 'GB-s/h', {
+      invocationsPerHour: ours.idle.perHour.relayInvocations,
+    }),
     [`relay-deployed.${t}.idle-minutes-without-db-call`]: figure(
       ours.idle.minutesWithoutDbCall,
       'min',
@@ -109,11 +106,9 @@ export async function benchRelayDeployed(
     ),
   };
   if (BROKER_BILLING[t] === 'requests') {
-    figures[`relay-deployed.${t}.idle-sqs-requests-per-hour`] = figure(
-      ours.idle.perHour.sqsRequests,
+    figures[`relay-deployed.${t}.idle-sqs-requests-per-hour`] = perHour(
+      'sqsRequests',
       'requests/h',
-      old.idle.perHour.sqsRequests,
-      { better: 'lower' },
     );
   }
   return { figures, runs };

@@ -35,6 +35,8 @@ export interface BenchSections {
   costAtRest: unknown;
 }
 
+const SECTIONS: string[] = ['peers', 'cost', 'costAtRest'] satisfies (keyof BenchSections)[];
+
 /** reports/bench.json: figures by name, and the sections. */
 export type BenchReport = Record<string, BenchFigure | unknown> & Partial<BenchSections>;
 
@@ -42,13 +44,7 @@ export type BenchReport = Record<string, BenchFigure | unknown> & Partial<BenchS
 export function figuresOf(report: BenchReport): Record<string, BenchFigure> {
   return Object.fromEntries(
     Object.entries(report).filter(
-      ([k, v]) =>
-        k !== 'peers' &&
-        k !== 'cost' &&
-        k !== 'costAtRest' &&
-        typeof v === 'object' &&
-        v !== null &&
-        'value' in v,
+      ([k, v]) => !SECTIONS.includes(k) && typeof v === 'object' && v !== null && 'value' in v,
     ),
   ) as Record<string, BenchFigure>;
 }
