@@ -242,15 +242,10 @@ function laneEnd(r: AppliedRunView, y0: number): string {
   );
 }
 
-/** The latest event of a scenario's runs, at least 1 s (a loop: a timeline can be long). */
-function latestT(s: ScenarioView): number {
-  let latest = 1_000;
-  for (const r of s.runs) for (const e of r.timeline) latest = Math.max(latest, e.t);
-  return latest;
-}
-
 function timelineSvg(s: ScenarioView): string {
-  const maxT = latestT(s);
+  // the latest event of the runs, at least 1 s (a loop: a timeline can be long)
+  let maxT = 1_000;
+  for (const r of s.runs) for (const e of r.timeline) maxT = Math.max(maxT, e.t);
   const span = maxT * 1.03;
   const x = (t: number) => LEFT + (Math.max(0, t) / span) * PLOT;
   const step = niceStep(span);

@@ -47,7 +47,6 @@ export class ConsumerSide {
     if (pipeline && this.rig.configuration.consumer !== 'worker')
       return this.startEventSource(pipeline);
     const useCase = this.useCase(options.db);
-    const { invocationFailed } = this.rig.consumerSettings();
     const consumer = await startConsumer(this.rig.backend, (m) => useCase.process(m), {
       ...this.settings(options.concurrency),
       journal: this.rig.run.journal,
@@ -55,18 +54,21 @@ export class ConsumerSide {
       // reads that queue: the accounting counts inventory's inbox and parking lot only)
       notices: INVENTORY_PARK_NOTICES,
       logger: log(),
-      onInvocationError: (err) =>
-        this.rig.run.mark(`${invocationFailed}: ${err.message}`, 'failed-invocation'),
+      onInvocationError: this.invocationFailed,
     });
     this.rig.onClose(() => consumer.stop());
   }
 
+  /** A failed invocation, marked on the timeline with what it means on this transport. */
+  private readonly invocationFailed = (err: Error) =>
+    this.rig.run.mark(
+      `${this.rig.consumerSettings().invocationFailed}: ${err.message}`,
+      'failed-invocation',
+    );
+
   /** The reserve bundle behind its event source mapping, all settings from the template. */
   private async startEventSource(pipeline: LocalPipeline): Promise<void> {
     const { configuration, services, scratch } = this.rig;
-    const { invocationFailed } = this.rig.consumerSettings();
-    const onInvocationError = (err: Error) =>
-      this.rig.run.mark(`${invocationFailed}: ${err.message}`, 'failed-invocation');
     const deployed = localTransport(configuration.transport).deployed;
     if (!deployed) throw new Error(`--bundles: nothing deploys ${configuration.transport}`);
     const source = await deployed.startEventSource(
@@ -76,7 +78,7 @@ export class ConsumerSide {
         amqpUrl: services.amqpUrl,
         vhost: scratch.vhost?.vhost,
         logger: log(),
-        onInvocationError,
+        onInvocationError: this.invocationFailed,
       },
     );
     this.rig.onClose(() => source.stop());

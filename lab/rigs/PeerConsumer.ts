@@ -1,6 +1,7 @@
 import type { RawMessage } from '../../devkit/rawMessages.js';
 import {
   ensurePeerSchema,
+  journalStep,
   parseOrderCreated,
   reserveEffect,
   reserveEffectIn,
@@ -108,13 +109,7 @@ export class PeerConsumer {
   }
 
   private committed(delivery: PeerDelivery): void {
-    this.rig.run.journal.record({
-      step: 'effect-committed',
-      messageId: delivery.messageId,
-      eventType: 'order.created',
-      attempt: delivery.attempt,
-      redelivered: delivery.attempt > 1,
-    });
+    journalStep(this.rig.run.journal, 'effect-committed', delivery.messageId, delivery.attempt);
   }
 
   private async tracked<T>(fn: () => Promise<T>): Promise<T> {
@@ -191,15 +186,10 @@ export class PeerConsumer {
    * 100 ms apart: a copy being moved between queues is briefly in neither).
    */
   async waitSettled(eventIds: string[]): Promise<void> {
-    let streak = 0;
-    await this.rig.run.waitFor(
-      async () => {
-        const done = this.allSettled(eventIds, await this.parked(500));
-        streak = done && (await this.idle()) ? streak + 1 : 0;
-        return streak >= 2;
-      },
+    await this.rig.run.waitTwice(
+      async () => this.allSettled(eventIds, await this.parked(500)) && (await this.idle()),
       `${eventIds.length} event(s) settled by ${this.rig.configuration.id}`,
-      { intervalMs: 100 },
+      100,
     );
   }
 

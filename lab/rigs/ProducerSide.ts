@@ -30,9 +30,8 @@ export class ProducerSide {
     const { pipeline } = this.rig;
     if (pipeline) {
       // as deployed: the place-order bundle behind its routes, kicking the relay after COMMIT
-      const deployed = await pipeline.deployment.startHttpApi();
-      this.apiUrl = deployed.url;
-      return deployed.url;
+      this.apiUrl = (await pipeline.deployment.startHttpApi()).url;
+      return this.apiUrl;
     }
     const api = await startHttpApi(
       createPlaceOrderHandler({ orders: new OrderService({ db: this.rig.db }), logger: log() }),

@@ -85,6 +85,16 @@ export class RunJournal {
     });
   }
 
+  /** Waits until a condition holds twice in a row, `intervalMs` apart. */
+  waitTwice(check: () => Promise<boolean>, message: string, intervalMs: number) {
+    let streak = 0;
+    const twice = async () => {
+      streak = (await check()) ? streak + 1 : 0;
+      return streak >= 2;
+    };
+    return this.waitFor(twice, message, { intervalMs });
+  }
+
   /**
    * Watches a condition for at most `forMs`: true as soon as it holds, false if it never did. For
    * stimuli that last a given time where one transport reacts and another does not.

@@ -51,19 +51,6 @@ const inboxRows = async (rig: Rig) => {
   return rows[0]?.n ?? 0;
 };
 
-/** Twice in a row, 200 ms apart: nothing ready, in flight or delayed. */
-async function waitQueueIdle(rig: Rig): Promise<void> {
-  let streak = 0;
-  await rig.run.waitFor(
-    async () => {
-      streak = (await queueIdle(rig)) ? streak + 1 : 0;
-      return streak >= 2;
-    },
-    'the queue idle',
-    { intervalMs: 200 },
-  );
-}
-
 /** A consumer frozen while it holds a message, past the lease the broker gave it. */
 export const consumerPausedPastLease: Scenario = {
   id: 'consumer-paused-past-lease',
@@ -106,7 +93,7 @@ export const consumerPausedPastLease: Scenario = {
     rig.run.faultEnded('consumer A resumed (SIGCONT)');
     rig.facts.received = { a: a.received, b: b?.received ?? 0 };
     await rig.run.waitForLine(eventId, 'effect-committed');
-    await waitQueueIdle(rig);
+    await rig.run.waitTwice(() => queueIdle(rig), 'the queue idle', 200);
     await rig.run.waitForLine(eventId, 'acked');
     rig.facts.received = { a: a.received, b: b?.received ?? 0 };
   },
@@ -171,7 +158,7 @@ export const repeatedKillUnderLoad: Scenario = {
         `${LOAD_ORDERS} effects`,
         { intervalMs: 200 },
       );
-      await waitQueueIdle(rig);
+      await rig.run.waitTwice(() => queueIdle(rig), 'the queue idle', 200);
     } finally {
       await relay.stop();
       await placing.catch(() => {});
