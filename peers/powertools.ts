@@ -14,7 +14,7 @@ import { type SqsHandler, SqsTrigger } from '../devkit/triggers/sqsTrigger.js';
 import type { JournalStep } from '../shared/consumer/journal.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
 import { eventIdOf, journalStep } from './effect.js';
-import type { PeerConsumer, PeerContext, RunningPeer } from './types.js';
+import type { PeerConsumer, PeerContext, PeerInput, RunningPeer } from './types.js';
 
 /**
  * Creates `${namespace}orders` and its dead-letter queue `${namespace}orders-dlq`, moved there by
@@ -24,7 +24,7 @@ export async function createQueueWithRedrive(
   client: SQSClient,
   namespace: string,
   options: { maxReceiveCount: number; visibilityTimeoutSeconds?: number },
-): Promise<{ queueUrl: string; queueArn: string; deadLetterQueueUrl: string }> {
+): Promise<{ input: Extract<PeerInput, { kind: 'sqs' }>; queueArn: string }> {
   const arnOf = async (url: string) => {
     const { Attributes } = await client.send(
       new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }),
@@ -48,7 +48,7 @@ export async function createQueueWithRedrive(
     }),
   );
   const queueUrl = main.QueueUrl as string;
-  return { queueUrl, queueArn: await arnOf(queueUrl), deadLetterQueueUrl };
+  return { input: { kind: 'sqs', queueUrl, deadLetterQueueUrl }, queueArn: await arnOf(queueUrl) };
 }
 
 export interface PowertoolsPeerOptions {
@@ -207,7 +207,7 @@ async function startPowertools(
   const trigger = new SqsTrigger(
     { client, handler },
     {
-      queueUrl: queues.queueUrl,
+      queueUrl: queues.input.queueUrl,
       queueArn: queues.queueArn,
       region: ctx.sqs.region,
       batchSize: ctx.batchSize,
@@ -227,11 +227,7 @@ async function startPowertools(
     throw err;
   }
   return {
-    input: {
-      kind: 'sqs',
-      queueUrl: queues.queueUrl,
-      deadLetterQueueUrl: queues.deadLetterQueueUrl,
-    },
+    input: queues.input,
     async stop() {
       await trigger.stop(); // invocations in flight finish and their records are deleted
       client.destroy();

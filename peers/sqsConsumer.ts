@@ -70,7 +70,7 @@ async function startSqsConsumer(
 
   const consumers = Array.from({ length: Math.max(1, ctx.concurrency) }, () => {
     const consumer = Consumer.create({
-      queueUrl: queues.queueUrl,
+      queueUrl: queues.input.queueUrl,
       sqs: client,
       batchSize: Math.min(10, Math.max(1, ctx.batchSize)),
       waitTimeSeconds: WAIT_TIME_SECONDS,
@@ -104,11 +104,7 @@ async function startSqsConsumer(
   });
 
   return {
-    input: {
-      kind: 'sqs',
-      queueUrl: queues.queueUrl,
-      deadLetterQueueUrl: queues.deadLetterQueueUrl,
-    },
+    input: queues.input,
     async stop() {
       // 'stopped' comes once the last poll and its handlers are done (up to one long poll).
       await Promise.all(

@@ -207,10 +207,8 @@ export async function runSoak(o: SoakOptions) {
     const faultPhaseMs = Date.now() - chaos.startedAt;
     // what the SQS fault layer did (armed is counted by the chaos; acted is what reached a client)
     const layer = transport.sqsFaults;
-    if (layer) {
-      for (const kind of new Set(layer.events.map((e) => e.kind))) {
-        count(`sqs-layer-acted:${kind}`, layer.count(kind));
-      }
+    for (const kind of new Set(layer?.events.map((e) => e.kind))) {
+      count(`sqs-layer-acted:${kind}`, layer?.count(kind));
     }
 
     // --- calm: no armed fault points left, everything up
@@ -295,14 +293,10 @@ export async function runSoak(o: SoakOptions) {
     };
   } finally {
     await Promise.all(children.map((c) => c.stop()));
-    const cleanups = [
-      () => transport?.close() ?? Promise.resolve(),
-      () => cluster?.close() ?? Promise.resolve(),
-      () => scratch.close(),
-    ];
-    for (const c of cleanups) {
-      await c().catch((err) => o.progress(`cleanup: ${(err as Error).message}`));
-    }
+    const failed = (err: unknown) => o.progress(`cleanup: ${(err as Error).message}`);
+    await transport?.close().catch(failed);
+    await cluster?.close().catch(failed);
+    await scratch.close().catch(failed);
   }
 }
 
