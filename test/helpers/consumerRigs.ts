@@ -74,3 +74,9 @@ export const NATS_RIG: ConsumerRigKind<NatsInventoryRig> = {
  * adds its entry here.
  */
 export const CONSUMER_RIGS: readonly ConsumerRigKind[] = [RABBITMQ_RIG, ...SQS_RIGS, NATS_RIG];
+
+/**
+ * A test's options in the per-transport suites: the suites (`describe.each(…, { concurrent: true })`)
+ * run side by side, each with a rig of its own; a suite's tests run in order.
+ */
+export const inOrder = { concurrent: false };

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
-import { SQS_RIGS } from '../helpers/consumerRigs.js';
+import { inOrder, SQS_RIGS } from '../helpers/consumerRigs.js';
 import { MoveTaskShim } from '../helpers/moveTaskShim.js';
 import { redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';
 import type { SqsInventoryRig } from '../helpers/sqsInventory.js';
@@ -13,8 +13,6 @@ import type { SqsInventoryRig } from '../helpers/sqsInventory.js';
  * The emulators have no move tasks: an endpoint in front of them adds them (300 ms a message).
  * The redrive tests every transport runs are in redrive.test.ts.
  */
-// the transports run side by side (each with its own rig); each one's tests run in order
-const inOrder = { concurrent: false };
 describe.each(SQS_RIGS)(
   'redrive everything through an SQS move task ($name, CLI)',
   { concurrent: true },

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
-import { CONSUMER_RIGS } from '../helpers/consumerRigs.js';
+import { CONSUMER_RIGS, inOrder } from '../helpers/consumerRigs.js';
 import type { ConsumerRig } from '../helpers/inventory.js';
 import { type CliRun, redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';
 import { redriveStartsAFreshWindow } from '../helpers/redriveWindow.js';
@@ -20,8 +20,6 @@ async function parked(b: ConsumerRig, args: string[], env = b.cliEnv()): Promise
 /** No retries: a transient failure parks at once, so parking many takes no time. */
 const NO_RETRIES = { ...TEST_RETRY_BUDGET, maxAttempts: 0 };
 
-// the transports run side by side (each with its own rig); each one's tests run in order
-const inOrder = { concurrent: false };
 describe.each(CONSUMER_RIGS)(
   'redrive from the parking lot ($name, CLI)',
   { concurrent: true },

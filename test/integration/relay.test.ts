@@ -8,6 +8,7 @@ import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
+import { inOrder } from '../helpers/consumerRigs.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { RELAY_RIGS, type RelayRig } from '../helpers/relayRigs.js';
 
@@ -19,8 +20,6 @@ const options = {
   retryMaxMs: 200,
 };
 
-// the transports run side by side (each with its own rig); each one's tests run in order
-const inOrder = { concurrent: false };
 describe.each(RELAY_RIGS)('outbox relay → $name', { concurrent: true }, (h) => {
   let t: TestDatabase;
   let orders: OrderService;

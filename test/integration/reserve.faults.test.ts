@@ -1,10 +1,8 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates, runDev } from '../helpers/child.js';
-import { CONSUMER_RIGS } from '../helpers/consumerRigs.js';
+import { CONSUMER_RIGS, inOrder } from '../helpers/consumerRigs.js';
 import type { ConsumerRig } from '../helpers/inventory.js';
 
-// the transports run side by side (each with its own rig); each one's tests run in order
-const inOrder = { concurrent: false };
 describe.each(CONSUMER_RIGS)(
   'reserve inventory ($name): database down, consumer process killed',
   { concurrent: true },

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { CONSUMER_RIGS } from '../helpers/consumerRigs.js';
+import { CONSUMER_RIGS, inOrder } from '../helpers/consumerRigs.js';
 import type { ConsumerRig } from '../helpers/inventory.js';
 
 /** Journal steps of a message, in the order they happened. */
@@ -18,8 +18,6 @@ async function noOtherCopy(b: ConsumerRig) {
   expect(await b.backend.inspect()).toMatchObject({ ready: 0, inFlight: 0 });
 }
 
-// the transports run side by side (each with its own rig); each one's tests run in order
-const inOrder = { concurrent: false };
 describe.each(CONSUMER_RIGS)('reserve inventory ($name)', { concurrent: true }, (h) => {
   // One rig and one running consumer for the tests that only publish and read the outcome.
   let b: ConsumerRig;
