@@ -1,6 +1,5 @@
 import type { z } from 'zod';
 import { decodeEnvelope, type Envelope, schemaMajor } from '../envelope/envelope.js';
-import { dataSchemaFor } from '../envelope/events.js';
 import type { InboundMessage } from '../port/types.js';
 import { PermanentMessageError } from './errors.js';
 
@@ -9,8 +8,8 @@ export interface DecodeRules {
   consumer: string;
   /** The event types this consumer handles: any other is a permanent error. */
   types: readonly string[];
-  /** The `data` schema of an event type and schema major (default: the shared event registry). */
-  schemaFor?: (type: string, major: number) => z.ZodType | undefined;
+  /** The `data` schema of an event type and schema major; none: a permanent error. */
+  schemaFor: (type: string, major: number) => z.ZodType | undefined;
 }
 
 /**
@@ -36,7 +35,7 @@ export function decodeMessage(message: InboundMessage, rules: DecodeRules): Enve
     );
   }
   const major = schemaMajor(envelope.schema_version);
-  const schema = (rules.schemaFor ?? dataSchemaFor)(envelope.type, major);
+  const schema = rules.schemaFor(envelope.type, major);
   if (!schema) {
     throw new PermanentMessageError(
       `schema_version: no data schema for ${envelope.type} major ${major}`,

@@ -9,12 +9,13 @@ import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { type Envelope, newEnvelope } from '../envelope/envelope.js';
-import type {
-  OrderCancelledData,
-  OrderCreatedData,
-  ReleasedData,
-  ReservationRejectedData,
-  ReservedData,
+import {
+  dataSchemaFor,
+  type OrderCancelledData,
+  type OrderCreatedData,
+  type ReleasedData,
+  type ReservationRejectedData,
+  type ReservedData,
 } from '../envelope/events.js';
 import type { Logger } from '../logger.js';
 import type { InboundMessage, Outcome } from '../port/types.js';
@@ -135,7 +136,11 @@ export class ReserveInventory {
 
   /** The generic checks (see `decodeMessage`), then inventory's own: the event is about one order. */
   private decode(message: InboundMessage): { envelope: Envelope; event: OrderEvent } {
-    const envelope = decodeMessage(message, { consumer: this.consumer, types: HANDLED_TYPES });
+    const envelope = decodeMessage(message, {
+      consumer: this.consumer,
+      types: HANDLED_TYPES,
+      schemaFor: dataSchemaFor,
+    });
     const data = envelope.data as OrderCreatedData | OrderCancelledData;
     if (envelope.aggregate.id !== data.orderId) {
       throw new PermanentMessageError('aggregate.id differs from data.orderId');

@@ -6,10 +6,11 @@ import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import type { Envelope } from '../envelope/envelope.js';
-import type {
-  ReservationQuarantinedData,
-  ReservationRejectedData,
-  ReservedData,
+import {
+  dataSchemaFor,
+  type ReservationQuarantinedData,
+  type ReservationRejectedData,
+  type ReservedData,
 } from '../envelope/events.js';
 import type { Logger } from '../logger.js';
 import type { InboundMessage, Outcome } from '../port/types.js';
@@ -195,6 +196,7 @@ export class OrderResults {
     const envelope = decodeMessage(message, {
       consumer: this.inbox.consumer,
       types: HANDLED_TYPES,
+      schemaFor: dataSchemaFor,
     });
     const data = envelope.data as
       | ReservedData
