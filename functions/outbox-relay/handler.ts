@@ -141,7 +141,7 @@ export function createOutboxRelayHandler(
       }
       const summary: RelaySummary = { mode };
       deps.relays.forEach((relay, i) => {
-        summary[relay.store.table] = results[i] as DrainResult;
+        summary[relay.store.table as OutboxTable] = results[i] as DrainResult;
       });
       const backlog = await deps
         .report?.(results, mode !== 'tick')

@@ -1,4 +1,3 @@
-import type { OutboxTable } from '../config/constants.js';
 import { fault } from '../config/faults.js';
 import type { SqlDatabase } from '../db/types.js';
 import type { Logger } from '../logger.js';
@@ -7,7 +6,7 @@ import { backoffDelay, sleep } from '../util/async.js';
 import { OutboxStore, type PublishFailure } from './OutboxStore.js';
 
 export interface OutboxRelayOptions {
-  table: OutboxTable;
+  table: string;
   /** Rows claimed and published per round. */
   batchSize: number;
   /** Failed publishes before a row needs attention. */

@@ -1,4 +1,4 @@
-import type { OutboxTable } from '../config/constants.js';
+import { sqlIdentifier } from '../db/identifier.js';
 import type { SqlExecutor, SqlParam } from '../db/types.js';
 import { type Envelope, encodeEnvelope, parseEnvelope } from '../envelope/envelope.js';
 
@@ -94,7 +94,7 @@ export interface PublishFailure {
 }
 
 export interface OutboxStatus {
-  table: OutboxTable;
+  table: string;
   /** Unpublished rows that the relay will still try. */
   backlog: number;
   /** Of those, rows that failed at least once. */
@@ -217,7 +217,12 @@ function unpublishable(r: OutboxDbRow, maxMessageBytes: number | undefined): Env
 }
 
 export class OutboxStore {
-  constructor(readonly table: OutboxTable) {}
+  /** `table`: the outbox table (the library's migrations create it), a plain SQL identifier. */
+  readonly table: string;
+
+  constructor(table: string) {
+    this.table = sqlIdentifier(table, 'outbox table');
+  }
 
   /** Writes one event in the caller's transaction. */
   async append(tx: SqlExecutor, envelope: Envelope): Promise<void> {
