@@ -36,6 +36,8 @@ const LAYERS: readonly (readonly string[])[] = [
   BACKENDS.map((b) => `transport/${b}`),
   ['transport/index.ts', 'outbox', 'http'],
   ['middleware'],
+  // the library's entry points: they never export the example's use cases
+  ['index.ts', 'testing'],
   ['orders', 'inventory', 'maintenance'],
 ];
 
