@@ -29,7 +29,7 @@ export {
   VISIBILITY_TIMEOUT_FACTOR,
   visibilityTimeoutRule,
 } from './config/rules.js';
-// ─── Consuming: the inbox, the driver, the retry policy, parking ────────────────────────────
+// ─── Consuming: the inbox and its handler, the driver, the retry policy, parking ────────────
 export { classifyError, isInfrastructureError, shortError } from './consumer/classify.js';
 export { type DecodeRules, decodeMessage } from './consumer/decode.js';
 export {
@@ -41,6 +41,7 @@ export {
 } from './consumer/driver.js';
 export { PermanentMessageError } from './consumer/errors.js';
 export { INBOX_TABLE, Inbox } from './consumer/inbox.js';
+export { InboxHandler, type InboxHandlerOptions, inboxHandler } from './consumer/inboxHandler.js';
 export { Journal, type JournalEntry, type JournalSink } from './consumer/journal.js';
 export { matches, overRedriveLimit, pacer, redriveLimitReason } from './consumer/parking.js';
 export { type PeekedEnvelope, peekEnvelope } from './consumer/peek.js';
