@@ -55,6 +55,7 @@ export {
   TransientDbError,
   UniqueViolationError,
 } from './db/errors.js';
+export { type LibraryMigrationsOptions, libraryMigrations } from './db/libraryMigrations.js';
 export { loadMigrations, type MigrateResult, type Migration, migrate } from './db/migrate.js';
 export type {
   QueryResult,
