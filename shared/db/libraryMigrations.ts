@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ConfigError } from '../config/errors.js';
+import { identifierProblem, MAX_IDENTIFIER } from './identifier.js';
 import type { Migration } from './migrate.js';
 
 export interface LibraryMigrationsOptions {
@@ -16,29 +17,11 @@ export interface LibraryMigrationsOptions {
 /** The inbox table `Inbox` writes (`INBOX_TABLE` of the consumer layer). */
 const INBOX = 'processed_messages';
 
-/** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
-const MAX_IDENTIFIER = 63;
-
 /** The longest suffix of an index name derived from an outbox's name. */
 const LONGEST_INDEX_SUFFIX = '_needs_attention_idx';
 
 /** Names the migrations leave to nobody else: the inbox and `migrate`'s own table. */
 const TAKEN = new Set([INBOX, 'schema_migrations']);
-
-/**
- * PostgreSQL's reserved key words (`pg_get_keywords()`, categories R and T, as of PostgreSQL 15):
- * none of them names a table unquoted, and the outbox's statements use the name unquoted.
- */
-const RESERVED = new Set(
-  `all analyse analyze and any array as asc asymmetric authorization binary both case cast check
-  collate collation column concurrently constraint create cross current_catalog current_date
-  current_role current_schema current_time current_timestamp current_user default deferrable desc
-  distinct do else end except false fetch for foreign freeze from full grant group having ilike in
-  initially inner intersect into is isnull join lateral leading left like limit localtime
-  localtimestamp natural not notnull null offset on only or order outer overlaps placing primary
-  references returning right select session_user similar some symmetric table tablesample then to
-  trailing true union unique user using variadic verbose when where window with`.split(/\s+/),
-);
 
 /** The migration name's prefix: sorts before a service's own `0001_…` files. */
 const PREFIX = '0000_rms_';
@@ -49,11 +32,10 @@ function migration(name: string, sql: string): Migration {
 
 /** Why `table` cannot name an outbox, or undefined when it can. */
 function badOutboxName(table: string): string | undefined {
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(table))
-    return 'is not a plain lower-case SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters)';
+  const plain = identifierProblem(table);
+  if (plain) return plain;
   if (table.length + LONGEST_INDEX_SUFFIX.length > MAX_IDENTIFIER)
     return `is longer than ${MAX_IDENTIFIER - LONGEST_INDEX_SUFFIX.length} characters (its index names would not fit ${MAX_IDENTIFIER})`;
-  if (RESERVED.has(table)) return 'is a reserved SQL key word';
   if (TAKEN.has(table)) return 'is a table the library or migrate already uses';
   return undefined;
 }

@@ -2,7 +2,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OutboxTable } from '../../shared/config/constants.js';
 import { INBOX_TABLE, Inbox } from '../../shared/consumer/inbox.js';
 import { libraryMigrations } from '../../shared/db/libraryMigrations.js';
 import { type Migration, migrate } from '../../shared/db/migrate.js';
@@ -22,7 +21,7 @@ import { uniqueName } from '../helpers/services.js';
  */
 
 // OutboxStore's type names the example's two outboxes; the store itself takes any table name
-const TABLE = 'shipping_outbox' as OutboxTable;
+const TABLE = 'shipping_outbox';
 const LIBRARY = libraryMigrations({ outboxes: [TABLE] });
 
 /** The doc's least-privilege grants, its role names made unique to this run (roles are the cluster's). */
