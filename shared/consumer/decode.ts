@@ -16,7 +16,8 @@ export interface DecodeRules {
  * Decodes an inbound message into its envelope with the checks every consumer makes, in this
  * order: the transport carried a message id; the body is a valid envelope of a supported schema
  * major; the message id equals the envelope id (the inbox claims by that id); the event type is one
- * the consumer handles; its `data` matches the schema of that type and major.
+ * the consumer handles; its `data` matches the schema of that type and major. The id comes back in
+ * lower case (as the inbox's uuid column returns it).
  *
  * Throws `PermanentMessageError` or `EnvelopeError` (both classified permanent): such a message
  * will never succeed as it is. Error texts name the field, never the payload.
@@ -24,7 +25,7 @@ export interface DecodeRules {
 export function decodeMessage(message: InboundMessage, rules: DecodeRules): Envelope {
   if (!message.messageId) throw new PermanentMessageError('message has no message id');
   const envelope = decodeEnvelope(message.body);
-  if (envelope.id !== message.messageId) {
+  if (envelope.id.toLowerCase() !== message.messageId.toLowerCase()) {
     throw new PermanentMessageError(
       `message id ${message.messageId} differs from envelope id ${envelope.id}`,
     );
@@ -48,5 +49,7 @@ export function decodeMessage(message: InboundMessage, rules: DecodeRules): Enve
       `data.${issue?.path.join('.')}: ${issue?.message ?? 'invalid'}`,
     );
   }
-  return envelope;
+  // The inbox holds ids as PostgreSQL's uuid type, which reads them back in lower case: the
+  // consumer compares in that form, so an upper-case id is not taken for a duplicate.
+  return { ...envelope, id: envelope.id.toLowerCase() };
 }

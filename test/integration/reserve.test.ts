@@ -43,6 +43,22 @@ describe.each(CONSUMER_RIGS)('reserve inventory ($name)', { concurrent: true }, 
   });
 
   it(
+    'an event whose id is written in upper case is reserved once, not taken for a duplicate',
+    inOrder,
+    async () => {
+      await b.stock('SKU-U', 10);
+      const created = b.orderCreated('SKU-U', 2);
+      const e = { ...created, id: created.id.toUpperCase() };
+      await b.publish(e, e);
+      await b.waitForLine(e.id, 'acked', deliveredOfTwo(b));
+
+      expect(await b.reservation(e.aggregate.id)).toMatchObject({ status: 'reserved' });
+      expect(await b.stockOf('SKU-U')).toEqual({ available: 10, reserved: 2 });
+      expect(stepsOf(b, e.id).filter((s) => s === 'effect-committed')).toHaveLength(1);
+    },
+  );
+
+  it(
     'the same event published twice → one reservation, every delivered copy acked (settled, not redelivered), the second absorbed by the inbox or dropped by the broker; a tap got exactly the published copies',
     inOrder,
     async () => {

@@ -47,6 +47,12 @@ describe('decodeMessage', () => {
     expect(decodeMessage(inbound(e), rules)).toEqual(e);
   });
 
+  it('returns an upper-case id in lower case, as the inbox reads it back', () => {
+    const e = event();
+    const upper = { ...e, id: e.id.toUpperCase() };
+    expect(decodeMessage(inbound(upper), rules).id).toBe(e.id);
+  });
+
   it('refuses, as permanent, each generic violation, naming it but never the payload', () => {
     const e = event();
     expect(refusal(inbound(e, { messageId: undefined }))).toMatch(/no message id/);
