@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
  *   `index.ts` (its module and public surface) and `constants.ts` (its pinned names, no I/O, so
  *   that the configuration and the stacks can read them without loading the backend's client)
  *   are imported; the tests of a backend's parts (`test/`) import its other files directly;
+ * - the package's entry points (`exports`) reach none of the example's use cases or event schemas;
  * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`;
  * - tooling is shared through `devkit/`: tests import `lab/` or `soak/` only in the tests of the
  *   lab and the soak; `lab/`, `soak/`, `bench/`, `bin/`, `devkit/` never import `test/`; `devkit/`
@@ -156,6 +157,36 @@ describe('the import rules', () => {
       }),
     );
     expect(show(bad)).toEqual([]);
+  });
+
+  it("the package's entry points reach none of the example's use cases or event schemas", () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+      exports: Record<string, string | { default: string }>;
+    };
+    const entries = Object.values(pkg.exports).flatMap((t) =>
+      typeof t === 'string' ? [] : [t.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts')],
+    );
+    const example =
+      /^shared\/(orders|inventory|maintenance|http|middleware)\/|^shared\/envelope\/events\.ts$/;
+    const byFile = new Map<string, Import[]>();
+    for (const i of all) byFile.set(i.file, [...(byFile.get(i.file) ?? []), i]);
+    const reached = new Set<string>();
+    const path: Map<string, string> = new Map();
+    const queue = [...entries];
+    for (const e of entries) path.set(e, e);
+    while (queue.length > 0) {
+      const file = queue.pop() as string;
+      if (reached.has(file)) continue;
+      reached.add(file);
+      for (const i of byFile.get(file) ?? []) {
+        if (!i.target.startsWith('shared/') || reached.has(i.target)) continue;
+        path.set(i.target, `${path.get(file)} → ${i.target}`);
+        queue.push(i.target);
+      }
+    }
+    expect(entries.length).toBeGreaterThan(5);
+    expect(reached.size).toBeGreaterThan(50);
+    expect([...reached].filter((f) => example.test(f)).map((f) => path.get(f))).toEqual([]);
   });
 
   it('no stack imports another stack', () => {
