@@ -11,6 +11,7 @@ import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/e
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
 import type { Backend, Publisher, RunningConsumer } from '../shared/port/types.js';
 import type { BackendBase, TransportName } from '../shared/transport/index.js';
 import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
@@ -19,6 +20,7 @@ import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbi
 export const BENCH_BACKEND: BackendBase = {
   budget: TEST_RETRY_BUDGET,
   retention: DEFAULT_RETENTION,
+  topology: PIPELINE_TOPOLOGY,
   consumer: 'bench',
 };
 

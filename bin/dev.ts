@@ -35,6 +35,7 @@ import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderResults } from '../shared/orders/OrderResults.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { createRelays } from '../shared/outbox/relays.js';
+import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
 import type { Backend } from '../shared/port/types.js';
 import { backendFromEnv } from '../shared/transport/index.js';
 import { backoffDelay, sleep } from '../shared/util/async.js';
@@ -291,6 +292,7 @@ async function startBackend(local: LocalTransport, settings: FunctionSettings): 
   const backend = backendFromEnv(local.name, settings.consumerEnv, {
     budget: settings.budget,
     retention: settings.retention,
+    topology: PIPELINE_TOPOLOGY,
     consumer: `${INVENTORY_CONSUMER}@${CODE_VERSION}`,
     logger,
     connectionName: `dev-${opts.role}`,

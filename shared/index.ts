@@ -120,4 +120,10 @@ export {
 // ─── The transport port and what a transport module provides ────────────────────────────────
 export { TransportError, TransportUnavailableError } from './port/errors.js';
 export type * from './port/types.js';
-export { type BackendBase, backendBaseSchema, type TransportModule } from './transport/module.js';
+export { subscriptionOf } from './port/types.js';
+export {
+  type BackendBase,
+  backendBaseSchema,
+  type TransportModule,
+  topologySchema,
+} from './transport/module.js';

@@ -10,6 +10,7 @@ import type { ScratchEnvironment } from '../devkit/scratch.js';
 import { TcpProxy } from '../devkit/TcpProxy.js';
 import { amqpUrlVia } from '../devkit/transports/rabbitmq.js';
 import { DEFAULT_RETENTION, loadBudget } from '../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
 import type { Diagnosis } from '../shared/port/types.js';
 import type { BackendBase } from '../shared/transport/index.js';
 
@@ -63,6 +64,7 @@ export interface SoakTransport {
 const controllerBase = (): BackendBase => ({
   budget: loadBudget(RETRY_ENV),
   retention: DEFAULT_RETENTION,
+  topology: PIPELINE_TOPOLOGY,
   consumer: 'soak-controller',
 });
 

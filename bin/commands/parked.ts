@@ -6,6 +6,7 @@ import { loadBudget } from '../../shared/config/budget.js';
 import { CODE_VERSION } from '../../shared/config/version.js';
 import { reservationQuarantineNotice } from '../../shared/inventory/quarantine.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Backend, Diagnosis, ParkingLot, RedriveSelection } from '../../shared/port/types.js';
 import {
   backendFromConfig,
@@ -41,6 +42,7 @@ async function withParkingLot<T>(
     budget: loadBudget(process.env, undefined, retention),
     retention,
     consumer: `cli@${CODE_VERSION}`,
+    topology: PIPELINE_TOPOLOGY,
   };
   const backend = onStack
     ? backendFromConfig(transport, { ...base, ...onStack.config })

@@ -1,7 +1,8 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers } from '@nats-io/transport-node';
-import type { Backend } from '../../shared/port/types.js';
-import { NATS_HEADERS, OUTBOX_STREAM } from '../../shared/transport/nats/constants.js';
+import { type Backend, subscriptionOf, type Topology } from '../../shared/port/types.js';
+import { NATS_HEADERS } from '../../shared/transport/nats/constants.js';
+import { natsNames } from '../../shared/transport/nats/index.js';
 import type { LocalTransport, RawMessage } from './types.js';
 
 /** The NATS server local runs use (JetStream enabled): `NATS_URL`, as the backend reads it. */
@@ -21,12 +22,16 @@ export async function deleteNatsStreams(prefix: string, servers = NATS_URL): Pro
 }
 
 /**
- * To the order events' stream, `<prefix>orders.<type>`, each publish ack awaited; the message id
+ * To the default subscription's stream (the order events': `<prefix>orders.<type>`), each publish ack awaited; the message id
  * is the deduplication id too, as the relay's.
  */
 async function publishRawNats(backend: Backend, messages: readonly RawMessage[]): Promise<void> {
-  const config = (backend as { config?: { servers?: string | string[]; prefix?: string } }).config;
-  if (!config?.servers) throw new Error('not a NATS backend');
+  const config = (
+    backend as { config?: { servers?: string | string[]; prefix?: string; topology?: Topology } }
+  ).config;
+  if (!config?.servers || !config.topology) throw new Error('not a NATS backend');
+  const stream = subscriptionOf(config.topology).subscription.stream;
+  const root = natsNames(config.prefix ?? '', config.topology).streams[stream]?.subjectRoot;
   const nc = await connect({ servers: config.servers, timeout: 2_000 });
   try {
     const js = jetstream(nc);
@@ -35,7 +40,7 @@ async function publishRawNats(backend: Backend, messages: readonly RawMessage[])
       if (m.messageId) h.set(NATS_HEADERS.eventId, m.messageId);
       if (m.type) h.set(NATS_HEADERS.eventType, m.type);
       if (m.schemaVersion) h.set(NATS_HEADERS.schemaVersion, m.schemaVersion);
-      const subject = `${config.prefix ?? ''}${OUTBOX_STREAM.outbox.subject}.${m.routingKey ?? m.type ?? 'order.created'}`;
+      const subject = `${root}.${m.routingKey ?? m.type ?? 'order.created'}`;
       await js.publish(subject, Buffer.from(m.body), {
         headers: h,
         ...(m.messageId ? { msgID: m.messageId } : {}),

@@ -63,6 +63,7 @@ async function startAmazonMqTrigger(
     driver: backend.amazonMqDriver(handler, {
       journal: settings.journal,
       notices: settings.notices,
+      queue: settings.queue,
     }),
     logger,
   });

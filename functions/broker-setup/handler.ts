@@ -2,6 +2,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import type { Logger } from '../../shared/logger.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   type BrokerCredentials,
   declaredTopology,
@@ -56,7 +57,7 @@ export function createBrokerSetupHandler(deps: BrokerSetupDeps) {
         const user = await ensurePipelineUser(await deps.backend.management(), {
           vhost,
           credentials: await deps.pipelineUser(),
-          topology: declaredTopology(budget, retention).topology,
+          topology: declaredTopology(PIPELINE_TOPOLOGY, budget, retention).topology,
         });
         pipelineUser = user.username;
         deps.logger.info('pipeline broker user ready', { ...user });

@@ -12,6 +12,7 @@ import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { LambdaOutboxKick, noKick, type OutboxKick } from '../../shared/outbox/kick.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Backend } from '../../shared/port/types.js';
 import {
   type BrokerCredentials,
@@ -116,6 +117,8 @@ function backendBase(logger: Logger | undefined, transport: string) {
     retention,
     // who parks, in the diagnoses of parked messages
     consumer: `inventory@${CODE_VERSION}`,
+    // the pipeline's streams and subscriptions
+    topology: PIPELINE_TOPOLOGY,
     // a park the parking lot refused: the `ParkRefused` metric (EMF) and its alarm
     onParkRefused: (refused: Parameters<typeof publishParkRefused>[1]) =>
       publishParkRefused(transport, refused),

@@ -16,6 +16,9 @@ const useCase = new OrderResults({ db, logger, journal });
  * acknowledges (returns) or gives the batch back (throws), so no copy is ever published.
  */
 export const handler = createReserveInventoryRabbitHandler({
-  driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), { journal }),
+  driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), {
+    journal,
+    queue: 'results',
+  }),
   logger,
 }).use(transactionDeadline({ db, logger }));

@@ -24,6 +24,7 @@ import {
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   QUEUE_BOUNDS,
   RABBITMQ_NAMES,
@@ -377,7 +378,9 @@ export class RabbitPipelineStack extends Stack {
    */
   private topologyOnDeploy(setup: NodeFunction, config: PipelineConfig): CustomResource {
     const provider = deployProvider(this, 'BrokerSetupProvider', setup);
-    const declared = JSON.stringify(declaredTopology(config.budget, config.retention));
+    const declared = JSON.stringify(
+      declaredTopology(PIPELINE_TOPOLOGY, config.budget, config.retention),
+    );
     const resource = new CustomResource(this, 'BrokerTopology', {
       serviceToken: provider.serviceToken,
       resourceType: 'Custom::BrokerTopology',

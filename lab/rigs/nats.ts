@@ -3,8 +3,9 @@ import { connect } from '@nats-io/transport-node';
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { Publisher } from '../../shared/port/types.js';
-import { NATS_NAMES, OUTBOX_STREAM } from '../../shared/transport/nats/constants.js';
+import { NATS_NAMES } from '../../shared/transport/nats/constants.js';
 import type { NatsBackend } from '../../shared/transport/nats/index.js';
+import { natsNames } from '../../shared/transport/nats/index.js';
 import { Rig } from './rig.js';
 import type { ConsumerLease, PeerBroker, ProxiedBroker } from './types.js';
 
@@ -67,7 +68,7 @@ export class NatsRig extends Rig {
    * while the stream and its consumer stay (a worker would declare a deleted stream again).
    */
   async breakRoute(): Promise<void> {
-    const name = `${this.prefix}${OUTBOX_STREAM.outbox.stream}`;
+    const name = natsNames(this.prefix, this.backend.config.topology).streams.outbox?.stream ?? '';
     await this.manage(async (jsm) => {
       const { config } = await jsm.streams.info(name);
       await jsm.streams.update(name, { ...config, subjects: [`${this.prefix}unrouted.>`] });

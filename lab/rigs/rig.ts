@@ -7,6 +7,7 @@ import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
 import { FaultScope } from '../../shared/config/faults.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Backend, Publisher } from '../../shared/port/types.js';
 import type { BackendBase } from '../../shared/transport/index.js';
 import type { Configuration } from '../configurations.js';
@@ -131,6 +132,7 @@ export abstract class Rig {
     return {
       budget: this.budget,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: `inventory@lab-${this.configuration.id}`,
       logger: log(),
     };

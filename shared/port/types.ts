@@ -77,6 +77,72 @@ export interface Publisher {
   close(): Promise<void>;
 }
 
+// ─── Topology ────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Where a service's events go and who reads them, by name: configuration every backend is built
+ * with (`BackendBase.topology`), never pinned in a backend. Transport-neutral; each backend derives
+ * its own names from it (docs/design.md, "Topology"): RabbitMQ declares a topic exchange per
+ * stream and binds each subscription's queue by its types; SQS reads a queue per subscription
+ * (the queue name with `.` as `-`); JetStream makes a stream per stream (the destination in upper
+ * case, its subjects under the destination) and a durable consumer per subscription (its name).
+ */
+export interface Topology {
+  /** Each stream (an outbox table) and the name of its destination on the broker. */
+  streams: Readonly<Record<Stream, string>>;
+  /**
+   * Each subscription by name (what `consume` and a Lambda driver take as `queue`); the first one
+   * is the default.
+   */
+  subscriptions: Readonly<Record<string, Subscription>>;
+  /**
+   * Queues bound to a stream that nothing here consumes, standing for another team's consumer
+   * (RabbitMQ declares them, bounded; the other backends ignore them).
+   */
+  taps?: readonly Tap[] | undefined;
+}
+
+/** A consumer's queue on one stream. */
+export interface Subscription {
+  /** Its queue's name on the broker (RabbitMQ; SQS with `.` as `-`). */
+  queue: string;
+  stream: Stream;
+  /**
+   * The event types it takes, as topic patterns (`*`: one word, `#`: any): RabbitMQ binds them;
+   * SQS and JetStream deliver every type of the stream and the handler refuses the others.
+   */
+  types: readonly string[];
+  /**
+   * What follows a failed delivery: `retries`, the library's retry ladder and then the consumer
+   * parks with a diagnosis; `redelivery`, given back until the broker's delivery limit, then the
+   * broker parks it (a consumer that only acknowledges or gives back).
+   */
+  failures: 'retries' | 'redelivery';
+}
+
+/** A queue bound to a stream that nothing here consumes. */
+export interface Tap {
+  queue: string;
+  stream: Stream;
+  types: readonly string[];
+}
+
+/** The subscription named `name` (default: the first); a clear error for an unknown one. */
+export function subscriptionOf(
+  topology: Topology,
+  name?: string,
+): { name: string; subscription: Subscription } {
+  const names = Object.keys(topology.subscriptions);
+  const chosen = name ?? names[0];
+  const subscription = chosen === undefined ? undefined : topology.subscriptions[chosen];
+  if (chosen === undefined || !subscription) {
+    throw new Error(
+      `no subscription "${name ?? ''}" in the topology (one of: ${names.join(', ') || 'none'})`,
+    );
+  }
+  return { name: chosen, subscription };
+}
+
 /**
  * Where a publisher sends, by name: the relay passes its outbox table. Each backend's
  * configuration maps a stream to its own destination (RabbitMQ: an exchange; SQS: a queue); an
@@ -427,11 +493,8 @@ export type JournalStep =
 
 /** How `consume` runs a consumer in this process. */
 export interface ConsumeOptions {
-  /**
-   * Which queue: `inventory` (default: the consumed stream's queue) or `results` (the answers the
-   * order side reads); a backend without a results queue rejects it.
-   */
-  queue?: 'inventory' | 'results' | undefined;
+  /** Which subscription of the topology (default: its first). */
+  queue?: string | undefined;
   journal?: DeliveryJournal | undefined;
   /** The use case's notices of parked messages (published through this backend). */
   notices?: ParkNotices | undefined;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Retention, RetryBudget } from '../config/budget.js';
 import type { Env } from '../config/env.js';
 import type { Logger } from '../logger.js';
-import type { Backend, Capabilities } from '../port/types.js';
+import type { Backend, Capabilities, Topology } from '../port/types.js';
 
 /** What every backend needs beyond its own settings. */
 export interface BackendBase {
@@ -10,6 +10,8 @@ export interface BackendBase {
   retention: Retention;
   /** Who parks, for diagnoses (`inventory@<version>`). */
   consumer: string;
+  /** The streams and subscriptions, by name: the service's own (`Topology`). */
+  topology: Topology;
   logger?: Logger | undefined;
 }
 
@@ -34,11 +36,42 @@ export interface TransportModule<C extends object = object, B extends Backend = 
   create(config: C): B;
 }
 
+const name = z.string().min(1);
+const patterns = z.array(name).min(1);
+
+/** A topology whose subscriptions and taps read streams it has. */
+export const topologySchema = z
+  .object({
+    streams: z.record(name, name).refine((s) => Object.keys(s).length > 0, 'at least one stream'),
+    subscriptions: z.record(
+      name,
+      z.object({
+        queue: name,
+        stream: name,
+        types: patterns,
+        failures: z.enum(['retries', 'redelivery']),
+      }),
+    ),
+    taps: z.array(z.object({ queue: name, stream: name, types: patterns })).optional(),
+  })
+  .superRefine((t, ctx) => {
+    const reads = [
+      ...Object.entries(t.subscriptions).map(([n, s]) => [`subscriptions.${n}`, s.stream]),
+      ...(t.taps ?? []).map((tap, i) => [`taps.${i}`, tap.stream]),
+    ];
+    for (const [path, stream] of reads) {
+      if (!((stream as string) in t.streams)) {
+        ctx.addIssue({ code: 'custom', message: `${path}: no stream "${stream}"` });
+      }
+    }
+  }) satisfies z.ZodType<Topology>;
+
 /** The schema of what every backend configuration carries (`BackendBase`). */
 export const backendBaseSchema = z.looseObject({
   budget: z.custom<RetryBudget>((v) => typeof v === 'object' && v !== null, 'a retry budget'),
   retention: z.custom<Retention>((v) => typeof v === 'object' && v !== null, 'a retention'),
   consumer: z.string().min(1),
+  topology: topologySchema,
   logger: z.custom<Logger>().optional(),
 });
 

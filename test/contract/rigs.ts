@@ -1,6 +1,7 @@
 import { startConsumer } from '../../devkit/consumers.js';
 import { deleteNatsStreams, NATS_URL } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackendConfig } from '../../shared/transport/nats/index.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
@@ -9,7 +10,12 @@ import { createTestVhost } from '../helpers/rabbit.js';
 import { uniqueName } from '../helpers/services.js';
 import type { TransportRig } from './transport.contract.js';
 
-const base = { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'contract' };
+const base = {
+  budget: TEST_RETRY_BUDGET,
+  retention: DEFAULT_RETENTION,
+  consumer: 'contract',
+  topology: PIPELINE_TOPOLOGY,
+};
 
 /** RabbitMQ, worker mode or behind the Amazon MQ trigger emulation, in a vhost of its own. */
 export async function rabbitRig(label: string, mode: 'worker' | 'lambda'): Promise<TransportRig> {

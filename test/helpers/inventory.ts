@@ -21,6 +21,7 @@ import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type {
   Backend,
   MessageHandler,
@@ -211,7 +212,12 @@ export class InventoryRig extends ConsumerRig<RabbitMqBackend> {
     try {
       const backend = scratch.backend(
         'rabbitmq',
-        { budget, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
+        {
+          budget,
+          retention: DEFAULT_RETENTION,
+          consumer: RIG_CONSUMER,
+          topology: PIPELINE_TOPOLOGY,
+        },
         { reconnect: { baseMs: 50, maxMs: 500 }, ...overrides },
       );
       await backend.prepare();

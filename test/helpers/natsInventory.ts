@@ -4,6 +4,7 @@ import {
   type RetryBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
 import type { NatsBackend, NatsBackendConfig } from '../../shared/transport/nats/index.js';
 import { ConsumerRig, RIG_CONSUMER, type RigConsumerOptions } from './inventory.js';
@@ -26,7 +27,12 @@ export class NatsInventoryRig extends ConsumerRig<NatsBackend> {
     try {
       const backend = scratch.backend(
         'nats-jetstream',
-        { budget, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
+        {
+          budget,
+          retention: DEFAULT_RETENTION,
+          consumer: RIG_CONSUMER,
+          topology: PIPELINE_TOPOLOGY,
+        },
         { reconnect: { baseMs: 50, maxMs: 500 }, ...overrides },
       );
       await backend.prepare();

@@ -4,11 +4,12 @@ import { connect } from '@nats-io/transport-node';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { NATS_URL, natsLocal } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Backend, Publisher } from '../../shared/port/types.js';
 import { createBackend } from '../../shared/transport/index.js';
 import { NATS_HEADERS } from '../../shared/transport/nats/constants.js';
 import { header } from '../../shared/transport/nats/messages.js';
-import { natsNames } from '../../shared/transport/nats/topology.js';
+import { type ConsumerNames, natsNames } from '../../shared/transport/nats/topology.js';
 import {
   RABBITMQ_NAMES,
   SCHEMA_VERSION_HEADER,
@@ -100,6 +101,7 @@ export const RABBITMQ_RELAY: RelayRigKind = {
         vhost: vhost.vhost,
         budget: TEST_RETRY_BUDGET,
         retention: DEFAULT_RETENTION,
+        topology: PIPELINE_TOPOLOGY,
         consumer: 'relay-test',
         reconnect: { baseMs: 50, maxMs: 500 },
         publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
@@ -208,6 +210,7 @@ export const NATS_RELAY: RelayRigKind = {
         prefix: namespacePrefix,
         budget: TEST_RETRY_BUDGET,
         retention: DEFAULT_RETENTION,
+        topology: PIPELINE_TOPOLOGY,
         consumer: 'relay-test',
         reconnect: { baseMs: 50, maxMs: 500 },
         publish: { timeoutMs: 5_000 },
@@ -221,7 +224,7 @@ export const NATS_RELAY: RelayRigKind = {
     await backend.prepare();
     const nc = await connect({ servers: NATS_URL.split(','), timeout: 2_000 });
     open.add(() => nc.close());
-    const names = natsNames(prefix);
+    const names = natsNames(prefix, PIPELINE_TOPOLOGY);
     const jsm = await jetstreamManager(nc);
     // a stream keeps its messages on disk when its storage is a file
     const onFile = async (stream: string) =>
@@ -235,12 +238,13 @@ export const NATS_RELAY: RelayRigKind = {
       body: m.json(),
     });
     const read = async (
-      consumer: keyof typeof names.consumers,
+      consumer: keyof typeof PIPELINE_TOPOLOGY.subscriptions,
       done: (messages: WireMessage[]) => boolean,
     ) => {
-      const durable = await onFile(names.consumers[consumer].stream);
+      const consumerNames = names.consumers[consumer] as ConsumerNames;
+      const durable = await onFile(consumerNames.stream);
       const of = (messages: JsMsg[]) => messages.map((m) => wire(m, durable));
-      return of(await readNatsMessages(nc, names.consumers[consumer], (m) => done(of(m))));
+      return of(await readNatsMessages(nc, consumerNames, (m) => done(of(m))));
     };
     return {
       backend,

@@ -11,6 +11,7 @@ import {
   type RetryBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import { type SqsPipelineQueues, sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import type { SqsServer } from '../globalSetup.js';
@@ -67,6 +68,7 @@ export async function createSqsRig(
     mode: 'visibility',
     budget: options.budget ?? TEST_RETRY_BUDGET,
     retention: DEFAULT_RETENTION,
+    topology: PIPELINE_TOPOLOGY,
     consumer: 'fixture@test',
     requestTimeoutMs: options.requestTimeoutMs ?? 2_000,
     maxAttempts: 1,

@@ -8,6 +8,7 @@ import {
 } from '../../shared/config/budget.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Envelope } from '../../shared/envelope/envelope.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
 import type { SqsBackendConfig } from '../../shared/transport/sqs/config.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
@@ -53,7 +54,12 @@ export class SqsInventoryRig extends ConsumerRig<SqsBackend> {
     try {
       const backend = scratch.backend(
         'sqs',
-        { budget, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
+        {
+          budget,
+          retention: DEFAULT_RETENTION,
+          consumer: RIG_CONSUMER,
+          topology: PIPELINE_TOPOLOGY,
+        },
         {
           mode: options.mode ?? 'visibility',
           fifo: options.fifo ?? false,

@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
 import { renderDeployedNumbers } from '../../lab/deployedNumbers.js';
 import { REAL_TIME_SETTINGS, SCALED_SETTINGS } from '../../lab/settings.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { synthPipelines } from '../helpers/templates.js';
@@ -65,9 +66,11 @@ describe('deployed numbers', () => {
     // unset: Lambda's default of 500 ms
     expect(windowS === undefined ? 500 : windowS * 1000).toBe(real.mqBatchWindowMs);
     // the delivery limit the deployed policy sets (broker-setup applies declaredTopology)
-    const inventoryPolicy = declaredTopology(config.budget, config.retention).policies.find(
-      (p) => p.name === RABBITMQ_NAMES.inventoryQueue,
-    );
+    const inventoryPolicy = declaredTopology(
+      PIPELINE_TOPOLOGY,
+      config.budget,
+      config.retention,
+    ).policies.find((p) => p.name === RABBITMQ_NAMES.inventoryQueue);
     expect(inventoryPolicy?.definition['delivery-limit']).toBe(real.deliveryLimit);
   });
 

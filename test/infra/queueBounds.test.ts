@@ -2,6 +2,7 @@ import { Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   QUEUE_BOUNDS,
   RABBITMQ_NAMES,
@@ -21,7 +22,11 @@ describe('CDK: bounded queues and missing routes', () => {
   });
 
   it('every declared RabbitMQ queue without a consumer here, and the parking lot, has a policy bound', () => {
-    const { topology, policies } = declaredTopology(config.budget, config.retention);
+    const { topology, policies } = declaredTopology(
+      PIPELINE_TOPOLOGY,
+      config.budget,
+      config.retention,
+    );
     const byName = new Map(policies.map((p) => [p.name, p.definition]));
     // consumers: inventory.orders (inventory), orders.inventory-results (the order side)
     for (const q of topology.queues) {

@@ -16,6 +16,7 @@ import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   AMAZON_MQ_TRIGGER,
   RABBITMQ_NAMES,
@@ -131,12 +132,12 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
     };
     expect(version([1_000, 5_000])).not.toBe(version([2_000, 5_000]));
     // the policies the custom resource applies carry the delivery limit and the parking route
-    expect(declaredTopology(config.budget, config.retention).policies[0]?.definition).toMatchObject(
-      {
-        'delivery-limit': 10,
-        'dead-letter-exchange': RETRY_NAMES.parkingExchange,
-      },
-    );
+    expect(
+      declaredTopology(PIPELINE_TOPOLOGY, config.budget, config.retention).policies[0]?.definition,
+    ).toMatchObject({
+      'delivery-limit': 10,
+      'dead-letter-exchange': RETRY_NAMES.parkingExchange,
+    });
   });
 
   it('functions that speak AMQP run in the VPC and get the secret ARN, never a secret value', () => {

@@ -9,6 +9,7 @@ import {
   rabbitRetryDelays,
 } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
 import { pipelinePermissions } from '../../shared/transport/rabbitmq/brokerUsers.js';
 import {
@@ -90,9 +91,11 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
       ResourceProperties: { ServiceToken: 'x', version: 'test' },
     } as unknown as CloudFormationCustomResourceEvent;
     const created = await handler(event, localLambdaContext('broker-setup'));
-    const declared = declaredTopology(DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION).topology.queues.map(
-      (q) => q.name,
-    );
+    const declared = declaredTopology(
+      PIPELINE_TOPOLOGY,
+      DEFAULT_RETRY_BUDGET,
+      DEFAULT_RETENTION,
+    ).topology.queues.map((q) => q.name);
     expect(created).toMatchObject({
       PhysicalResourceId: `broker-topology:${v.vhost}`,
       Data: {
@@ -110,7 +113,7 @@ describe.skipIf(!moto)('broker-setup custom resource with credentials from Secre
       expect.objectContaining({
         vhost: v.vhost,
         read: pipelinePermissions(
-          declaredTopology(DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION).topology,
+          declaredTopology(PIPELINE_TOPOLOGY, DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION).topology,
         ).read,
       }),
     ]);

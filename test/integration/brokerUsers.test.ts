@@ -3,6 +3,7 @@ import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   PIPELINE_USER_TAGS,
   pipelinePermissions,
@@ -18,7 +19,7 @@ import { rabbitmqBackend } from '../../shared/transport/rabbitmq/RabbitMqBackend
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { RABBITMQ_MANAGEMENT_URL, uniqueName } from '../helpers/services.js';
 
-const { topology } = declaredTopology(DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION);
+const { topology } = declaredTopology(PIPELINE_TOPOLOGY, DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION);
 
 const as = (url: string, user: string, password: string) => {
   const u = new URL(url);
@@ -48,6 +49,7 @@ describe('the pipeline broker user', () => {
       vhost: v.vhost,
       budget: DEFAULT_RETRY_BUDGET,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: 'test',
     });
     await admin.prepare('consume');
@@ -72,6 +74,7 @@ describe('the pipeline broker user', () => {
       vhost: v.vhost,
       budget: DEFAULT_RETRY_BUDGET,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: 'test',
     });
   });

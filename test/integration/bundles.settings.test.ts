@@ -4,6 +4,7 @@ import { startSqsEventSource } from '../../devkit/lambda/eventSources.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import { type BundleRig, bundleRig } from '../helpers/bundles.js';
 
@@ -32,6 +33,7 @@ describe('trigger settings come from the synthesized template', () => {
       mode: 'visibility',
       budget: DEFAULT_RETRY_BUDGET,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: 'settings-test',
       queueUrls: queues,
     });

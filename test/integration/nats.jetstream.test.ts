@@ -6,6 +6,7 @@ import { NATS_URL } from '../../devkit/transports/nats.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { InboundMessage, MessageHandler, Outcome } from '../../shared/port/types.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackend } from '../../shared/transport/nats/index.js';
@@ -111,6 +112,7 @@ describe('NATS JetStream backend', () => {
         servers: NATS_URL,
         budget: TINY_BUDGET,
         retention: DEFAULT_RETENTION,
+        topology: PIPELINE_TOPOLOGY,
         consumer: 'test',
         maxDeliver: 2,
       }),

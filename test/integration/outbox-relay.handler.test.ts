@@ -17,6 +17,7 @@ import { DRAIN_SOURCE, KICK_SOURCE } from '../../shared/outbox/kick.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { createTestDatabase, proxiedDatabase, type TestDatabase } from '../helpers/db.js';
@@ -45,6 +46,7 @@ describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
     backend = scratch.backend('rabbitmq', {
       budget: TEST_RETRY_BUDGET,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: 'relay-handler-test',
     });
   });
@@ -99,7 +101,10 @@ describe('relay metrics (CloudWatch EMF, for the alarms)', () => {
       `UPDATE outbox SET needs_attention_at = now() WHERE id = (SELECT id FROM outbox ORDER BY occurred_at LIMIT 1)`,
     );
     // the metrics read the outbox tables only: no broker is needed behind the relays
-    const relays = createRelays({ db: t.db, backend: memoryBackend() }, loadEnv({}));
+    const relays = createRelays(
+      { db: t.db, backend: memoryBackend({ topology: PIPELINE_TOPOLOGY }) },
+      loadEnv({}),
+    );
     const { docs, byOutbox } = await captureEmf(() =>
       publishOutboxMetrics(t.db, relays, [
         { published: 7, failed: 1, setAside: 2, roundErrors: 3 },
@@ -138,7 +143,10 @@ describe('relay heartbeat and round errors (every invocation, every outbox)', ()
   /** The deployed handler's wiring (functions/outbox-relay/index.ts) on `db`, without a broker. */
   const relayHandler = (db: typeof t.db) => {
     const logger = createLogger('outbox-relay-test');
-    const relays = createRelays({ db, backend: memoryBackend() }, loadEnv({}));
+    const relays = createRelays(
+      { db, backend: memoryBackend({ topology: PIPELINE_TOPOLOGY }) },
+      loadEnv({}),
+    );
     return createOutboxRelayHandler(
       { relays, logger, report: (results) => publishOutboxMetrics(db, relays, results, logger) },
       { drainBudgetMs: 60_000, idleWaitMs: 20, safetyMarginMs: 500 },
@@ -296,7 +304,7 @@ describe('npm run bench (short run)', () => {
 
 describe('the relay as deployed: kicked after COMMIT, ticked by the schedule', () => {
   let t: TestDatabase;
-  const backend = memoryBackend();
+  const backend = memoryBackend({ topology: PIPELINE_TOPOLOGY });
   beforeAll(async () => {
     t = await createTestDatabase('relay_kicked');
     await backend.prepare();

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { QUEUE_METRICS, RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { reportQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
@@ -21,7 +22,12 @@ describe('QueueMetricsAvailable (RabbitMQ, the relay’s report)', () => {
   const backendFor = (overrides: Record<string, unknown> = {}) =>
     scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'queue-metrics-test' },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'queue-metrics-test',
+        topology: PIPELINE_TOPOLOGY,
+      },
       {
         reconnect: { baseMs: 50, maxMs: 200 },
         publish: { confirmTimeoutMs: 2_000, connectTimeoutMs: 500 },

@@ -7,6 +7,7 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   QUEUE_BOUNDS,
   RABBITMQ_DEFAULTS,
@@ -40,7 +41,12 @@ describe('queue bounds and missing routes (RabbitMQ)', () => {
   const backendFor = (overrides: Record<string, unknown> = {}) =>
     scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'queues-test' },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'queues-test',
+        topology: PIPELINE_TOPOLOGY,
+      },
       {
         reconnect: { baseMs: 50, maxMs: 500 },
         publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
@@ -70,7 +76,7 @@ describe('queue bounds and missing routes (RabbitMQ)', () => {
   });
 
   it('knows which declared routes a routing key needs (taps left out)', () => {
-    const { topology } = declaredTopology(TEST_RETRY_BUDGET, DEFAULT_RETENTION);
+    const { topology } = declaredTopology(PIPELINE_TOPOLOGY, TEST_RETRY_BUDGET, DEFAULT_RETENTION);
     expect(requiredRoutes(topology, RABBITMQ_NAMES.ordersExchange)).toEqual([
       { queue: RABBITMQ_NAMES.inventoryQueue, pattern: 'order.created' },
       { queue: RABBITMQ_NAMES.inventoryQueue, pattern: 'order.cancelled' },
@@ -237,7 +243,7 @@ describe('queue bounds and missing routes (RabbitMQ)', () => {
     const management = scratch.vhost?.management;
     if (!management) throw new Error('no management client');
     // The same policies with a bound of 2, to reach it.
-    const small = declaredTopology(TEST_RETRY_BUDGET, DEFAULT_RETENTION)
+    const small = declaredTopology(PIPELINE_TOPOLOGY, TEST_RETRY_BUDGET, DEFAULT_RETENTION)
       .policies.filter((p) =>
         [RABBITMQ_NAMES.auditQueue, RABBITMQ_NAMES.inventoryResultsQueue].includes(p.name as never),
       )

@@ -5,6 +5,7 @@ import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import type { Logger } from '../../shared/logger.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { MessageHandler } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { RabbitConnection, type RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
@@ -37,6 +38,7 @@ describe('RabbitMQ reconnects (through a TCP proxy)', () => {
       vhost: vhost.vhost,
       budget: TEST_RETRY_BUDGET,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: 'reconnect-test',
       reconnect,
       publish: { connectTimeoutMs: 2_000, confirmTimeoutMs: 5_000 },

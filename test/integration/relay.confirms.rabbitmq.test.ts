@@ -8,6 +8,7 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
@@ -41,7 +42,12 @@ describe('outbox relay → RabbitMQ: confirms, returns, channel errors', () => {
   const backendFor = (url?: string, extra: { routeCheck?: false } = {}) =>
     scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-test' },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'relay-test',
+        topology: PIPELINE_TOPOLOGY,
+      },
       {
         ...(url ? { url } : {}),
         ...extra,

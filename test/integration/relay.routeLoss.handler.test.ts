@@ -8,6 +8,7 @@ import { OrderService } from '../../shared/orders/OrderService.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RouteLoss } from '../../shared/port/types.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
@@ -52,7 +53,7 @@ describe('outbox-relay handler: rows of a lost route', () => {
         reason: 'no binding orders → inventory.orders (order.created) on the broker',
       },
     ];
-    const memory = memoryBackend();
+    const memory = memoryBackend({ topology: PIPELINE_TOPOLOGY });
     await memory.prepare();
     const backend = {
       publisher: (stream: string) => {

@@ -5,6 +5,7 @@ import { INVENTORY_CONSUMER } from '../../shared/inventory/ReserveInventory.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { REPUBLISH_PREFIX } from '../../shared/outbox/OutboxStore.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryRig } from '../helpers/inventory.js';
@@ -29,7 +30,12 @@ describe('outbox relay: what a lost binding swallowed is published again (Rabbit
     // the relay's own backend, as a relay process has: its own route check, looking every 2 s
     relayBackend = rig.scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-route-loss' },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'relay-route-loss',
+        topology: PIPELINE_TOPOLOGY,
+      },
       {
         reconnect: { baseMs: 50, maxMs: 500 },
         publish: { confirmTimeoutMs: 5_000, connectTimeoutMs: 1_000 },
@@ -142,7 +148,12 @@ describe('outbox relay: what a lost binding swallowed is published again (Rabbit
     await db.query('TRUNCATE outbox, inventory_outbox');
     const backend = rig.scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'relay-route-loss' },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: 'relay-route-loss',
+        topology: PIPELINE_TOPOLOGY,
+      },
       { routeCheck: { intervalMs: 60_000 } },
     );
     const results = new OutboxRelay(

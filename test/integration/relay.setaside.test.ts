@@ -10,6 +10,7 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { OutboxStore, SET_ASIDE_PREFIX } from '../../shared/outbox/OutboxStore.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
@@ -142,6 +143,7 @@ describe('outbox relay: a row that cannot be published is set aside (RabbitMQ)',
     backend = scratch.backend('rabbitmq', {
       budget: TEST_RETRY_BUDGET,
       retention: DEFAULT_RETENTION,
+      topology: PIPELINE_TOPOLOGY,
       consumer: 'relay-setaside-test',
     });
     await backend.prepare('publish');

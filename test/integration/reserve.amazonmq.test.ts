@@ -8,6 +8,7 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import type { BatchReport } from '../../shared/consumer/driver.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { createLogger } from '../../shared/logger.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
 import {
   RABBITMQ_NAMES,
@@ -218,7 +219,12 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     ).start();
     const copies = b.scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: RIG_CONSUMER,
+        topology: PIPELINE_TOPOLOGY,
+      },
       {
         url: amqpUrlVia(brokerProxy.port, b.vhost.vhost),
         publish: { connectTimeoutMs: 500, confirmTimeoutMs: 1_000 },
@@ -262,7 +268,12 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     ).start();
     const viaProxy = b.scratch.backend(
       'rabbitmq',
-      { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: RIG_CONSUMER },
+      {
+        budget: TEST_RETRY_BUDGET,
+        retention: DEFAULT_RETENTION,
+        consumer: RIG_CONSUMER,
+        topology: PIPELINE_TOPOLOGY,
+      },
       { url: amqpUrlVia(brokerProxy.port, b.vhost.vhost), reconnect: { baseMs: 50, maxMs: 200 } },
     );
     const unhandled: unknown[] = [];

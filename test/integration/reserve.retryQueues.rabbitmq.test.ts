@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   RABBITMQ_NAMES,
   RETRY_NAMES,
@@ -65,7 +66,7 @@ describe.each([RABBITMQ_RIG])('reserve inventory ($name): retry queues broken', 
     await b.stock('SKU-A', 10);
     const delay = b.budget.ladderMs[0] as number;
     const first = retryQueueName(delay);
-    const policy = declaredTopology(b.budget, DEFAULT_RETENTION).policies.find(
+    const policy = declaredTopology(PIPELINE_TOPOLOGY, b.budget, DEFAULT_RETENTION).policies.find(
       (p) => p.name === first,
     );
     if (!policy) throw new Error(`no policy for ${first}`);

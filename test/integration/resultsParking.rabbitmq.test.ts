@@ -6,6 +6,7 @@ import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
@@ -36,7 +37,12 @@ describe.each(modes)(
       scratch = await createScratch(SERVICES, `results_parking_${mode}`);
       const backend = scratch.backend(
         'rabbitmq',
-        { budget: TEST_RETRY_BUDGET, retention: DEFAULT_RETENTION, consumer: 'order-results@test' },
+        {
+          budget: TEST_RETRY_BUDGET,
+          retention: DEFAULT_RETENTION,
+          consumer: 'order-results@test',
+          topology: PIPELINE_TOPOLOGY,
+        },
         { reconnect: { baseMs: 50, maxMs: 200 }, resultsDeliveryLimit: 3 },
       ) as RabbitMqBackend;
       await backend.prepare();

@@ -39,6 +39,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ['middleware'],
   // the library's entry points: they never export the example's use cases
   ['index.ts', 'testing'],
+  // the example's streams and subscriptions, then its use cases
+  ['pipeline'],
   ['orders', 'inventory', 'maintenance'],
 ];
 
@@ -167,7 +169,7 @@ describe('the import rules', () => {
       typeof t === 'string' ? [] : [t.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts')],
     );
     const example =
-      /^shared\/(orders|inventory|maintenance|http|middleware)\/|^shared\/envelope\/events\.ts$/;
+      /^shared\/(orders|inventory|maintenance|http|middleware|pipeline)\/|^shared\/envelope\/events\.ts$/;
     const byFile = new Map<string, Import[]>();
     for (const i of all) byFile.set(i.file, [...(byFile.get(i.file) ?? []), i]);
     const reached = new Set<string>();

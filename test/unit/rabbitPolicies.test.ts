@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { policyForBroker, UNLIMITED_DELIVERIES } from '../../shared/transport/rabbitmq/topology.js';
 
-const { topology, policies } = declaredTopology(DEFAULT_RETRY_BUDGET, DEFAULT_RETENTION);
+const { topology, policies } = declaredTopology(
+  PIPELINE_TOPOLOGY,
+  DEFAULT_RETRY_BUDGET,
+  DEFAULT_RETENTION,
+);
 const limitOf = (name: string) =>
   policies.find((p) => p.name === name)?.definition['delivery-limit'];
 

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Publisher } from '../../shared/port/types.js';
 import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology, type RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
@@ -12,7 +13,7 @@ const INVENTORY = RABBITMQ_NAMES.inventoryQueue;
 const STALE_MS = 20_000;
 const MARGIN_MS = 5_000;
 const LOOKBACK_MS = 600_000;
-const { topology } = declaredTopology(TEST_RETRY_BUDGET, DEFAULT_RETENTION);
+const { topology } = declaredTopology(PIPELINE_TOPOLOGY, TEST_RETRY_BUDGET, DEFAULT_RETENTION);
 
 /**
  * What the route check records when it finds a consumer route missing (docs/design.md §4,

@@ -24,7 +24,9 @@ import type {
   Settle,
   Settled,
   Stream,
+  Topology,
 } from '../../port/types.js';
+import { subscriptionOf } from '../../port/types.js';
 import { backendBaseSchema, type TransportModule } from '../module.js';
 
 /** A message as the in-memory broker holds it. */
@@ -46,7 +48,12 @@ interface MemoryDelivery extends Delivery {
 }
 
 export interface MemoryBackendConfig {
-  /** Streams that exist once `prepare` ran; the first is the one the consumer reads. */
+  /**
+   * The streams and subscriptions: its streams exist once `prepare` ran, and the consumer reads
+   * the stream of its first subscription (the only one it consumes).
+   */
+  topology?: Topology;
+  /** Streams, where no topology is given; the first is the one the consumer reads. Default `outbox`. */
   streams?: readonly Stream[];
   /** Who parks, for diagnoses. */
   consumer?: string;
@@ -101,7 +108,11 @@ export class MemoryBackend implements Backend {
   private wake: (() => void) | undefined;
 
   constructor(readonly config: MemoryBackendConfig = {}) {
-    this.streams = config.streams ?? ['outbox', 'inventory_outbox'];
+    const topology = config.topology;
+    if (topology) {
+      const consumed = subscriptionOf(topology).subscription.stream;
+      this.streams = [consumed, ...Object.keys(topology.streams).filter((s) => s !== consumed)];
+    } else this.streams = config.streams ?? ['outbox'];
   }
 
   async prepare(): Promise<PrepareReport> {
@@ -208,9 +219,14 @@ export class MemoryBackend implements Backend {
     },
   };
 
-  /** A consumer of the first stream in this process (the in-memory backend has no results queue). */
+  /** A consumer of the default subscription (the first stream) in this process: the only one. */
   async consume(handler: MessageHandler, options: ConsumeOptions = {}): Promise<RunningConsumer> {
-    if (options.queue === 'results') throw new Error('the in-memory backend has no results queue');
+    const only = this.config.topology ? subscriptionOf(this.config.topology).name : undefined;
+    if (options.queue !== undefined && options.queue !== only) {
+      throw new Error(
+        `the in-memory backend consumes one subscription (${only ?? 'its first stream'})`,
+      );
+    }
     const driver = new ConsumerDriver<MemoryDelivery>(
       { handler, settle: this.settle, journal: options.journal },
       { consumer: this.config.consumer ?? 'memory' },
@@ -355,6 +371,7 @@ export const memoryModule: TransportModule<MemoryBackendConfig, MemoryBackend> =
   configSchema,
   fromEnv: (_env, base) => ({
     consumer: base.consumer,
+    topology: base.topology,
     ...(base.retention.redriveLimit !== undefined
       ? { redriveLimit: base.retention.redriveLimit }
       : {}),

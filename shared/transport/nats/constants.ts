@@ -1,5 +1,5 @@
 import type { RetryBudget } from '../../config/budget.js';
-import { CONSUMER_PREFETCH, type OutboxTable } from '../../config/constants.js';
+import { CONSUMER_PREFETCH } from '../../config/constants.js';
 
 /**
  * The NATS JetStream backend's names, headers and defaults in one place. Each outbox table is a
@@ -9,25 +9,9 @@ import { CONSUMER_PREFETCH, type OutboxTable } from '../../config/constants.js';
  * every stream, consumer and subject name.
  */
 export const NATS_NAMES = {
-  /** `outbox`: order events. */
-  ordersStream: 'ORDERS',
-  ordersSubject: 'orders',
-  /** `inventory_outbox`: inventory's results. */
-  inventoryStream: 'INVENTORY',
-  inventorySubject: 'inventory',
-  /** Inventory's consumer of the order events. */
-  inventoryConsumer: 'inventory',
-  /** The order side's consumer of inventory's results. */
-  resultsConsumer: 'results',
   parkingStream: 'PARKED',
   parkingSubject: 'parked',
 } as const;
-
-/** Which stream and subject root each outbox table publishes to (a stream of the transport port). */
-export const OUTBOX_STREAM: Record<OutboxTable, { stream: string; subject: string }> = {
-  outbox: { stream: NATS_NAMES.ordersStream, subject: NATS_NAMES.ordersSubject },
-  inventory_outbox: { stream: NATS_NAMES.inventoryStream, subject: NATS_NAMES.inventorySubject },
-};
 
 /**
  * Headers this project sets on messages, the envelope's identity as AMQP properties and SQS
@@ -76,7 +60,7 @@ export const NATS_DEFAULTS = {
    * its database (a give-back per try), and past a limit JetStream would only stop delivering
    * the result, parking it nowhere: the order would wait for ever. So it waits for the database.
    */
-  resultsMaxDeliver: -1,
+  redeliveryMaxDeliver: -1,
   /**
    * MaxAckPending: deliveries unsettled at once over every worker. A message waiting out a nak
    * delay counts too, so it is sized for a burst of retries (the consumer stops delivering new

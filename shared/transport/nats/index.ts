@@ -1,21 +1,21 @@
 import type { Consumer } from '@nats-io/jetstream';
 import { z } from 'zod';
-import { OUTBOX_TABLES, type OutboxTable } from '../../config/constants.js';
 import { ConfigError, DEFAULT_REDRIVE_LIMIT, type Env } from '../../config/env.js';
 import { ConsumerDriver, type DriverNotices, type ParkRefused } from '../../consumer/driver.js';
 import { runningWorkers } from '../../consumer/workers.js';
-import type {
-  Backend,
-  Capabilities,
-  ConsumeOptions,
-  Inspection,
-  MessageHandler,
-  ParkingLot,
-  ParkNotices,
-  PrepareReport,
-  Publisher,
-  RunningConsumer,
-  Stream,
+import {
+  type Backend,
+  type Capabilities,
+  type ConsumeOptions,
+  type Inspection,
+  type MessageHandler,
+  type ParkingLot,
+  type ParkNotices,
+  type PrepareReport,
+  type Publisher,
+  type RunningConsumer,
+  type Stream,
+  subscriptionOf,
 } from '../../port/types.js';
 import { type BackendBase, backendBaseSchema, type TransportModule } from '../module.js';
 import { budgetDeliveries, defaultMaxDeliver, NATS_DEFAULTS } from './constants.js';
@@ -25,6 +25,7 @@ import { NatsSettle } from './NatsSettle.js';
 import { NatsWorker } from './NatsWorker.js';
 import { natsParkingLot } from './parking.js';
 import {
+  type ConsumerNames,
   consumerConfig,
   ensureConsumer,
   ensureStream,
@@ -44,10 +45,10 @@ export interface NatsBackendConfig extends BackendBase {
   prefix?: string;
   /** AckWait: how long a delivery may stay unsettled before JetStream delivers it again. */
   ackWaitMs?: number;
-  /** MaxDeliver of the inventory consumer; default: the budget's deliveries and a margin. */
+  /** MaxDeliver of a `retries` subscription's consumer; default: the budget's deliveries and a margin. */
   maxDeliver?: number;
-  /** MaxDeliver of the results consumer; default: none (-1). */
-  resultsMaxDeliver?: number;
+  /** MaxDeliver of a `redelivery` subscription's consumer; default: none (-1). */
+  redeliveryMaxDeliver?: number;
   /** MaxAckPending of each consumer (unsettled deliveries, nak delays included). */
   maxAckPending?: number;
   /** The streams' duplicate window (`Nats-Msg-Id`). */
@@ -106,7 +107,7 @@ class NatsBackend implements Backend {
   private closed = false;
 
   constructor(readonly config: NatsBackendConfig) {
-    this.names = natsNames(config.prefix ?? '');
+    this.names = natsNames(config.prefix ?? '', config.topology);
     this.client = new NatsClient(
       {
         servers: config.servers,
@@ -119,7 +120,7 @@ class NatsBackend implements Backend {
     this.topology = {
       ackWaitMs: config.ackWaitMs ?? NATS_DEFAULTS.ackWaitMs,
       maxDeliver: config.maxDeliver ?? defaultMaxDeliver(config.budget),
-      resultsMaxDeliver: config.resultsMaxDeliver ?? NATS_DEFAULTS.resultsMaxDeliver,
+      redeliveryMaxDeliver: config.redeliveryMaxDeliver ?? NATS_DEFAULTS.redeliveryMaxDeliver,
       maxAckPending: config.maxAckPending ?? NATS_DEFAULTS.maxAckPending,
       duplicateWindowMs: config.duplicateWindowMs ?? NATS_DEFAULTS.duplicateWindowMs,
       maxMessages: config.maxMessages ?? NATS_DEFAULTS.maxMessages,
@@ -138,33 +139,29 @@ class NatsBackend implements Backend {
    */
   async prepare(scope: 'publish' | 'consume' = 'consume'): Promise<PrepareReport> {
     const jsm = await this.client.jsm();
-    for (const table of OUTBOX_TABLES) {
-      await ensureStream(jsm, workStreamConfig(this.names.streams[table], this.topology));
+    const streams = Object.values(this.names.streams);
+    for (const names of streams) {
+      await ensureStream(jsm, workStreamConfig(names, this.topology));
     }
     const server = `NATS ${(await this.client.connection()).info?.version ?? 'unknown'}`;
-    if (scope === 'publish') return { queues: OUTBOX_TABLES.length, policies: 0, server };
+    if (scope === 'publish') return { queues: streams.length, policies: 0, server };
     await ensureStream(jsm, parkingStreamConfig(this.names.parking, this.topology));
-    const { inventory, results } = this.names.consumers;
-    await ensureConsumer(
-      jsm,
-      inventory.stream,
-      consumerConfig(inventory, this.topology.maxDeliver, this.topology),
-    );
-    await ensureConsumer(
-      jsm,
-      results.stream,
-      consumerConfig(results, this.topology.resultsMaxDeliver, this.topology),
-    );
-    return { queues: OUTBOX_TABLES.length + 3, policies: 0, server };
+    const consumers = Object.values(this.names.consumers);
+    for (const c of consumers) {
+      const maxDeliver =
+        c.failures === 'retries' ? this.topology.maxDeliver : this.topology.redeliveryMaxDeliver;
+      await ensureConsumer(jsm, c.stream, consumerConfig(c, maxDeliver, this.topology));
+    }
+    return { queues: streams.length + 1 + consumers.length, policies: 0, server };
   }
 
   async ready(timeoutMs = 5_000): Promise<void> {
     await this.client.ready(timeoutMs);
   }
 
-  /** The publisher of a stream: order events (`outbox`) or inventory's results. */
-  publisher(stream: Stream = 'outbox'): Publisher {
-    const names = this.names.streams[stream as OutboxTable];
+  /** The publisher of a stream (default: the first of the topology). */
+  publisher(stream: Stream = Object.keys(this.names.streams)[0] ?? ''): Publisher {
+    const names = this.names.streams[stream];
     if (!names) throw new Error(`no NATS stream for stream "${stream}"`);
     let p = this.publishers.get(stream);
     if (!p) {
@@ -184,7 +181,7 @@ class NatsBackend implements Backend {
    * `concurrency` subscriptions to the same durable consumer, each with its own transaction.
    */
   async consume(handler: MessageHandler, options: ConsumeOptions = {}): Promise<RunningConsumer> {
-    const queue = options.queue ?? 'inventory';
+    const queue = subscriptionOf(this.config.topology, options.queue).name;
     const prefetch = options.prefetch ?? NATS_DEFAULTS.prefetch;
     if (!Number.isInteger(prefetch) || prefetch < 1) {
       throw new RangeError(`prefetch must be a whole number ≥ 1, got ${options.prefetch}`);
@@ -200,7 +197,7 @@ class NatsBackend implements Backend {
             logger: this.config.logger,
           },
           {
-            queue: this.names.consumers[queue].name,
+            queue: this.consumerNames(queue).name,
             prefetch,
             maxBatch: options.maxBatch ?? prefetch,
             reconnectBaseMs:
@@ -223,14 +220,14 @@ class NatsBackend implements Backend {
   /** The consumer driver of one worker, around its settle. */
   private driver(
     handler: MessageHandler,
-    queue: 'inventory' | 'results',
+    queue: string,
     options: ConsumeOptions,
     giveBack: ConstructorParameters<typeof NatsSettle>[0]['giveBack'],
   ) {
     const settle = new NatsSettle(
       { client: this.client, giveBack },
       {
-        parkingSubject: this.names.consumers[queue].parkingSubject,
+        parkingSubject: this.consumerNames(queue).parkingSubject,
         ackTimeoutMs: this.config.ackTimeoutMs ?? NATS_DEFAULTS.ackTimeoutMs,
         publishTimeoutMs: this.publishTimeoutMs,
         ackWaitMs: this.topology.ackWaitMs,
@@ -261,8 +258,8 @@ class NatsBackend implements Backend {
    * operator, a server that lost its state) is declared again, as RabbitMQ workers declare their
    * queues after a reconnect.
    */
-  private async openConsumer(queue: 'inventory' | 'results'): Promise<Consumer> {
-    const { stream, name } = this.names.consumers[queue];
+  private async openConsumer(queue: string): Promise<Consumer> {
+    const { stream, name } = this.consumerNames(queue);
     const js = await this.client.js();
     try {
       return await js.consumers.get(stream, name);
@@ -274,11 +271,16 @@ class NatsBackend implements Backend {
     }
   }
 
-  /** The inventory consumer's parked messages (its subject of the parking stream). */
+  /** A subscription's consumer names. */
+  private consumerNames(queue: string | undefined): ConsumerNames {
+    return this.names.consumers[subscriptionOf(this.config.topology, queue).name] as ConsumerNames;
+  }
+
+  /** The parked messages of the default subscription (its subject of the parking stream). */
   parkingLot(): ParkingLot {
     return natsParkingLot(this.client, {
       stream: this.names.parking.stream,
-      subject: this.names.consumers.inventory.parkingSubject,
+      subject: this.consumerNames(undefined).parkingSubject,
       redriveLimit: this.config.retention.redriveLimit ?? DEFAULT_REDRIVE_LIMIT,
       publishTimeoutMs: this.publishTimeoutMs,
     });
@@ -292,7 +294,7 @@ class NatsBackend implements Backend {
    */
   async inspect(): Promise<NatsInspection> {
     const jsm = await this.client.jsm();
-    const c = this.names.consumers.inventory;
+    const c = this.consumerNames(undefined);
     // the stream first: a message published in between raises only the consumer's count
     const stream = await jsm.streams.info(c.stream).catch(() => undefined);
     const consumer = await jsm.consumers.info(c.stream, c.name).catch(() => undefined);
@@ -388,7 +390,7 @@ const configSchema = backendBaseSchema
       .optional(),
     ackWaitMs: positive.optional(),
     maxDeliver: deliveries.optional(),
-    resultsMaxDeliver: deliveries.optional(),
+    redeliveryMaxDeliver: deliveries.optional(),
     maxAckPending: positive.optional(),
     duplicateWindowMs: positive.optional(),
     maxMessages: positive.optional(),
@@ -415,6 +417,7 @@ const configSchema = backendBaseSchema
     }
   });
 
+export { natsNames } from './topology.js';
 export type { NatsBackend };
 
 /** The NATS JetStream backend as a module. */

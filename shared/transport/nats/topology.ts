@@ -11,8 +11,8 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import type { OutboxTable } from '../../config/constants.js';
-import { NATS_NAMES, OUTBOX_STREAM } from './constants.js';
+import type { Stream, Subscription, Topology } from '../../port/types.js';
+import { NATS_NAMES } from './constants.js';
 
 /** A durable pull consumer, the stream it reads and where its parked copies go. */
 export interface ConsumerNames {
@@ -20,39 +20,45 @@ export interface ConsumerNames {
   name: string;
   filter: string;
   parkingSubject: string;
+  failures: Subscription['failures'];
 }
 
 /** Every name of the backend under one prefix. */
 export interface NatsNames {
-  streams: Record<OutboxTable, { stream: string; subjectRoot: string }>;
-  consumers: Record<'inventory' | 'results', ConsumerNames>;
+  streams: Record<Stream, { stream: string; subjectRoot: string }>;
+  consumers: Record<string, ConsumerNames>;
   parking: { stream: string; subjectRoot: string };
 }
 
-export function natsNames(prefix: string): NatsNames {
-  const stream = (table: OutboxTable) => ({
-    stream: `${prefix}${OUTBOX_STREAM[table].stream}`,
-    subjectRoot: `${prefix}${OUTBOX_STREAM[table].subject}`,
-  });
-  const streams = { outbox: stream('outbox'), inventory_outbox: stream('inventory_outbox') };
+/**
+ * The names of a topology: a work stream per stream (its destination in upper case, subjects under
+ * the destination), a durable consumer per subscription (named after it, reading every subject of
+ * its stream), one parking stream with a subject per consumer.
+ */
+export function natsNames(prefix: string, topology: Topology): NatsNames {
+  const streams: NatsNames['streams'] = {};
+  for (const [table, destination] of Object.entries(topology.streams)) {
+    streams[table] = {
+      stream: `${prefix}${destination.toUpperCase()}`,
+      subjectRoot: `${prefix}${destination}`,
+    };
+  }
   const parking = {
     stream: `${prefix}${NATS_NAMES.parkingStream}`,
     subjectRoot: `${prefix}${NATS_NAMES.parkingSubject}`,
   };
-  const consumer = (table: OutboxTable, name: string): ConsumerNames => ({
-    stream: streams[table].stream,
-    name: `${prefix}${name}`,
-    filter: `${streams[table].subjectRoot}.>`,
-    parkingSubject: `${parking.subjectRoot}.${name}`,
-  });
-  return {
-    streams,
-    consumers: {
-      inventory: consumer('outbox', NATS_NAMES.inventoryConsumer),
-      results: consumer('inventory_outbox', NATS_NAMES.resultsConsumer),
-    },
-    parking,
-  };
+  const consumers: NatsNames['consumers'] = {};
+  for (const [name, sub] of Object.entries(topology.subscriptions)) {
+    const stream = streams[sub.stream] as NatsNames['streams'][Stream];
+    consumers[name] = {
+      stream: stream.stream,
+      name: `${prefix}${name}`,
+      filter: `${stream.subjectRoot}.>`,
+      parkingSubject: `${parking.subjectRoot}.${name}`,
+      failures: sub.failures,
+    };
+  }
+  return { streams, consumers, parking };
 }
 
 /** A stream's configuration as `prepare` declares it. */
@@ -65,7 +71,7 @@ export type ConsumerSettings = Partial<ConsumerConfig> & { durable_name: string 
 export interface TopologySettings {
   ackWaitMs: number;
   maxDeliver: number;
-  resultsMaxDeliver: number;
+  redeliveryMaxDeliver: number;
   maxAckPending: number;
   duplicateWindowMs: number;
   maxMessages: number;
@@ -82,7 +88,7 @@ export interface TopologySettings {
  * refuses new publishes rather than dropping old messages.
  */
 export function workStreamConfig(
-  names: NatsNames['streams'][OutboxTable],
+  names: NatsNames['streams'][Stream],
   s: TopologySettings,
 ): StreamSettings {
   return {

@@ -19,13 +19,7 @@ import type {
 import { type AmazonMqDelivery, AmazonMqSettle } from './AmazonMqSettle.js';
 import { ConfirmedChannel } from './ConfirmedChannel.js';
 import type { RabbitMqBackendConfig } from './config.js';
-import {
-  OUTBOX_EXCHANGE,
-  RABBITMQ_DEFAULTS,
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-  retryQueueName,
-} from './constants.js';
+import { RABBITMQ_DEFAULTS } from './constants.js';
 import { RabbitCopies } from './copies.js';
 import { rabbitParkingLot } from './parking.js';
 import { type RabbitInspection, reportQueueMetrics } from './queueMetrics.js';
@@ -38,9 +32,13 @@ import {
   applyPolicies,
   buildPolicies,
   buildTopology,
-  CORE_TOPOLOGY,
+  coreTopology,
   declareTopology,
-  prepareInventoryTopology,
+  prepareTopology,
+  queueNamesOf,
+  type RabbitNames,
+  rabbitNames,
+  retryQueueOf,
 } from './topology.js';
 
 /** What the RabbitMQ backend can do (its module states the same). */
@@ -66,7 +64,10 @@ export class RabbitMqBackend implements Backend {
   readonly connection: RabbitConnection;
   private readonly publishChannel: ConfirmedChannel;
   private readonly copiesChannel: ConfirmedChannel;
-  private readonly copies: RabbitCopies;
+  /** The retry, park and redrive copies of each subscription's queue, made when first used. */
+  private readonly copiesBySubscription = new Map<string, RabbitCopies>();
+  /** The names of the configured topology. */
+  readonly names: RabbitNames;
   private readonly publishers = new Map<string, Publisher>();
   private readonly consumers: RunningConsumer[] = [];
   private managementClient: Promise<RabbitManagement> | undefined;
@@ -94,16 +95,13 @@ export class RabbitMqBackend implements Backend {
     const connectTimeoutMs = config.publish?.connectTimeoutMs;
     this.publishChannel = new ConfirmedChannel(this.connection, { connectTimeoutMs });
     this.copiesChannel = new ConfirmedChannel(this.connection, { connectTimeoutMs });
-    this.copies = new RabbitCopies(this.copiesChannel, {
-      budget: config.budget,
-      confirmTimeoutMs: config.publish?.confirmTimeoutMs,
-    });
+    this.names = rabbitNames(config.topology);
     const check = config.routeCheck === false ? {} : (config.routeCheck ?? {});
     this.routes = new RouteCheck(
       {
         management: config.managementUrl ? () => this.management() : undefined,
         vhost: config.vhost,
-        topology: CORE_TOPOLOGY,
+        topology: coreTopology(this.names),
         logger: config.logger,
         onStatus: config.onRouteStatus,
       },
@@ -138,14 +136,16 @@ export class RabbitMqBackend implements Backend {
    */
   async prepare(scope: 'publish' | 'consume' = 'consume'): Promise<PrepareReport> {
     if (scope === 'publish') {
-      await this.withChannel((ch) => declareTopology(ch, CORE_TOPOLOGY), 10_000);
-      return { queues: CORE_TOPOLOGY.queues.length, policies: 0 };
+      const core = coreTopology(this.names);
+      await this.withChannel((ch) => declareTopology(ch, core), 10_000);
+      return { queues: core.queues.length, policies: 0 };
     }
     const management = await this.management();
-    await prepareInventoryTopology({
+    await prepareTopology({
       channel: (fn) => this.withChannel(fn, 30_000),
       management,
       vhost: this.config.vhost,
+      names: this.names,
       budget: this.config.budget,
       retention: this.config.retention,
       policy: {
@@ -155,15 +155,15 @@ export class RabbitMqBackend implements Backend {
       },
     });
     return {
-      queues: buildTopology(this.config.budget).queues.length,
-      policies: buildPolicies(this.config.budget, this.config.retention).length,
+      queues: buildTopology(this.names, this.config.budget).queues.length,
+      policies: buildPolicies(this.names, this.config.budget, this.config.retention).length,
       server: `RabbitMQ ${await management.version()}`,
     };
   }
 
   /** Re-applies the policies, e.g. with another delivery limit (lab controls). */
   async applyPolicies(options: { deliveryLimit?: number; only?: string[] } = {}): Promise<void> {
-    const policies = buildPolicies(this.config.budget, this.config.retention, {
+    const policies = buildPolicies(this.names, this.config.budget, this.config.retention, {
       deliveryLimit: options.deliveryLimit ?? this.config.deliveryLimit,
       resultsDeliveryLimit: this.config.resultsDeliveryLimit,
     }).filter((p) => !options.only || options.only.includes(p.name));
@@ -174,9 +174,15 @@ export class RabbitMqBackend implements Backend {
     await this.publishChannel.ready(timeoutMs);
   }
 
-  /** The publisher of a stream (an outbox table's exchange), or of any exchange by name. */
-  publisher(stream: Stream = 'outbox', options: { exchange?: string } = {}): Publisher {
-    const exchange = options.exchange ?? OUTBOX_EXCHANGE[stream as keyof typeof OUTBOX_EXCHANGE];
+  /**
+   * The publisher of a stream (its exchange; default: the first stream of the topology), or of
+   * any exchange by name.
+   */
+  publisher(
+    stream: Stream = Object.keys(this.names.exchanges)[0] ?? '',
+    options: { exchange?: string } = {},
+  ): Publisher {
+    const exchange = options.exchange ?? this.names.exchanges[stream];
     if (!exchange) throw new Error(`no RabbitMQ exchange for stream "${stream}"`);
     let p = this.publishers.get(exchange);
     if (!p) {
@@ -199,18 +205,19 @@ export class RabbitMqBackend implements Backend {
   }
 
   /**
-   * Worker-mode consumers of `inventory.orders` (or of `orders.inventory-results`) in this
-   * process, started: `concurrency` channels, each with its own transaction.
+   * Worker-mode consumers of a subscription's queue (default: the first) in this process,
+   * started: `concurrency` channels, each with its own transaction.
    */
   async consume(handler: MessageHandler, options: ConsumeOptions = {}): Promise<RunningConsumer> {
     this.redeclareOnConnect('consume');
+    const copies = this.copiesOf(options.queue);
     const workers = Array.from(
       { length: options.concurrency ?? 1 },
       () =>
         new RabbitWorker(
           {
             connection: this.connection,
-            copies: this.copies,
+            copies,
             resetCopies: () => this.copiesChannel.reset(),
             handler,
             journal: options.journal,
@@ -218,10 +225,7 @@ export class RabbitMqBackend implements Backend {
             notices: this.notices(options.notices),
           },
           {
-            queue:
-              options.queue === 'results'
-                ? RABBITMQ_NAMES.inventoryResultsQueue
-                : RABBITMQ_NAMES.inventoryQueue,
+            queue: copies.names.queue,
             consumer: this.config.consumer,
             onParkRefused: this.config.onParkRefused,
             prefetch: options.prefetch,
@@ -248,20 +252,38 @@ export class RabbitMqBackend implements Backend {
     this.redeclared.add(scope);
     const topology =
       scope === 'publish'
-        ? { exchanges: CORE_TOPOLOGY.exchanges, queues: [] }
-        : buildTopology(this.config.budget);
+        ? { exchanges: coreTopology(this.names).exchanges, queues: [] }
+        : buildTopology(this.names, this.config.budget);
     this.connection.declareOnConnect((ch) => declareTopology(ch, topology));
   }
 
-  /** The consumer driver behind the Amazon MQ trigger (the reserve function's handler). */
+  /** The retry, park and redrive copies of a subscription's queue (default: the first). */
+  private copiesOf(subscription?: string): RabbitCopies {
+    const names = queueNamesOf(this.names, this.config.topology, subscription);
+    let copies = this.copiesBySubscription.get(names.subscription);
+    if (!copies) {
+      copies = new RabbitCopies(this.copiesChannel, names, {
+        budget: this.config.budget,
+        confirmTimeoutMs: this.config.publish?.confirmTimeoutMs,
+      });
+      this.copiesBySubscription.set(names.subscription, copies);
+    }
+    return copies;
+  }
+
+  /** The consumer driver behind the Amazon MQ trigger, for a subscription (default: the first). */
   amazonMqDriver(
     handler: MessageHandler,
-    options: { journal?: DeliveryJournal | undefined; notices?: ParkNotices | undefined } = {},
+    options: {
+      journal?: DeliveryJournal | undefined;
+      notices?: ParkNotices | undefined;
+      queue?: string | undefined;
+    } = {},
   ): ConsumerDriver<AmazonMqDelivery> {
     return new ConsumerDriver(
       {
         handler,
-        settle: new AmazonMqSettle(this.copies),
+        settle: new AmazonMqSettle(this.copiesOf(options.queue)),
         journal: options.journal,
         logger: this.config.logger,
         notices: this.notices(options.notices),
@@ -278,7 +300,7 @@ export class RabbitMqBackend implements Backend {
   parkingLot(): ParkingLot {
     return rabbitParkingLot({
       connection: this.connection,
-      copies: this.copies,
+      copies: this.copiesOf(),
       redriveLimit: this.config.retention.redriveLimit ?? DEFAULT_REDRIVE_LIMIT,
     });
   }
@@ -298,20 +320,28 @@ export class RabbitMqBackend implements Backend {
           throw err;
         },
       );
-    const retryQueues = rabbitRetryDelays(this.config.budget).map(retryQueueName);
-    const [inventory, parked, audit, results, resultsParked, ...retrying] = await Promise.all([
-      ready(RABBITMQ_NAMES.inventoryQueue),
-      ready(RETRY_NAMES.parkingQueue),
-      ready(RABBITMQ_NAMES.auditQueue),
-      ready(RABBITMQ_NAMES.inventoryResultsQueue),
-      ready(RABBITMQ_NAMES.resultsParkingQueue),
+    // the first subscription's queue, its retries and parking; the bounded queues of the rest
+    const main = queueNamesOf(this.names, this.config.topology);
+    const retryQueues =
+      main.failures === 'retries'
+        ? rabbitRetryDelays(this.config.budget).map((d) => retryQueueOf(main, d))
+        : [];
+    const others = this.names.queues.filter((q) => q !== main);
+    const bounded = [
+      ...this.names.taps.map((t) => t.queue),
+      ...others.flatMap((q) => [q.queue, q.parkingQueue]),
+    ];
+    const [source = 0, parked = 0, ...counts] = await Promise.all([
+      ready(main.queue),
+      ready(main.parkingQueue),
+      ...bounded.map(ready),
       ...retryQueues.map(ready),
     ]);
+    const boundedReady = counts.slice(0, bounded.length);
+    const retrying = counts.slice(bounded.length);
     // A fresh look at the routes (not the publishers' cache): undefined when it cannot be known.
     const looks = await Promise.all(
-      [RABBITMQ_NAMES.ordersExchange, RABBITMQ_NAMES.inventoryExchange].map((x) =>
-        this.routes.status(x, 0),
-      ),
+      Object.values(this.names.exchanges).map((x) => this.routes.status(x, 0)),
     );
     const routesMissing = looks.every((l) => l !== undefined)
       ? Object.assign({}, ...looks.map((l) => l?.missingByQueue))
@@ -332,25 +362,30 @@ export class RabbitMqBackend implements Backend {
         .catch(() => undefined);
       for (const q of list ?? []) stats.set(q.name, q);
     }
-    const inFlight = stats.get(RABBITMQ_NAMES.inventoryQueue)?.messages_unacknowledged ?? 0;
-    const held = stats.get(RABBITMQ_NAMES.inventoryQueue)?.messages_dlx ?? 0;
+    const inFlight = stats.get(main.queue)?.messages_unacknowledged ?? 0;
+    const held = stats.get(main.queue)?.messages_dlx ?? 0;
     const length = (queue: string, ready: number | undefined) =>
       (ready ?? 0) + (stats.get(queue)?.messages_dlx ?? 0);
     return {
-      ready: inventory ?? 0,
+      queue: main.queue,
+      parkingQueue: main.parkingQueue,
+      ready: source,
       inFlight,
       retrying: retrying.reduce((a, b) => a + b, 0),
-      parked: parked ?? 0,
+      parked,
       heldForDeadLettering: held,
       // What `max-length` counts (ready, and held for dead lettering where the management API
-      // answers): these are what the bounds and their alarms compare.
+      // answers): these are what the bounds and their alarms compare. A tap's bound drops its
+      // oldest, never holds: its ready count.
       bounded: {
-        [RABBITMQ_NAMES.auditQueue]: audit ?? 0,
-        [RABBITMQ_NAMES.inventoryResultsQueue]: length(
-          RABBITMQ_NAMES.inventoryResultsQueue,
-          results,
+        ...Object.fromEntries(
+          bounded.map((q, i) => [
+            q,
+            this.names.taps.some((t) => t.queue === q)
+              ? (boundedReady[i] ?? 0)
+              : length(q, boundedReady[i]),
+          ]),
         ),
-        [RABBITMQ_NAMES.resultsParkingQueue]: resultsParked ?? 0,
         ...Object.fromEntries(retryQueues.map((q, i) => [q, length(q, retrying[i])])),
       },
       routesMissing,

@@ -3,6 +3,7 @@ import type { Retention, RetryBudget } from '../../config/budget.js';
 import { ConfigError, type Env } from '../../config/env.js';
 import type { ParkRefused } from '../../consumer/driver.js';
 import type { Logger } from '../../logger.js';
+import type { Topology } from '../../port/types.js';
 import { backendBaseSchema, resolvable, url } from '../module.js';
 import { type BrokerCredentials, withCredentials } from './brokerSecret.js';
 import { publishRouteStatus } from './queueMetrics.js';
@@ -24,6 +25,8 @@ export interface RabbitMqBackendConfig {
   retention: Retention;
   /** Who parks, for diagnoses (`inventory@<version>`). */
   consumer: string;
+  /** The streams and subscriptions, by name (`Topology`). */
+  topology: Topology;
   /** Quorum-queue delivery limit of `inventory.orders` (the broker's own backstop). */
   deliveryLimit?: number;
   /** Quorum-queue delivery limit of `orders.inventory-results` (then its parking queue). */
@@ -72,7 +75,7 @@ export interface RabbitMqBackendConfig {
  */
 export function rabbitmqConfigFromEnv(
   env: Env,
-  base: Pick<RabbitMqBackendConfig, 'budget' | 'retention' | 'consumer'> &
+  base: Pick<RabbitMqBackendConfig, 'budget' | 'retention' | 'consumer' | 'topology'> &
     Partial<RabbitMqBackendConfig> & {
       credentials?: () => Promise<BrokerCredentials>;
     },

@@ -2,7 +2,8 @@ import type { Message } from 'amqplib';
 import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
 import type { Diagnosis, InboundMessage, Origin, Redrive, RetryRequest } from '../../port/types.js';
 import type { ConfirmedChannel } from './ConfirmedChannel.js';
-import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS, RETRY_NAMES } from './constants.js';
+import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS } from './constants.js';
+import { isOwnExchange, type RabbitQueueNames } from './topology.js';
 import { SettlePublishError } from './errors.js';
 
 /** What the backend needs of a received message to read it and to publish a copy of it. */
@@ -67,19 +68,13 @@ export interface DeliveredVia {
   routingKey?: string | undefined;
 }
 
-/** Our own exchanges a retry or redrive comes back through: not the message's original route. */
-const OWN_EXCHANGES = new Set<string>([
-  RETRY_NAMES.retryExchange,
-  RETRY_NAMES.requeueExchange,
-  RETRY_NAMES.parkingExchange,
-]);
-
 /**
  * Where a message came from: the headers the publisher and our copies set (they survive retries,
  * parking and redrive), else the delivery itself (a message published by someone else).
  */
 export function originOf(h: Record<string, unknown>, via: DeliveredVia = {}): Origin {
-  const fromDelivery = via.exchange !== undefined && !OWN_EXCHANGES.has(via.exchange);
+  // our own exchanges a retry or redrive comes back through are not the message's original route
+  const fromDelivery = via.exchange !== undefined && !isOwnExchange(via.exchange);
   return {
     queue: headerString(h, HEADERS.originQueue) ?? via.queue ?? null,
     exchange:
@@ -168,6 +163,8 @@ export function baseHeaders(raw: AmqpMessage): Record<string, unknown> {
 export class RabbitCopies {
   constructor(
     private readonly channel: ConfirmedChannel,
+    /** The consumer queue whose retry, park and redrive copies these are. */
+    readonly names: RabbitQueueNames,
     private readonly options: {
       /** Only retries need it: the delay bucket of a ladder step (jitter picks a neighbour). */
       budget?: RetryBudget;
@@ -216,7 +213,7 @@ export class RabbitCopies {
     const { budget } = this.options;
     if (!budget) throw new Error('retry copies need the retry budget');
     const bucket = rabbitRetryBucket(budget, retry.delayMs);
-    await this.publish(RETRY_NAMES.retryExchange, String(bucket), raw, {
+    await this.publish(this.names.retryExchange, String(bucket), raw, {
       ...baseHeaders(raw),
       [HEADERS.attempt]: retry.attempt,
       [HEADERS.lastError]: truncate(retry.error),
@@ -228,7 +225,7 @@ export class RabbitCopies {
   }
 
   async park(raw: AmqpMessage, d: Diagnosis): Promise<void> {
-    await this.publish(RETRY_NAMES.parkingExchange, RETRY_NAMES.parkingRoutingKey, raw, {
+    await this.publish(this.names.parkingExchange, this.names.parkingRoutingKey, raw, {
       ...baseHeaders(raw),
       [HEADERS.attempt]: d.attempts,
       [HEADERS.firstFailureAt]: d.firstFailureAt,
@@ -256,7 +253,7 @@ export class RabbitCopies {
       [HEADERS.producer]: _pr,
       ...kept
     } = baseHeaders(raw);
-    await this.publish(RETRY_NAMES.requeueExchange, RETRY_NAMES.requeueRoutingKey, raw, {
+    await this.publish(this.names.requeueExchange, this.names.requeueRoutingKey, raw, {
       ...kept,
       [HEADERS.attempt]: 0,
       [HEADERS.redrivenAt]: now.toISOString(),

@@ -10,7 +10,7 @@ import type {
   RedriveSelection,
 } from '../../port/types.js';
 import { pollUntil } from '../../util/async.js';
-import { HEADERS, RETRY_NAMES } from './constants.js';
+import { HEADERS } from './constants.js';
 import {
   type AmqpMessage,
   headerString,
@@ -119,38 +119,43 @@ const RETURN_TIMEOUT_MS = 5_000;
  * channel that held some unacked was closed. Gives up quietly: the messages are safe either way,
  * only a reader arriving in the gap would miss them.
  */
-async function untilReturned(connection: RabbitConnection, ready: number): Promise<void> {
+async function untilReturned(
+  connection: RabbitConnection,
+  queue: string,
+  ready: number,
+): Promise<void> {
   if (ready === 0) return;
   await pollUntil(
     async () =>
-      (await connection.withChannel((ch) => ch.checkQueue(RETRY_NAMES.parkingQueue)))
+      (await connection.withChannel((ch) => ch.checkQueue(queue)))
         .messageCount >= ready,
     { timeoutMs: RETURN_TIMEOUT_MS, intervalMs: 20 },
   );
 }
 
-/** Reads up to `limit` parked messages without removing them. */
+/** Reads up to `limit` parked messages of parking queue `queue` without removing them. */
 export async function listParked(
   connection: RabbitConnection,
+  queue: string,
   limit = 100,
 ): Promise<ParkedMessage[]> {
   let ready = 0;
   const out = await connection.withChannel(async (ch) => {
-    ready = (await ch.checkQueue(RETRY_NAMES.parkingQueue)).messageCount;
+    ready = (await ch.checkQueue(queue)).messageCount;
     const read: ParkedMessage[] = [];
     for (let i = 0; i < Math.min(limit, ready); i++) {
-      const msg = await ch.get(RETRY_NAMES.parkingQueue, { noAck: false });
+      const msg = await ch.get(queue, { noAck: false });
       if (!msg) break;
       read.push(parkedFromRaw(rawFromAmqp(msg)));
     }
     return read; // the channel closes: every message read goes back to the queue
   });
-  if (out.length > 0) await untilReturned(connection, ready);
+  if (out.length > 0) await untilReturned(connection, queue, ready);
   return out;
 }
 
 /**
- * Moves the selected parked messages back to `inventory.orders` with the same message id, the
+ * Moves the selected parked messages back to their queue (the copies') with the same message id, the
  * attempt count reset and the diagnosis headers removed (a redrive stamp is added), at most `rate`
  * per second. Each is acked in parking only after its copy was confirmed and routed. Messages that
  * do not match stay in parking, and so do matched ones already redriven `deps.redriveLimit` times
@@ -165,7 +170,7 @@ export async function redriveParked(
   const pace = pacer(options.rate);
   let ready = 0;
   const outcome = await deps.connection.withChannel(async (ch) => {
-    const { messageCount } = await ch.checkQueue(RETRY_NAMES.parkingQueue);
+    const { messageCount } = await ch.checkQueue(deps.copies.names.parkingQueue);
     ready = messageCount;
     const result: RedriveResult = {
       scanned: 0,
@@ -175,7 +180,9 @@ export async function redriveParked(
       skipped: [],
     };
     for (let i = 0; i < messageCount; i++) {
-      const msg: GetMessage | false = await ch.get(RETRY_NAMES.parkingQueue, { noAck: false });
+      const msg: GetMessage | false = await ch.get(deps.copies.names.parkingQueue, {
+        noAck: false,
+      });
       if (!msg) break;
       result.scanned++;
       const parked = parkedFromRaw(rawFromAmqp(msg));
@@ -198,7 +205,11 @@ export async function redriveParked(
   });
   // The ones left unacked (not matched, at the limit, or a dry run) go back when the channel closed.
   if (outcome.scanned > outcome.moved.length) {
-    await untilReturned(deps.connection, ready - outcome.moved.length);
+    await untilReturned(
+      deps.connection,
+      deps.copies.names.parkingQueue,
+      ready - outcome.moved.length,
+    );
   }
   return outcome;
 }
@@ -211,7 +222,7 @@ export function rabbitParkingLot(deps: {
   redriveLimit: number;
 }): ParkingLot {
   return {
-    list: (limit) => listParked(deps.connection, limit),
+    list: (limit) => listParked(deps.connection, deps.copies.names.parkingQueue, limit),
     redrive: (selection, options) => redriveParked(deps, selection, options),
   };
 }

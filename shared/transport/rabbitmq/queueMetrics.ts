@@ -2,11 +2,14 @@ import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS_NAMESPACE } from '../../config/constants.js';
 import type { Logger } from '../../logger.js';
 import type { Inspection } from '../../port/types.js';
-import { QUEUE_METRICS, RABBITMQ_NAMES, RETRY_NAMES } from './constants.js';
+import { QUEUE_METRICS } from './constants.js';
 import type { RouteStatus } from './routes.js';
 
 /** What the RabbitMQ backend's `inspect()` adds for the metrics. */
 export interface RabbitInspection extends Inspection {
+  /** The queue the counts are of (the first subscription's), and its parking queue. */
+  queue: string;
+  parkingQueue: string;
   /** Ready messages of the queues bounded by policy (audit, results, results parking, retry delays). */
   bounded?: Record<string, number>;
   /** Missing declared bindings per consumer queue; absent when the routes could not be looked at. */
@@ -39,12 +42,12 @@ export function publishQueueMetrics(
   serviceName = 'outbox-relay',
 ): Record<string, PublishedQueueMetrics> {
   const queues: Record<string, PublishedQueueMetrics> = {
-    [RABBITMQ_NAMES.inventoryQueue]: {
+    [inspection.queue]: {
       depth: inspection.ready + inspection.inFlight,
       ready: inspection.ready,
       held: inspection.heldForDeadLettering,
     },
-    [RETRY_NAMES.parkingQueue]: { depth: inspection.parked, ready: inspection.parked },
+    [inspection.parkingQueue]: { depth: inspection.parked, ready: inspection.parked },
   };
   for (const [queue, ready] of Object.entries(inspection.bounded ?? {})) {
     queues[queue] = { depth: ready, ready };

@@ -1,13 +1,8 @@
 import type { Channel } from 'amqplib';
 import { type Retention, type RetryBudget, rabbitRetryDelays } from '../../config/budget.js';
-import {
-  INVENTORY_ROUTING_KEYS,
-  QUEUE_BOUNDS,
-  RABBITMQ_DEFAULTS,
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-  retryQueueName,
-} from './constants.js';
+import { ConfigError } from '../../config/errors.js';
+import { type Stream, type Subscription, subscriptionOf, type Topology } from '../../port/types.js';
+import { QUEUE_BOUNDS, RABBITMQ_DEFAULTS } from './constants.js';
 import type { RabbitManagement } from './RabbitManagement.js';
 
 /**
@@ -31,91 +26,179 @@ export interface TopologyDeclaration {
   }[];
 }
 
-/** Exchanges and queues every role needs: the order and inventory event flows. */
-export const CORE_TOPOLOGY: TopologyDeclaration = {
-  exchanges: [
-    { name: RABBITMQ_NAMES.ordersExchange, type: 'topic' },
-    { name: RABBITMQ_NAMES.inventoryExchange, type: 'topic' },
-  ],
-  queues: [
-    {
-      // Inventory consumes exactly the order events it acts on.
-      name: RABBITMQ_NAMES.inventoryQueue,
-      bindings: INVENTORY_ROUTING_KEYS.map((pattern) => ({
-        exchange: RABBITMQ_NAMES.ordersExchange,
-        pattern,
-      })),
-    },
-    {
-      // A second consumer of every order event: retries must never copy into it.
-      name: RABBITMQ_NAMES.auditQueue,
-      bindings: [{ exchange: RABBITMQ_NAMES.ordersExchange, pattern: 'order.#' }],
-      tap: true,
-    },
-    {
-      // The order service hears inventory results (reservation rejected, …).
-      name: RABBITMQ_NAMES.inventoryResultsQueue,
-      bindings: [{ exchange: RABBITMQ_NAMES.inventoryExchange, pattern: 'inventory.#' }],
-    },
-  ],
-};
+/** A consumer queue of a subscription, and the names derived from it. */
+export interface RabbitQueueNames {
+  subscription: string;
+  queue: string;
+  /** The exchange of the subscription's stream, and the patterns the queue is bound with. */
+  exchange: string;
+  bindings: readonly string[];
+  failures: Subscription['failures'];
+  /** `retries`: retry copies go here with the delay (ms) as routing key… */
+  retryExchange: string;
+  /** …and expire back through this exchange, bound only to the queue, with this key. */
+  requeueExchange: string;
+  requeueRoutingKey: string;
+  /** Where its parked messages go (the consumer's park copies, the broker's dead letters). */
+  parkingExchange: string;
+  parkingQueue: string;
+  parkingRoutingKey: string;
+}
+
+/** A queue bound to a stream that nothing here consumes (`Topology.taps`). */
+export interface RabbitTapNames {
+  queue: string;
+  exchange: string;
+  bindings: readonly string[];
+}
+
+/** The RabbitMQ names of a topology. */
+export interface RabbitNames {
+  /** A topic exchange per stream: the stream's destination. */
+  exchanges: Record<Stream, string>;
+  /** Consumer queues, grouped by stream in the topology's order. */
+  queues: RabbitQueueNames[];
+  taps: RabbitTapNames[];
+}
+
+/** The suffixes of the exchanges derived from a queue: never the name of a stream's exchange. */
+const OWN_SUFFIXES = /\.(retry|requeue|dlx)$/;
+
+/** Whether `exchange` is one a retry, redrive or park copy goes through (not an event's route). */
+export const isOwnExchange = (exchange: string) => OWN_SUFFIXES.test(exchange);
 
 /**
- * The core plus inventory's delayed retries and parking lot. One retry queue per delay (a
- * quorum queue expires messages only at its head: mixed delays in one queue would hold short
- * ones behind long ones). Expired retries dead-letter through a dedicated exchange bound only to
- * `inventory.orders`: dead-lettering back into `orders` would copy the retry into `audit.orders`.
+ * A topology's RabbitMQ names: each stream's topic exchange is its destination; each
+ * subscription's queue is bound to it by its types; a queue `q` retries through `q.retry`
+ * (queues `q.retry.<ms>`), comes back through `q.requeue` (key `q`) and parks through `q.dlx`
+ * into `q.parking` (key `q.parking`).
  */
-export function buildTopology(budget: RetryBudget): TopologyDeclaration {
+export function rabbitNames(topology: Topology): RabbitNames {
+  const exchanges: Record<Stream, string> = {};
+  for (const [stream, destination] of Object.entries(topology.streams)) {
+    if (isOwnExchange(destination)) {
+      throw new ConfigError(
+        `stream "${stream}": an exchange ending in .retry, .requeue or .dlx is the backend's own`,
+      );
+    }
+    exchanges[stream] = destination;
+  }
+  const queues: RabbitQueueNames[] = [];
+  const taps: RabbitTapNames[] = [];
+  // grouped by stream, subscriptions before taps: the order they are declared in
+  for (const stream of Object.keys(exchanges)) {
+    const exchange = exchanges[stream] as string;
+    for (const [subscription, sub] of Object.entries(topology.subscriptions)) {
+      if (sub.stream !== stream) continue;
+      const q = sub.queue;
+      queues.push({
+        subscription,
+        queue: q,
+        exchange,
+        bindings: sub.types,
+        failures: sub.failures,
+        retryExchange: `${q}.retry`,
+        requeueExchange: `${q}.requeue`,
+        requeueRoutingKey: q,
+        parkingExchange: `${q}.dlx`,
+        parkingQueue: `${q}.parking`,
+        parkingRoutingKey: `${q}.parking`,
+      });
+    }
+    for (const tap of topology.taps ?? []) {
+      if (tap.stream === stream) taps.push({ queue: tap.queue, exchange, bindings: tap.types });
+    }
+  }
+  return { exchanges, queues, taps };
+}
+
+/** The queue of subscription `name` (default: the topology's first). */
+export function queueNamesOf(names: RabbitNames, topology: Topology, name?: string) {
+  const chosen = subscriptionOf(topology, name).name;
+  return names.queues.find((q) => q.subscription === chosen) as RabbitQueueNames;
+}
+
+/** The retry queue of one delay bucket. */
+export const retryQueueOf = (q: RabbitQueueNames, delayMs: number) =>
+  `${q.retryExchange}.${delayMs}`;
+
+/** The exchanges and queues publishing needs: every stream's exchange, every queue bound to it. */
+export function coreTopology(names: RabbitNames): TopologyDeclaration {
+  const queuesOf = (exchange: string) => [
+    ...names.queues
+      .filter((q) => q.exchange === exchange)
+      .map((q) => ({
+        name: q.queue,
+        bindings: q.bindings.map((pattern) => ({ exchange, pattern })),
+      })),
+    ...names.taps
+      .filter((t) => t.exchange === exchange)
+      .map((t) => ({
+        name: t.queue,
+        bindings: t.bindings.map((pattern) => ({ exchange, pattern })),
+        tap: true as const,
+      })),
+  ];
+  return {
+    exchanges: Object.values(names.exchanges).map((name) => ({ name, type: 'topic' as const })),
+    queues: Object.values(names.exchanges).flatMap(queuesOf),
+  };
+}
+
+/**
+ * The core plus each consumer queue's delayed retries and parking lot. One retry queue per delay
+ * (a quorum queue expires messages only at its head: mixed delays in one queue would hold short
+ * ones behind long ones). Expired retries dead-letter through an exchange bound only to their
+ * queue: dead-lettering back into the stream's exchange would copy the retry into every other
+ * queue bound there (a tap).
+ */
+export function buildTopology(names: RabbitNames, budget: RetryBudget): TopologyDeclaration {
   const delays = rabbitRetryDelays(budget);
+  const core = coreTopology(names);
+  const retrying = names.queues.filter((q) => q.failures === 'retries');
   return {
     exchanges: [
-      ...CORE_TOPOLOGY.exchanges,
-      { name: RETRY_NAMES.retryExchange, type: 'direct' },
-      { name: RETRY_NAMES.requeueExchange, type: 'direct' },
-      { name: RETRY_NAMES.parkingExchange, type: 'direct' },
-      { name: RABBITMQ_NAMES.resultsParkingExchange, type: 'direct' },
+      ...core.exchanges,
+      ...names.queues.flatMap((q) => [
+        ...(q.failures === 'retries'
+          ? [
+              { name: q.retryExchange, type: 'direct' as const },
+              { name: q.requeueExchange, type: 'direct' as const },
+            ]
+          : []),
+        { name: q.parkingExchange, type: 'direct' as const },
+      ]),
     ],
     queues: [
-      ...CORE_TOPOLOGY.queues.map((q) =>
-        q.name === RABBITMQ_NAMES.inventoryQueue
+      ...core.queues.map((declared) => {
+        const q = retrying.find((r) => r.queue === declared.name);
+        return q
           ? {
-              ...q,
+              ...declared,
               bindings: [
-                ...q.bindings,
-                { exchange: RETRY_NAMES.requeueExchange, pattern: RETRY_NAMES.requeueRoutingKey },
+                ...declared.bindings,
+                { exchange: q.requeueExchange, pattern: q.requeueRoutingKey },
               ],
             }
-          : q,
-      ),
-      ...delays.map((d) => ({
-        name: retryQueueName(d),
-        bindings: [{ exchange: RETRY_NAMES.retryExchange, pattern: String(d) }],
-      })),
-      {
-        name: RETRY_NAMES.parkingQueue,
-        bindings: [
-          { exchange: RETRY_NAMES.parkingExchange, pattern: RETRY_NAMES.parkingRoutingKey },
-        ],
-      },
-      {
-        // Where results over their delivery limit go (the order side's consumer never parks).
-        name: RABBITMQ_NAMES.resultsParkingQueue,
-        bindings: [
-          {
-            exchange: RABBITMQ_NAMES.resultsParkingExchange,
-            pattern: RABBITMQ_NAMES.resultsParkingRoutingKey,
-          },
-        ],
-      },
+          : declared;
+      }),
+      ...names.queues.flatMap((q) => [
+        ...(q.failures === 'retries'
+          ? delays.map((d) => ({
+              name: retryQueueOf(q, d),
+              bindings: [{ exchange: q.retryExchange, pattern: String(d) }],
+            }))
+          : []),
+        {
+          name: q.parkingQueue,
+          bindings: [{ exchange: q.parkingExchange, pattern: q.parkingRoutingKey }],
+        },
+      ]),
     ],
   };
 }
 
-export async function declareTopology(
-  ch: Channel,
-  topology: TopologyDeclaration = CORE_TOPOLOGY,
-): Promise<void> {
+export async function declareTopology(ch: Channel, topology: TopologyDeclaration): Promise<void> {
   for (const ex of topology.exchanges) {
     await ch.assertExchange(ex.name, ex.type, { durable: true });
   }
@@ -160,6 +243,7 @@ export const UNLIMITED_DELIVERIES = -1;
  * queue, so keys split across policies would silently not combine).
  */
 export function buildPolicies(
+  names: RabbitNames,
   budget: RetryBudget,
   retention: Retention,
   options: PolicyOptions = {},
@@ -168,28 +252,27 @@ export function buildPolicies(
   // queue confirms it, so a parking (or requeue) route that is missing loses nothing. It requires
   // `overflow: reject-publish` (publishers are refused rather than old messages dropped).
   const atLeastOnce = { 'dead-letter-strategy': 'at-least-once', overflow: 'reject-publish' };
-  return [
-    {
-      name: RABBITMQ_NAMES.inventoryQueue,
-      pattern: exact(RABBITMQ_NAMES.inventoryQueue),
-      definition: {
-        // nack(requeue=false) and the delivery limit route here: the parking lot.
-        'dead-letter-exchange': RETRY_NAMES.parkingExchange,
-        'dead-letter-routing-key': RETRY_NAMES.parkingRoutingKey,
-        ...atLeastOnce,
-        // Explicit, because the default differs across versions (none on 3.x, 20 on 4.x).
-        'delivery-limit': options.deliveryLimit ?? RABBITMQ_DEFAULTS.deliveryLimit,
-      },
-    },
-    ...rabbitRetryDelays(budget).map((delay) => ({
-      name: retryQueueName(delay),
-      pattern: exact(retryQueueName(delay)),
-      definition: {
+  const policy = (name: string, definition: Policy['definition']): Policy => ({
+    name,
+    pattern: exact(name),
+    definition,
+  });
+  const retrying = (q: RabbitQueueNames): Policy[] => [
+    policy(q.queue, {
+      // nack(requeue=false) and the delivery limit route here: the parking lot.
+      'dead-letter-exchange': q.parkingExchange,
+      'dead-letter-routing-key': q.parkingRoutingKey,
+      ...atLeastOnce,
+      // Explicit, because the default differs across versions (none on 3.x, 20 on 4.x).
+      'delivery-limit': options.deliveryLimit ?? RABBITMQ_DEFAULTS.deliveryLimit,
+    }),
+    ...rabbitRetryDelays(budget).map((delay) =>
+      policy(retryQueueOf(q, delay), {
         // The delay itself: every message in this queue waits exactly this long…
         'message-ttl': delay,
-        // …then goes back to inventory.orders only (not through `orders`).
-        'dead-letter-exchange': RETRY_NAMES.requeueExchange,
-        'dead-letter-routing-key': RETRY_NAMES.requeueRoutingKey,
+        // …then goes back to its queue only (not through the stream's exchange).
+        'dead-letter-exchange': q.requeueExchange,
+        'dead-letter-routing-key': q.requeueRoutingKey,
         ...atLeastOnce,
         // …and a bound for when the requeue route is gone (the copies are held, not moved).
         'max-length': QUEUE_BOUNDS.retry.maxLength,
@@ -197,65 +280,58 @@ export function buildPolicies(
         // Nothing consumes a delay queue; a copy read there (an operator's "Get messages") must
         // not count towards RabbitMQ 4's default limit, over which it would leave early.
         'delivery-limit': UNLIMITED_DELIVERIES,
-      },
-    })),
-    {
-      name: RETRY_NAMES.parkingQueue,
-      pattern: exact(RETRY_NAMES.parkingQueue),
-      definition: {
-        // Parked messages are kept for the parking retention, then dropped (no dead letter)…
-        'message-ttl': retention.parkingMs,
-        // …and beyond the bound a park is refused (held in inventory.orders), never dropped.
-        'max-length': QUEUE_BOUNDS.parking.maxLength,
-        overflow: QUEUE_BOUNDS.parking.overflow,
-        // Reading the parking lot (`cli parked list`, a redrive's scan) returns every message it
-        // read, and on RabbitMQ 4 each return counts: at the default limit of 20 the 21st read
-        // would drop every parked message silently (no dead-letter exchange here; measured, 4.0.5).
-        'delivery-limit': UNLIMITED_DELIVERIES,
-      },
-    },
-    {
-      // The tap nobody consumes here: bounded in length and age, oldest dropped first.
-      name: RABBITMQ_NAMES.auditQueue,
-      pattern: exact(RABBITMQ_NAMES.auditQueue),
-      definition: {
-        'max-length': QUEUE_BOUNDS.audit.maxLength,
-        'message-ttl': QUEUE_BOUNDS.audit.messageTtlMs,
-        overflow: QUEUE_BOUNDS.audit.overflow,
-        // A tap may lose events: a poison one is dropped after this many deliveries, on every
-        // version (RabbitMQ 4's default, stated so that 3.x does the same).
-        'delivery-limit': QUEUE_BOUNDS.audit.deliveryLimit,
-      },
-    },
-    {
-      // Consumed by the order side; the bound is the safety net when that consumer is down.
-      name: RABBITMQ_NAMES.inventoryResultsQueue,
-      pattern: exact(RABBITMQ_NAMES.inventoryResultsQueue),
-      definition: {
-        'max-length': QUEUE_BOUNDS.inventoryResults.maxLength,
-        // A result given back over and over (its database down) ends in its parking queue: on
-        // RabbitMQ 4 a quorum queue without a dead-letter exchange drops it at the default limit
-        // (20). Explicit limit, at-least-once (held here while the parking queue refuses).
-        'dead-letter-exchange': RABBITMQ_NAMES.resultsParkingExchange,
-        'dead-letter-routing-key': RABBITMQ_NAMES.resultsParkingRoutingKey,
-        ...atLeastOnce,
-        overflow: QUEUE_BOUNDS.inventoryResults.overflow,
-        'delivery-limit': options.resultsDeliveryLimit ?? RABBITMQ_DEFAULTS.resultsDeliveryLimit,
-      },
-    },
-    {
-      // Kept for the parking retention like inventory's parking, refused beyond the bound.
-      name: RABBITMQ_NAMES.resultsParkingQueue,
-      pattern: exact(RABBITMQ_NAMES.resultsParkingQueue),
-      definition: {
-        'message-ttl': retention.parkingMs,
-        'max-length': QUEUE_BOUNDS.resultsParking.maxLength,
-        overflow: QUEUE_BOUNDS.resultsParking.overflow,
-        // Read and moved by hand like inventory's parking: never dropped by a delivery count.
-        'delivery-limit': UNLIMITED_DELIVERIES,
-      },
-    },
+      }),
+    ),
+    policy(q.parkingQueue, {
+      // Parked messages are kept for the parking retention, then dropped (no dead letter)…
+      'message-ttl': retention.parkingMs,
+      // …and beyond the bound a park is refused (held in its queue), never dropped.
+      'max-length': QUEUE_BOUNDS.parking.maxLength,
+      overflow: QUEUE_BOUNDS.parking.overflow,
+      // Reading the parking lot (`cli parked list`, a redrive's scan) returns every message it
+      // read, and on RabbitMQ 4 each return counts: at the default limit of 20 the 21st read
+      // would drop every parked message silently (no dead-letter exchange here; measured, 4.0.5).
+      'delivery-limit': UNLIMITED_DELIVERIES,
+    }),
   ];
+  const redelivering = (q: RabbitQueueNames): Policy[] => [
+    policy(q.queue, {
+      // the bound is the safety net when its consumer is down
+      'max-length': QUEUE_BOUNDS.inventoryResults.maxLength,
+      // A message given back over and over (its database down) ends in its parking queue: on
+      // RabbitMQ 4 a quorum queue without a dead-letter exchange drops it at the default limit
+      // (20). Explicit limit, at-least-once (held here while the parking queue refuses).
+      'dead-letter-exchange': q.parkingExchange,
+      'dead-letter-routing-key': q.parkingRoutingKey,
+      ...atLeastOnce,
+      overflow: QUEUE_BOUNDS.inventoryResults.overflow,
+      'delivery-limit': options.resultsDeliveryLimit ?? RABBITMQ_DEFAULTS.resultsDeliveryLimit,
+    }),
+    policy(q.parkingQueue, {
+      // kept for the parking retention like a retrying queue's parking, refused beyond the bound
+      'message-ttl': retention.parkingMs,
+      'max-length': QUEUE_BOUNDS.resultsParking.maxLength,
+      overflow: QUEUE_BOUNDS.resultsParking.overflow,
+      // read and moved by hand: never dropped by a delivery count
+      'delivery-limit': UNLIMITED_DELIVERIES,
+    }),
+  ];
+  const tap = (t: RabbitTapNames): Policy =>
+    policy(t.queue, {
+      // nobody consumes it here: bounded in length and age, oldest dropped first
+      'max-length': QUEUE_BOUNDS.audit.maxLength,
+      'message-ttl': QUEUE_BOUNDS.audit.messageTtlMs,
+      overflow: QUEUE_BOUNDS.audit.overflow,
+      // A tap may lose events: a poison one is dropped after this many deliveries, on every
+      // version (RabbitMQ 4's default, stated so that 3.x does the same).
+      'delivery-limit': QUEUE_BOUNDS.audit.deliveryLimit,
+    });
+  return Object.values(names.exchanges).flatMap((exchange) => [
+    ...names.queues
+      .filter((q) => q.exchange === exchange)
+      .flatMap((q) => (q.failures === 'retries' ? retrying(q) : redelivering(q))),
+    ...names.taps.filter((t) => t.exchange === exchange).map(tap),
+  ]);
 }
 
 /** `major.minor` of a RabbitMQ version string (`3.10.8` → [3, 10]). */
@@ -316,28 +392,37 @@ export function vhostOf(amqpUrl: string): string {
  * Declares the whole topology and applies its policies: what a consumer does at start (the
  * relay needs only the core). Idempotent.
  */
-export async function prepareInventoryTopology(deps: {
+export async function prepareTopology(deps: {
   channel: (fn: (ch: Channel) => Promise<void>) => Promise<void>;
   management: RabbitManagement;
   vhost: string;
+  names: RabbitNames;
   budget: RetryBudget;
   retention: Retention;
   policy?: PolicyOptions;
 }): Promise<void> {
-  await deps.channel((ch) => declareTopology(ch, buildTopology(deps.budget)));
+  await deps.channel((ch) => declareTopology(ch, buildTopology(deps.names, deps.budget)));
   await applyPolicies(
     deps.management,
     deps.vhost,
-    buildPolicies(deps.budget, deps.retention, deps.policy),
+    buildPolicies(deps.names, deps.budget, deps.retention, deps.policy),
     deps.policy,
   );
 }
 
-/** Everything `prepare` declares for a budget and retention (the deploy's custom resource digests it). */
+/**
+ * Everything `prepare` declares for a topology, budget and retention (the deploy's custom
+ * resource digests it).
+ */
 export function declaredTopology(
+  topology: Topology,
   budget: RetryBudget,
   retention: Retention,
   options: PolicyOptions = {},
 ): { topology: TopologyDeclaration; policies: Policy[] } {
-  return { topology: buildTopology(budget), policies: buildPolicies(budget, retention, options) };
+  const names = rabbitNames(topology);
+  return {
+    topology: buildTopology(names, budget),
+    policies: buildPolicies(names, budget, retention, options),
+  };
 }

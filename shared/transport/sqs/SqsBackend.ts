@@ -2,22 +2,23 @@ import { GetQueueAttributesCommand, GetQueueUrlCommand, type SQSClient } from '@
 import { DEFAULT_REDRIVE_LIMIT } from '../../config/env.js';
 import { ConsumerDriver } from '../../consumer/driver.js';
 import { TransportUnavailableError } from '../../port/errors.js';
-import type {
-  Backend,
-  Capabilities,
-  DeliveryJournal,
-  Inspection,
-  MessageHandler,
-  ParkingLot,
-  ParkNotices,
-  PrepareReport,
-  Publisher,
-  RunningConsumer,
-  Stream,
+import {
+  type Backend,
+  type Capabilities,
+  type DeliveryJournal,
+  type Inspection,
+  type MessageHandler,
+  type ParkingLot,
+  type ParkNotices,
+  type PrepareReport,
+  type Publisher,
+  type RunningConsumer,
+  type Stream,
+  subscriptionOf,
 } from '../../port/types.js';
 import { createSqsClient } from './client.js';
 import type { SqsBackendConfig } from './config.js';
-import { SQS_DEFAULTS, SQS_NAMES, type SqsRetryMode, sqsQueueNames } from './constants.js';
+import { SQS_DEFAULTS, type SqsRetryMode, sqsQueueNames } from './constants.js';
 import { sqsParkingLot } from './parking.js';
 import { defaultSqsQueueSettings, ensureQueue, ensureSqsQueues } from './queues.js';
 import { LazySqsPublisher } from './SqsPublisher.js';
@@ -78,7 +79,7 @@ export class SqsBackend implements Backend {
   }
 
   private names() {
-    return sqsQueueNames(this.config.prefix ?? '', this.fifo);
+    return sqsQueueNames(this.config.topology, this.config.prefix ?? '', this.fifo);
   }
 
   /**
@@ -95,14 +96,15 @@ export class SqsBackend implements Backend {
     });
     // read by the order-results function through the same kind of mapping as the source queue:
     // the same visibility timeout (≥ 6 × its timeout), as the stack gives it
-    const resultsUrl = await ensureQueue(
-      this.client,
-      `${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`,
-      { VisibilityTimeout: String(visibilityTimeoutSeconds) },
-    );
+    const results = this.names().results;
+    const resultsUrl = results
+      ? await ensureQueue(this.client, results, {
+          VisibilityTimeout: String(visibilityTimeoutSeconds),
+        })
+      : '';
     const all = { ...queues, resultsUrl };
     this.resolved = Promise.resolve(all);
-    return { queues: 3, policies: 0 };
+    return { queues: results ? 3 : 2, policies: 0 };
   }
 
   /** The queues' URLs and ARNs: as configured, as prepared, or looked up by name. */
@@ -130,7 +132,9 @@ export class SqsBackend implements Backend {
     const parkingUrl = await url(names.parking, given?.parking);
     const resultsUrl = given
       ? (given.results ?? '')
-      : await url(`${this.config.prefix ?? ''}${SQS_NAMES.inventoryResultsQueue}`);
+      : names.results
+        ? await url(names.results)
+        : '';
     return {
       sourceUrl,
       parkingUrl,
@@ -145,18 +149,23 @@ export class SqsBackend implements Backend {
     await this.publisher('outbox').ready(timeoutMs);
   }
 
-  /** The publisher of a stream: order events to inventory's queue, results to the order side's. */
-  publisher(stream: Stream = 'outbox'): Publisher {
+  /**
+   * The publisher of a stream (default: the retrying subscription's): to the queue of the
+   * subscription that reads it.
+   */
+  publisher(stream: Stream = this.names().sourceStream): Publisher {
     let p = this.publishers.get(stream);
     if (!p) {
-      if (stream !== 'outbox' && stream !== 'inventory_outbox') {
+      const names = this.names();
+      const toSource = stream === names.sourceStream;
+      if (!toSource && stream !== names.resultsStream) {
         throw new Error(`no SQS queue for stream "${stream}"`);
       }
       p = new LazySqsPublisher(this.client, async () => {
         const q = await this.queues();
-        const url = stream === 'outbox' ? q.sourceUrl : q.resultsUrl;
+        const url = toSource ? q.sourceUrl : q.resultsUrl;
         if (!url) throw new TransportUnavailableError(`no queue URL for stream "${stream}"`);
-        return { queueUrl: url, fifo: stream === 'outbox' && url.endsWith('.fifo') };
+        return { queueUrl: url, fifo: toSource && url.endsWith('.fifo') };
       });
       this.publishers.set(stream, p);
     }
@@ -169,16 +178,17 @@ export class SqsBackend implements Backend {
     options: {
       journal?: DeliveryJournal | undefined;
       /**
-       * `inventory` (default): the inventory queue, with its retries and parking queue;
-       * `results`: the order side's results queue (its handler only acknowledges or gives back).
+       * The subscription (default: the first): the one that retries, with its parking queue, or
+       * the one that only gives back (a park there is refused: returned).
        */
-      queue?: 'inventory' | 'results';
+      queue?: string;
       /** The use case's notices of parked messages (published through this backend). */
       notices?: ParkNotices | undefined;
     } = {},
   ): Promise<{ driver: ConsumerDriver<SqsDelivery>; mode: SqsRetryMode; fifo: boolean }> {
     const q = await this.queues();
-    const results = options.queue === 'results';
+    const chosen = subscriptionOf(this.config.topology, options.queue).name;
+    const results = chosen !== this.names().sourceSubscription;
     if (results && !q.resultsUrl) throw new Error('the SQS backend has no results queue URL');
     const sourceUrl = results ? q.resultsUrl : q.sourceUrl;
     const fifo = sourceUrl.endsWith('.fifo');

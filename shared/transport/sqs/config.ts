@@ -4,6 +4,7 @@ import type { Retention, RetryBudget } from '../../config/budget.js';
 import type { Env } from '../../config/env.js';
 import type { ParkRefused } from '../../consumer/driver.js';
 import type { Logger } from '../../logger.js';
+import type { Topology } from '../../port/types.js';
 import { backendBaseSchema, url } from '../module.js';
 import type { SqsRetryMode } from './constants.js';
 
@@ -24,6 +25,8 @@ export interface SqsBackendConfig {
   visibilityTimeoutSeconds?: number;
   /** Who parks, for diagnoses (`inventory@<version>`). */
   consumer: string;
+  /** The streams and subscriptions, by name (`Topology`). */
+  topology: Topology;
   /**
    * The queue URLs of a deployed pipeline (no `prepare`). Unset: `prepare` creates the queues,
    * or they are looked up by name.
@@ -45,7 +48,8 @@ export interface SqsBackendConfig {
  */
 export function sqsConfigFromEnv(
   env: Env,
-  base: Pick<SqsBackendConfig, 'budget' | 'retention' | 'consumer'> & Partial<SqsBackendConfig>,
+  base: Pick<SqsBackendConfig, 'budget' | 'retention' | 'consumer' | 'topology'> &
+    Partial<SqsBackendConfig>,
 ): SqsBackendConfig {
   const source = env.SOURCE_QUEUE_URL;
   return {

@@ -1,3 +1,5 @@
+import { ConfigError } from '../../config/errors.js';
+import type { Stream, Topology } from '../../port/types.js';
 /**
  * The SQS backend's names, attributes and limits in one place. Queue names are pinned (operators,
  * the README and the deployed stacks rely on them): see docs/design.md, "SQS resources". A prefix
@@ -14,23 +16,51 @@ export const SQS_NAMES = {
 } as const;
 
 export interface SqsQueueNames {
+  /** The queue of the subscription that retries and parks (`failures: 'retries'`). */
   source: string;
   parking: string;
   fifo: boolean;
+  /** The queue of the subscription that only gives back (`failures: 'redelivery'`), if any. */
+  results: string | undefined;
+  /** The subscriptions' names, and the streams whose events go to each queue. */
+  sourceSubscription: string;
+  resultsSubscription: string | undefined;
+  sourceStream: Stream;
+  resultsStream: Stream | undefined;
 }
 
-export function sqsQueueNames(prefix = '', fifo = false): SqsQueueNames {
-  return fifo
-    ? {
-        source: `${prefix}${SQS_NAMES.inventoryFifoQueue}`,
-        parking: `${prefix}${SQS_NAMES.parkingFifoQueue}`,
-        fifo,
-      }
-    : {
-        source: `${prefix}${SQS_NAMES.inventoryQueue}`,
-        parking: `${prefix}${SQS_NAMES.parkingQueue}`,
-        fifo,
-      };
+/** A subscription's queue name on SQS: its queue's name with `.` as `-` (SQS allows no dots). */
+export const sqsQueueName = (queue: string) => queue.replace(/\./g, '-');
+
+/**
+ * The SQS queues of a topology: SQS is point-to-point, so the backend reads one subscription of
+ * each kind: the one that retries and parks (its queue, and `<queue>-parking`; FIFO: both with
+ * `.fifo`), and at most one that only gives back (its queue; its parking queue, if any, is its
+ * redrive policy's, made by the stack). Any other topology is a `ConfigError`.
+ */
+export function sqsQueueNames(topology: Topology, prefix = '', fifo = false): SqsQueueNames {
+  const subs = Object.entries(topology.subscriptions);
+  const retrying = subs.filter(([, s]) => s.failures === 'retries');
+  const redelivering = subs.filter(([, s]) => s.failures === 'redelivery');
+  const [source] = retrying;
+  if (!source || retrying.length > 1 || redelivering.length > 1) {
+    throw new ConfigError(
+      "the SQS backend reads one subscription that retries and at most one that only gives back (failures: 'redelivery')",
+    );
+  }
+  const [results] = redelivering;
+  const suffix = fifo ? '.fifo' : '';
+  const base = `${prefix}${sqsQueueName(source[1].queue)}`;
+  return {
+    source: `${base}${suffix}`,
+    parking: `${base}-parking${suffix}`,
+    fifo,
+    results: results ? `${prefix}${sqsQueueName(results[1].queue)}` : undefined,
+    sourceSubscription: source[0],
+    resultsSubscription: results?.[0],
+    sourceStream: source[1].stream,
+    resultsStream: results?.[1].stream,
+  };
 }
 
 /** Message attributes this project sets on SQS messages (names allow `_`, not `-` first). */
