@@ -11,10 +11,11 @@ import { type Envelope, encodeEnvelope, newEnvelope } from '../shared/envelope/e
 import { ReserveInventory } from '../shared/inventory/ReserveInventory.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { RABBITMQ_NAMES } from '../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
 import type { Backend, Publisher, RunningConsumer } from '../shared/port/types.js';
 import type { BackendBase, TransportName } from '../shared/transport/index.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
+import { SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 
 /** What every benchmark's backends are built with: the tests' short retry ladder. */
 export const BENCH_BACKEND: BackendBase = {

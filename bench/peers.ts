@@ -24,8 +24,8 @@ import { setStock } from '../shared/inventory/stock.js';
 import { createLogger } from '../shared/logger.js';
 import { OutboxRelay } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import { RABBITMQ_NAMES } from '../shared/pipeline/names.js';
 import type { Backend } from '../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
 import { createSqsClient } from '../shared/transport/sqs/index.js';
 import type { DeployedTransport } from './deployed.js';
 import {

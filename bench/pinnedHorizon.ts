@@ -10,7 +10,7 @@ import {
   OutboxRelay,
 } from '../shared/outbox/OutboxRelay.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
-import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES } from '../shared/pipeline/names.js';
 import { sleep } from '../shared/util/async.js';
 import { BENCH_BACKEND, withBenchEnvironment } from './environment.js';
 import { round2 } from './load.js';

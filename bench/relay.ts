@@ -1,7 +1,8 @@
 import amqp from 'amqplib';
 import type { Env } from '../shared/config/env.js';
 import { type Envelope, encodeEnvelope } from '../shared/envelope/envelope.js';
-import { RABBITMQ_NAMES, SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES } from '../shared/pipeline/names.js';
+import { SCHEMA_VERSION_HEADER } from '../shared/transport/rabbitmq/constants.js';
 import {
   BENCH_BACKEND,
   insertOutbox,

@@ -4,7 +4,7 @@ import type { ScratchEnvironment } from '../devkit/scratch.js';
 import type { Env } from '../shared/config/env.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { setStock } from '../shared/inventory/stock.js';
-import { RABBITMQ_NAMES } from '../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES } from '../shared/pipeline/names.js';
 import {
   BENCH_BACKEND,
   countOf,

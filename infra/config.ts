@@ -8,12 +8,8 @@ import {
 import { ConfigError } from '../shared/config/errors.js';
 import { visibilityTimeoutRule } from '../shared/config/rules.js';
 import { DEFAULT_DEADLINE_MARGIN_MS } from '../shared/middleware/transactionDeadline.js';
-import {
-  AMAZON_MQ_TRIGGER,
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-} from '../shared/transport/rabbitmq/constants.js';
-import { SQS_NAMES } from '../shared/transport/sqs/constants.js';
+import { RABBITMQ_NAMES, RETRY_NAMES, SQS_NAMES } from '../shared/pipeline/names.js';
+import { AMAZON_MQ_TRIGGER } from '../shared/transport/rabbitmq/constants.js';
 
 /**
  * The deployed pipeline's settings, derived from the same config module the local runtime uses

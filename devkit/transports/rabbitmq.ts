@@ -1,9 +1,9 @@
 import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
 import { createLogger } from '../../shared/logger.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
 import {
   AMAZON_MQ_TRIGGER,
-  RABBITMQ_NAMES,
   SCHEMA_VERSION_HEADER,
 } from '../../shared/transport/rabbitmq/constants.js';
 import {

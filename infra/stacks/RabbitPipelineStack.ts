@@ -24,12 +24,9 @@ import {
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
+import { RABBITMQ_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import {
-  QUEUE_BOUNDS,
-  RABBITMQ_NAMES,
-  retryQueueName,
-} from '../../shared/transport/rabbitmq/constants.js';
+import { QUEUE_BOUNDS } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';

@@ -1,8 +1,8 @@
 import type { ConsumerSettings } from '../../devkit/consumers.js';
 import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import { amqpUrlVia } from '../../devkit/transports/rabbitmq.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import type { Publisher } from '../../shared/port/types.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type {
   RabbitMqBackend,
   RabbitMqBackendConfig,

@@ -21,6 +21,7 @@ import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type {
   Backend,
@@ -28,7 +29,6 @@ import type {
   ParkedEntry,
   RunningConsumer,
 } from '../../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type {
   RabbitMqBackend,
   RabbitMqBackendConfig,

@@ -4,16 +4,14 @@ import { connect } from '@nats-io/transport-node';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { NATS_URL, natsLocal } from '../../devkit/transports/nats.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Backend, Publisher } from '../../shared/port/types.js';
 import { createBackend } from '../../shared/transport/index.js';
 import { NATS_HEADERS } from '../../shared/transport/nats/constants.js';
 import { header } from '../../shared/transport/nats/messages.js';
 import { type ConsumerNames, natsNames } from '../../shared/transport/nats/topology.js';
-import {
-  RABBITMQ_NAMES,
-  SCHEMA_VERSION_HEADER,
-} from '../../shared/transport/rabbitmq/constants.js';
+import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/constants.js';
 import { rabbitmqBackend } from '../../shared/transport/rabbitmq/RabbitMqBackend.js';
 import { SQS_ATTRIBUTES } from '../../shared/transport/sqs/constants.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';

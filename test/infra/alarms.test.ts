@@ -5,11 +5,8 @@ import { pipelineConfig } from '../../infra/config.js';
 import { METRICS_NAMESPACE, OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consumer/metrics.js';
 import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
-import {
-  QUEUE_METRICS,
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-} from '../../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
+import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import { synthPipelines } from '../helpers/templates.js';
 
 /**

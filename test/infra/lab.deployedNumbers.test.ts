@@ -5,8 +5,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
 import { renderDeployedNumbers } from '../../lab/deployedNumbers.js';
 import { REAL_TIME_SETTINGS, SCALED_SETTINGS } from '../../lab/settings.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { synthPipelines } from '../helpers/templates.js';
 

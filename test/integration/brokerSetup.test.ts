@@ -9,14 +9,10 @@ import {
   rabbitRetryDelays,
 } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { RABBITMQ_NAMES, RETRY_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
 import { pipelinePermissions } from '../../shared/transport/rabbitmq/brokerUsers.js';
-import {
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-  retryQueueName,
-} from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';

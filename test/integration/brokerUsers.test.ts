@@ -3,12 +3,12 @@ import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {
   PIPELINE_USER_TAGS,
   pipelinePermissions,
 } from '../../shared/transport/rabbitmq/brokerUsers.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import {
   declaredTopology,
   ensurePipelineUser,

@@ -9,7 +9,7 @@ import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, testConnection } from '../helpers/amqp.js';
 import {

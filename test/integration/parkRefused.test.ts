@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { CONSUMER_METRICS, publishParkRefused } from '../../shared/consumer/metrics.js';
-import { RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import { RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { emfCapture } from '../helpers/emf.js';
 import { InventoryRig } from '../helpers/inventory.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';

@@ -7,13 +7,9 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import {
-  QUEUE_BOUNDS,
-  RABBITMQ_DEFAULTS,
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-} from '../../shared/transport/rabbitmq/constants.js';
+import { QUEUE_BOUNDS, RABBITMQ_DEFAULTS } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology, type RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { requiredRoutes, topicMatches } from '../../shared/transport/rabbitmq/routes.js';

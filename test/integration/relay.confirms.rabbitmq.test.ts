@@ -8,9 +8,9 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { Publisher } from '../../shared/port/types.js';
-import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import type { TestDatabase } from '../helpers/db.js';

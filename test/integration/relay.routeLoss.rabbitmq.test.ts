@@ -5,8 +5,8 @@ import { INVENTORY_CONSUMER } from '../../shared/inventory/ReserveInventory.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { REPUBLISH_PREFIX } from '../../shared/outbox/OutboxStore.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { RABBITMQ_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryRig } from '../helpers/inventory.js';
 

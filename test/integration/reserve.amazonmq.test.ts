@@ -8,12 +8,10 @@ import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget
 import type { BatchReport } from '../../shared/consumer/driver.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { createLogger } from '../../shared/logger.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
-import {
-  RABBITMQ_NAMES,
-  SCHEMA_VERSION_HEADER,
-} from '../../shared/transport/rabbitmq/constants.js';
+import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMQEvent, RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryRig, RIG_CONSUMER } from '../helpers/inventory.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { InventoryRig } from '../helpers/inventory.js';
 

@@ -1,12 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
+import { RABBITMQ_NAMES, RETRY_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import {
-  RABBITMQ_NAMES,
-  RETRY_NAMES,
-  retryQueueName,
-} from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { applyPolicies } from '../../shared/transport/rabbitmq/topology.js';
 import { RABBITMQ_RIG } from '../helpers/consumerRigs.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { policyForBroker, UNLIMITED_DELIVERIES } from '../../shared/transport/rabbitmq/topology.js';
 

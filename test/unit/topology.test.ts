@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { RABBITMQ_NAMES, RETRY_NAMES, SQS_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { topologySchema } from '../../shared/transport/module.js';
 import { natsNames } from '../../shared/transport/nats/index.js';
-import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/transport/rabbitmq/constants.js';
 import { rabbitNames } from '../../shared/transport/rabbitmq/topology.js';
-import { SQS_NAMES, sqsQueueNames } from '../../shared/transport/sqs/constants.js';
+import { sqsQueueNames } from '../../shared/transport/sqs/constants.js';
 
 describe('the topology: names are configuration', () => {
   it("derives, from the example's topology, the names its stacks, operators and docs use", () => {

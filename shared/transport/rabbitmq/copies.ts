@@ -3,8 +3,8 @@ import { type RetryBudget, rabbitRetryBucket } from '../../config/budget.js';
 import type { Diagnosis, InboundMessage, Origin, Redrive, RetryRequest } from '../../port/types.js';
 import type { ConfirmedChannel } from './ConfirmedChannel.js';
 import { HEADERS, MAX_ERROR_HEADER, RABBITMQ_DEFAULTS } from './constants.js';
-import { isOwnExchange, type RabbitQueueNames } from './topology.js';
 import { SettlePublishError } from './errors.js';
+import { isOwnExchange, type RabbitQueueNames } from './topology.js';
 
 /** What the backend needs of a received message to read it and to publish a copy of it. */
 export interface AmqpMessage {

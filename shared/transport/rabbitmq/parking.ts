@@ -126,9 +126,7 @@ async function untilReturned(
 ): Promise<void> {
   if (ready === 0) return;
   await pollUntil(
-    async () =>
-      (await connection.withChannel((ch) => ch.checkQueue(queue)))
-        .messageCount >= ready,
+    async () => (await connection.withChannel((ch) => ch.checkQueue(queue))).messageCount >= ready,
     { timeoutMs: RETURN_TIMEOUT_MS, intervalMs: 20 },
   );
 }

@@ -1,20 +1,7 @@
 import { ConfigError } from '../../config/errors.js';
 import type { Stream, Topology } from '../../port/types.js';
-/**
- * The SQS backend's names, attributes and limits in one place. Queue names are pinned (operators,
- * the README and the deployed stacks rely on them): see docs/design.md, "SQS resources". A prefix
- * (`SQS_QUEUE_PREFIX`, empty by default) lets several test files or labs share one server without
- * sharing queues.
- */
-export const SQS_NAMES = {
-  inventoryQueue: 'inventory-orders',
-  parkingQueue: 'inventory-orders-parking',
-  inventoryFifoQueue: 'inventory-orders.fifo',
-  parkingFifoQueue: 'inventory-orders-parking.fifo',
-  /** The order service's queue for inventory results (published from inventory_outbox). */
-  inventoryResultsQueue: 'orders-inventory-results',
-} as const;
 
+/** The SQS backend's queue names from the topology, its attributes and limits in one place. */
 export interface SqsQueueNames {
   /** The queue of the subscription that retries and parks (`failures: 'retries'`). */
   source: string;
