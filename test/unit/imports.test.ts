@@ -6,20 +6,25 @@ import { describe, expect, it } from 'vitest';
 /**
  * The layering rules, checked on the imports themselves (every `.ts` file git tracks):
  * - `shared/` is what a Lambda bundle may import: it imports nothing outside `shared/`, no
- *   devDependency (type-only imports are erased and allowed), and never `node:child_process`;
+ *   devDependency (type-only imports are erased and allowed), and never `node:child_process`
+ *   (but for the conformance kit's consumer process, `shared/testing/conformance/process.ts`,
+ *   which no Lambda bundle reaches);
  * - inside `shared/`, imports run down the layers only (below): a layer imports nothing above it
  *   nor beside it, so there is no circle between folders; the port imports only the envelope;
  * - outside a backend's folder (`shared/transport/<backend>/`) and `test/`, only that backend's
  *   `index.ts` (its module and public surface) and `constants.ts` (its pinned names, no I/O, so
  *   that the configuration and the stacks can read them without loading the backend's client)
  *   are imported; the tests of a backend's parts (`test/`) import its other files directly;
- * - the package's entry points (`exports`) reach none of the example's use cases or event schemas;
+ * - the package's entry points (`exports`, `bin` and the build's roots) reach none of the example's
+ *   use cases or event schemas;
  * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`;
  * - tooling is shared through `devkit/`: tests import `lab/` or `soak/` only in the tests of the
  *   lab and the soak; `lab/`, `soak/`, `bench/`, `bin/`, `devkit/` never import `test/`; `devkit/`
  *   imports none of the programs built on it.
  */
 const ROOT = join(import.meta.dirname, '..', '..');
+/** The one file of `shared/` that starts processes: the conformance kit's consumer process. */
+const SPAWNS = 'shared/testing/conformance/process.ts';
 const BACKENDS = ['rabbitmq', 'sqs', 'memory', 'nats'];
 
 /**
@@ -118,7 +123,8 @@ describe('the import rules', () => {
       if (i.target.includes('/') && !i.target.startsWith('@') && i.target.endsWith('.ts')) {
         return !i.target.startsWith('shared/');
       }
-      if (i.target === 'node:child_process' || i.target === 'child_process') return true;
+      if (i.target === 'node:child_process' || i.target === 'child_process')
+        return i.file !== SPAWNS;
       return !i.typeOnly && dev.has(packageName(i.target));
     });
     expect(show(bad)).toEqual([]);
@@ -164,10 +170,21 @@ describe('the import rules', () => {
   it("the package's entry points reach none of the example's use cases or event schemas", () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
       exports: Record<string, string | { default: string }>;
+      bin?: Record<string, string>;
     };
-    const entries = Object.values(pkg.exports).flatMap((t) =>
-      typeof t === 'string' ? [] : [t.default.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts')],
-    );
+    const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8')) as {
+      files: string[];
+    };
+    const source = (built: string) => built.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts');
+    const entries = [
+      ...new Set([
+        ...Object.values(pkg.exports).flatMap((t) =>
+          typeof t === 'string' ? [] : [source(t.default)],
+        ),
+        ...Object.values(pkg.bin ?? {}).map(source),
+        ...build.files,
+      ]),
+    ];
     const example =
       /^shared\/(orders|inventory|maintenance|http|middleware|pipeline)\/|^shared\/envelope\/events\.ts$/;
     const byFile = new Map<string, Import[]>();
