@@ -50,14 +50,19 @@ export async function scratchProject(dir: string, packages: readonly string[]): 
   });
 }
 
-/** Runs `command` in `dir`; resolves with its output whatever the exit code. */
+/** Runs `command` in `dir` (with `env` over this process's); resolves with its output whatever the exit code. */
 export async function runIn(
   dir: string,
   command: string,
   args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number; output: string }> {
   try {
-    const { stdout, stderr } = await run(command, args, { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
+    const { stdout, stderr } = await run(command, args, {
+      cwd: dir,
+      env: { ...process.env, ...env },
+      maxBuffer: 16 * 1024 * 1024,
+    });
     return { code: 0, output: stdout + stderr };
   } catch (err) {
     const e = err as { code?: number; stdout?: string; stderr?: string };

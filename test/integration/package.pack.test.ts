@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { builtinModules } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
   type PackedFile,
   packLibrary,
@@ -64,6 +64,52 @@ console.log(JSON.stringify({
 }));
 `;
 
+/**
+ * A handler of the project for the conformance kit, in plain JavaScript as a user's build emits
+ * it: an \`inboxHandler\` whose effect is a row of its own table, written in the transaction.
+ */
+const SUBJECT = `
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { inboxHandler } from '${PACKAGE}';
+
+const paid = z.object({ orderId: z.uuid() });
+const sql = 'CREATE TABLE shipments (message_id uuid NOT NULL)';
+export default {
+  consumer: 'shipping',
+  outboxes: [],
+  migrations: () => [{ name: '0001_shipments', sql, checksum: '1' }],
+  handler: ({ db, budget }) =>
+    inboxHandler({
+      db,
+      budget,
+      consumer: 'shipping',
+      types: ['order.paid'],
+      schemaFor: (type, major) => (type === 'order.paid' && major === 1 ? paid : undefined),
+      async apply(tx, envelope) {
+        await tx.query('INSERT INTO shipments (message_id) VALUES ($1)', [envelope.id]);
+        return 'shipped';
+      },
+    }),
+  event: (i) => {
+    const orderId = randomUUID();
+    return {
+      type: 'order.paid',
+      aggregate: { type: 'order', id: orderId, version: 1 },
+      data: { orderId },
+      correlationId: \`c-\${i}\`,
+      producer: 'orders',
+    };
+  },
+  async effects(db) {
+    const { rows } = await db.query(
+      'SELECT message_id::text AS id, count(*)::int AS n FROM shipments GROUP BY 1',
+    );
+    return new Map(rows.map((r) => [r.id, r.n]));
+  },
+};
+`;
+
 const TSCONFIG = {
   compilerOptions: {
     target: 'es2024',
@@ -106,6 +152,7 @@ describe('the packed library, installed in an empty project', () => {
     await scratchProject(app, [packed.tarball, '@types/node@24', NODE_22]);
     installed = join(app, 'node_modules', PACKAGE);
     await writeFile(join(app, 'smoke.ts'), SMOKE);
+    await writeFile(join(app, 'subject.mjs'), SUBJECT);
     await writeFile(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG));
   }, 240_000);
   afterAll(async () => {
@@ -178,4 +225,40 @@ describe('the packed library, installed in an empty project', () => {
     }
     expect(majors.sort()).toEqual([22, 24]);
   });
+
+  it('runs the conformance kit from its bin with plain node, its consumer process included', async () => {
+    const bin = join(app, 'node_modules', '.bin', PACKAGE);
+    expect(await readFile(bin, 'utf8')).toMatch(/^#!\/usr\/bin\/env node\n/);
+    const services = inject('services');
+    const env = {
+      DATABASE_URL: services.databaseUrl,
+      AMQP_URL: services.amqpUrl,
+      RABBITMQ_MANAGEMENT_URL: services.managementUrl,
+    };
+    const conformance = (transport: string, scenarios: string) =>
+      runIn(
+        app,
+        process.execPath,
+        [bin, 'conformance', '--handler', 'subject.mjs', '--transport', transport].concat([
+          '--scenario',
+          scenarios,
+          '--events',
+          '3',
+          '--out',
+          join('reports', transport),
+        ]),
+        env,
+      );
+    const memory = await conformance('memory', 'duplicates,rollback-after-effect');
+    expect(memory.code, memory.output).toBe(0);
+    // a child process of the kit, started from the installed package with plain node
+    const killed = await conformance('rabbitmq', 'killed-process');
+    expect(killed.code, killed.output).toBe(0);
+    for (const transport of ['memory', 'rabbitmq']) {
+      const report = JSON.parse(
+        await readFile(join(app, 'reports', transport, 'conformance.json'), 'utf8'),
+      );
+      expect(report).toMatchObject({ transport, passed: true, events: 3 });
+    }
+  }, 120_000);
 });
