@@ -4,7 +4,7 @@ import { ConfigError } from '../../config/errors.js';
 import { libraryMigrations } from '../../db/libraryMigrations.js';
 import { migrate } from '../../db/migrate.js';
 import { type Envelope, newEnvelope } from '../../envelope/envelope.js';
-import type { Backend, ParkedEntry, RunningConsumer } from '../../port/types.js';
+import type { Backend, ParkedEntry, RunningConsumer, Topology } from '../../port/types.js';
 import { backendFromConfig, isTransportName, TRANSPORT_NAMES } from '../../transport/index.js';
 import { pollUntil } from '../../util/async.js';
 import {
@@ -39,6 +39,21 @@ import {
 const DEFAULT_EVENTS = 8;
 const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_CONCURRENCY = 3;
+
+/** The stream the kit publishes the subject's events on. */
+const KIT_STREAM = 'conformance';
+
+/**
+ * The scratch namespace's topology: one stream, and one subscription taking the subject's event
+ * types (and the scenario's extra ones), with the retry ladder and its parking lot.
+ */
+const kitTopology = (types: readonly string[]): Topology => ({
+  streams: { [KIT_STREAM]: 'conformance' },
+  subscriptions: {
+    subject: { queue: 'conformance.subject', stream: KIT_STREAM, types, failures: 'retries' },
+  },
+});
+
 /** The largest batch of a consumer process (so that a crash leaves work behind). */
 const CHILD_BATCH = 2;
 /** Timelines shown per failing scenario at most. */
@@ -183,6 +198,7 @@ async function runScenario(run: Run, scenario: Scenario): Promise<ScenarioResult
 
     res.namespace = await run.kit.namespace(run.options.services, name, {
       consumer: run.subject.consumer,
+      topology: kitTopology(types),
       budget,
       retention: DEFAULT_RETENTION,
       ...(run.options.logger ? { logger: run.options.logger } : {}),
@@ -190,7 +206,6 @@ async function runScenario(run: Run, scenario: Scenario): Promise<ScenarioResult
     const backend = backendFromConfig(run.transport, res.namespace.config);
     res.backend = backend;
     await backend.prepare('consume');
-    await run.kit.route?.(backend, types);
 
     const ctx = context(run, scenario, {
       observer,
@@ -280,7 +295,7 @@ function context(
     label: (id, label) => s.labels.set(id.toLowerCase(), label),
     async publish(envelopes) {
       const at = Date.now();
-      const outcomes = await s.backend.publisher('outbox').publish(envelopes);
+      const outcomes = await s.backend.publisher(KIT_STREAM).publish(envelopes);
       for (const o of outcomes) {
         const id = o.id.toLowerCase();
         if (o.ok && goodIds.has(id)) accepted.add(id);

@@ -9,7 +9,6 @@ import type {
 } from '../../port/types.js';
 import type { BackendBase, TransportName } from '../../transport/index.js';
 import { NATS_DEFAULTS } from '../../transport/nats/constants.js';
-import { OUTBOX_EXCHANGE, RABBITMQ_NAMES } from '../../transport/rabbitmq/constants.js';
 import {
   amqpUrlForVhost,
   RabbitManagement,
@@ -45,8 +44,6 @@ export interface KitTransport {
   duplicateWindowMs?: number;
   preflight?(services: ConformanceServices): Promise<void>;
   namespace(services: ConformanceServices, name: string, base: BackendBase): Promise<KitNamespace>;
-  /** After `prepare`: routes these event types of stream `outbox` to the consumer. */
-  route?(backend: Backend, types: readonly string[]): Promise<void>;
   lambda?(
     backend: Backend,
     handler: MessageHandler,
@@ -99,15 +96,6 @@ const rabbitmq: KitTransport = {
       },
       delete: () => management.deleteVhost(name),
     };
-  },
-  // The backend's topology binds only the example's order events to its consumer queue.
-  async route(backend, types) {
-    if (!(backend instanceof RabbitMqBackend)) throw new Error('not a RabbitMQ backend');
-    await backend.withChannel(async (ch) => {
-      for (const type of types) {
-        await ch.bindQueue(RABBITMQ_NAMES.inventoryQueue, OUTBOX_EXCHANGE.outbox, type);
-      }
-    });
   },
 };
 
