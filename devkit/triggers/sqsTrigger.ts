@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   DeleteMessageBatchCommand,
   GetQueueAttributesCommand,
@@ -6,10 +5,10 @@ import {
   ReceiveMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { visibilityTimeoutRule } from '../../shared/config/rules.js';
 import type { Logger } from '../../shared/logger.js';
-import { createSqsClient } from '../../shared/transport/sqs/index.js';
+import { createSqsClient, toSqsRecord } from '../../shared/transport/sqs/index.js';
 import { backoffDelay, sleep } from '../../shared/util/async.js';
 import { localLambdaContext } from './lambdaContext.js';
 
@@ -230,48 +229,4 @@ export function validateVisibility(
       `the queue's visibility timeout (${visibilityTimeoutSeconds} s) ${problem}`,
     );
   }
-}
-
-/** The record Lambda's SQS trigger sends for a received message (all attribute values strings). */
-export function toSqsRecord(m: Message, queueArn: string, region = 'us-east-1'): SQSRecord {
-  const attributes = (m.Attributes ?? {}) as Record<string, string>;
-  return {
-    messageId: m.MessageId as string,
-    receiptHandle: m.ReceiptHandle as string,
-    body: m.Body ?? '',
-    attributes: {
-      ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? '1',
-      SentTimestamp: attributes.SentTimestamp ?? String(Date.now()),
-      SenderId: attributes.SenderId ?? 'local',
-      ApproximateFirstReceiveTimestamp:
-        attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
-      ...(attributes.MessageGroupId ? { MessageGroupId: attributes.MessageGroupId } : {}),
-      ...(attributes.SequenceNumber ? { SequenceNumber: attributes.SequenceNumber } : {}),
-      ...(attributes.MessageDeduplicationId
-        ? { MessageDeduplicationId: attributes.MessageDeduplicationId }
-        : {}),
-    },
-    messageAttributes: Object.fromEntries(
-      Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [
-        k,
-        {
-          ...(v.StringValue !== undefined ? { stringValue: v.StringValue } : {}),
-          ...(v.BinaryValue !== undefined
-            ? { binaryValue: Buffer.from(v.BinaryValue).toString('base64') }
-            : {}),
-          stringListValues: [],
-          binaryListValues: [],
-          dataType: v.DataType as string,
-        },
-      ]),
-    ),
-    md5OfBody:
-      m.MD5OfBody ??
-      createHash('md5')
-        .update(m.Body ?? '')
-        .digest('hex'),
-    eventSource: 'aws:sqs',
-    eventSourceARN: queueArn,
-    awsRegion: region,
-  };
 }

@@ -6,12 +6,11 @@ import {
   SendMessageCommand,
 } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { toSqsRecord } from '../../devkit/triggers/sqsTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { RetryBudget } from '../../shared/config/budget.js';
 import type { Outcome } from '../../shared/port/types.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
-import { sqsDelivery } from '../../shared/transport/sqs/index.js';
+import { sqsDelivery, toSqsRecord } from '../../shared/transport/sqs/index.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';
 import { SqsSettle } from '../../shared/transport/sqs/SqsSettle.js';
 import { createSqsRig, SQS_SERVERS, type SqsRig } from '../helpers/sqs.js';

@@ -1,48 +1,16 @@
-import { createHash } from 'node:crypto';
 import {
   DeleteMessageBatchCommand,
   type Message,
   ReceiveMessageCommand,
 } from '@aws-sdk/client-sqs';
-import type { SQSRecord } from 'aws-lambda';
 import type { DeliveryJournal, MessageHandler, RunningConsumer } from '../../port/types.js';
-import { type SqsBackend, type SqsDelivery, sqsDelivery } from '../../transport/sqs/index.js';
+import {
+  type SqsBackend,
+  type SqsDelivery,
+  sqsDelivery,
+  toSqsRecord,
+} from '../../transport/sqs/index.js';
 import { backoffDelay, sleep } from '../../util/async.js';
-
-/** The record the Lambda SQS event source gives a function for a received message. */
-function toRecord(m: Message, queueArn: string, region: string): SQSRecord {
-  const a = (m.Attributes ?? {}) as Record<string, string>;
-  return {
-    messageId: m.MessageId as string,
-    receiptHandle: m.ReceiptHandle as string,
-    body: m.Body ?? '',
-    attributes: {
-      ApproximateReceiveCount: a.ApproximateReceiveCount ?? '1',
-      SentTimestamp: a.SentTimestamp ?? String(Date.now()),
-      SenderId: a.SenderId ?? 'local',
-      ApproximateFirstReceiveTimestamp: a.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
-    },
-    messageAttributes: Object.fromEntries(
-      Object.entries(m.MessageAttributes ?? {}).map(([k, v]) => [
-        k,
-        {
-          ...(v.StringValue !== undefined ? { stringValue: v.StringValue } : {}),
-          stringListValues: [],
-          binaryListValues: [],
-          dataType: v.DataType as string,
-        },
-      ]),
-    ),
-    md5OfBody:
-      m.MD5OfBody ??
-      createHash('md5')
-        .update(m.Body ?? '')
-        .digest('hex'),
-    eventSource: 'aws:sqs',
-    eventSourceARN: queueArn,
-    awsRegion: region,
-  };
-}
 
 /**
  * The SQS backend's consumer as the Lambda SQS event source runs it, in a minimal loop: receive a
@@ -67,7 +35,7 @@ export async function sqsLambdaLoop(
     stats.batches++;
     stats.messages += messages.length;
     const deliveries: SqsDelivery[] = messages.map((m) =>
-      sqsDelivery(toRecord(m, q.sourceArn, region), mode),
+      sqsDelivery(toSqsRecord(m, q.sourceArn, region), mode),
     );
     const outcomes = await driver.decide(deliveries).catch(() => undefined);
     if (!outcomes) {

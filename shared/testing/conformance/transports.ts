@@ -9,11 +9,7 @@ import type {
 } from '../../port/types.js';
 import type { BackendBase, TransportName } from '../../transport/index.js';
 import { NATS_DEFAULTS } from '../../transport/nats/constants.js';
-import {
-  amqpUrlForVhost,
-  RabbitManagement,
-  RabbitMqBackend,
-} from '../../transport/rabbitmq/index.js';
+import { amqpUrlForVhost, RabbitManagement } from '../../transport/rabbitmq/index.js';
 import { createSqsClient, SqsBackend } from '../../transport/sqs/index.js';
 import { ServiceError } from './database.js';
 import { sqsLambdaLoop } from './sqsLoop.js';
