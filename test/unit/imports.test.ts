@@ -40,13 +40,15 @@ const LAYERS: readonly (readonly string[])[] = [
   ['consumer'],
   ['transport/module.ts'],
   BACKENDS.map((b) => `transport/${b}`),
-  ['transport/index.ts', 'outbox', 'http'],
+  ['transport/index.ts', 'outbox', 'http', 'testing'],
   ['middleware'],
   // the library's entry points: they never export the example's use cases
   ['index.ts', 'testing'],
   // the example's streams and subscriptions, then its use cases
   ['pipeline'],
   ['orders', 'inventory', 'maintenance'],
+  // the library's core entry point: it re-exports from the layers below
+  ['index.ts'],
 ];
 
 /** The group of a file of `shared/` (`config`, `transport/sqs`, `logger.ts`, …). */
