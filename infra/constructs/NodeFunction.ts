@@ -1,4 +1,6 @@
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { type ISecurityGroup, type IVpc, SubnetType } from 'aws-cdk-lib/aws-ec2';
 import { Architecture, Runtime } from 'aws-cdk-lib/aws-lambda';
@@ -9,44 +11,69 @@ import {
   type FunctionEnvironment,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
-import { MIGRATIONS_SOURCE, ROOT } from '../paths.js';
 
+/** Private subnets (with egress) and a security group: for a function that talks to a broker. */
+export interface FunctionNetwork {
+  /** The function runs in its private subnets with egress. */
+  vpc: IVpc;
+  securityGroup: ISecurityGroup;
+}
+
+/** Your handler's module (or this repository's function), its timeout, environment and network. */
 export interface NodeFunctionProps {
-  /** Folder under `functions/` whose `index.ts` exports `handler`. */
-  name: string;
+  /**
+   * The handler's module: an absolute path to a TypeScript or JavaScript file exporting `handler`.
+   * Either this or `name`.
+   */
+  entry?: string;
+  /**
+   * A folder under this repository's `functions/` whose `index.ts` exports `handler` (the package
+   * ships none: pass `entry`). Also the default service name.
+   */
+  name?: string;
+  /** `POWERTOOLS_SERVICE_NAME` (default: `name`, else the construct's id). */
+  serviceName?: string;
+  /** The function's timeout (its transactions' deadline is derived from it). */
   timeoutSeconds: number;
   /** The runtime configuration, from `functionEnvironment()`: only variables the schema reads. */
   environment?: FunctionEnvironment;
+  /** MB (default 512). */
   memorySize?: number;
-  /** Ship `shared/db/migrations/*.sql` in the bundle (the migrate function reads them). */
-  withMigrations?: boolean;
+  /**
+   * Folders whose `*.sql` files the bundle ships in `/var/task/migrations` (`MIGRATIONS_DIR`): the
+   * migrate function's. A file name present in two of them fails the synth.
+   */
+  migrations?: readonly string[];
   /** Run in these private subnets (functions that talk to a private Amazon MQ broker). */
-  network?: { vpc: IVpc; securityGroup: ISecurityGroup };
+  network?: FunctionNetwork;
 }
 
 /** Read by Node.js and Powertools, not by the configuration schema. */
-const PLATFORM_ENVIRONMENT = (name: string) => ({
+const PLATFORM_ENVIRONMENT = (serviceName: string) => ({
   NODE_OPTIONS: '--enable-source-maps',
-  POWERTOOLS_SERVICE_NAME: name,
+  POWERTOOLS_SERVICE_NAME: serviceName,
   POWERTOOLS_LOG_LEVEL: 'INFO',
 });
 
-/** Where the bundle ships the migrations (`withMigrations`). */
+/** Where the bundle ships the migrations (`migrations`). */
 const BUNDLED_MIGRATIONS_DIR = '/var/task/migrations';
 
 /**
- * Every function of the project: Node.js 24 on arm64, an ESM bundle built by the local esbuild
- * (no Docker), minified with source maps, its own log group with a retention, Powertools settings.
- * The AWS SDK v3 comes with the runtime and is left out of the bundle.
+ * A Lambda function of the pipeline: Node.js 24 on arm64, an ESM bundle built by the local esbuild
+ * (no Docker), minified with source maps, its own log group with a retention (`<id>Logs`, beside
+ * it in `scope`), Powertools settings. The AWS SDK v3 comes with the runtime and is left out of the
+ * bundle. The handler is a module of yours (`entry`) or a folder of this repository (`name`).
  */
 export class NodeFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: NodeFunctionProps) {
+    const entry = handlerEntry(props);
+    const migrations = props.migrations ?? [];
     const logGroup = new LogGroup(scope, `${id}Logs`, {
       retention: RetentionDays.ONE_MONTH,
       removalPolicy: RemovalPolicy.DESTROY,
     });
     super(scope, id, {
-      entry: join(ROOT, 'functions', props.name, 'index.ts'),
+      entry,
       handler: 'handler',
       runtime: Runtime.NODEJS_24_X,
       architecture: Architecture.ARM_64,
@@ -61,8 +88,8 @@ export class NodeFunction extends NodejsFunction {
           }
         : {}),
       environment: definedOnly({
-        ...PLATFORM_ENVIRONMENT(props.name),
-        ...(props.withMigrations
+        ...PLATFORM_ENVIRONMENT(props.serviceName ?? props.name ?? id),
+        ...(migrations.length > 0
           ? functionEnvironment({ migrationsDir: BUNDLED_MIGRATIONS_DIR })
           : {}),
         ...props.environment,
@@ -79,13 +106,16 @@ export class NodeFunction extends NodejsFunction {
         externalModules: ['@aws-sdk/*'],
         // ESM bundles of CommonJS dependencies need `require`
         banner: "import{createRequire}from'module';const require=createRequire(import.meta.url);",
-        ...(props.withMigrations
+        ...(migrations.length > 0
           ? {
               commandHooks: {
                 beforeBundling: () => [],
                 beforeInstall: () => [],
                 afterBundling: (_input: string, output: string) => [
-                  `mkdir -p "${output}/migrations" && cp "${MIGRATIONS_SOURCE}"/*.sql "${output}/migrations/"`,
+                  [
+                    `mkdir -p "${output}/migrations"`,
+                    ...migrations.map((dir) => `cp "${dir}"/*.sql "${output}/migrations/"`),
+                  ].join(' && '),
                 ],
               },
             }
@@ -103,6 +133,30 @@ export class NodeFunction extends NodejsFunction {
         reason:
           'A function in a VPC needs to create and delete its network interfaces; this managed policy grants only that.',
       });
+    }
+  }
+}
+
+/**
+ * `props.entry`, or `functions/<name>/index.ts` in the nearest folder above this module that has
+ * it, within its package (the folder with the nearest `package.json`): this repository's.
+ */
+function handlerEntry(props: NodeFunctionProps): string {
+  if (props.entry !== undefined) {
+    if (!isAbsolute(props.entry) || !existsSync(props.entry)) {
+      throw new Error(`NodeFunction: entry ${props.entry}: not an absolute path to a file`);
+    }
+    return props.entry;
+  }
+  if (props.name === undefined) throw new Error('NodeFunction: pass `entry` (or `name`)');
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (let dir = here; ; dir = dirname(dir)) {
+    const entry = join(dir, 'functions', props.name, 'index.ts');
+    if (existsSync(entry)) return entry;
+    if (existsSync(join(dir, 'package.json')) || dirname(dir) === dir) {
+      throw new Error(
+        `NodeFunction: no functions/${props.name}/index.ts in ${dir}: pass \`entry\`, the path of your handler's module`,
+      );
     }
   }
 }

@@ -145,7 +145,7 @@ export class DataStack extends Stack {
     const migrateFn = new NodeFunction(this, 'migrate', {
       name: 'migrate',
       timeoutSeconds: 300,
-      withMigrations: true,
+      migrations: [MIGRATIONS_SOURCE],
       environment: functionEnvironment({
         dataApi: {
           resourceArn: this.cluster.clusterArn,
