@@ -10,6 +10,7 @@ import { visibilityTimeoutRule } from '../shared/config/rules.js';
 import { DEFAULT_DEADLINE_MARGIN_MS } from '../shared/middleware/transactionDeadline.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, SQS_NAMES } from '../shared/pipeline/names.js';
 import { AMAZON_MQ_TRIGGER } from '../shared/transport/rabbitmq/constants.js';
+import { DEFAULT_RELAY_SETTINGS, type RelaySettings } from './constructs/relaySettings.js';
 
 /**
  * The deployed pipeline's settings, derived from the same config module the local runtime uses
@@ -53,17 +54,7 @@ export interface PipelineConfig {
    * default, which deploys on any account; a reservation needs the account's unreserved
    * concurrency minus 100: docs/operations.md, "Before deploying").
    */
-  relay: {
-    drainBudgetMs: number;
-    idleWaitMs: number;
-    lingerMs: number;
-    kickIntervalMs: number;
-    sweepQuietMs: number;
-    sweepIntervalMs: number;
-    reservedConcurrency: number;
-    /** Whether the producers kick the relay (false: the schedule alone, for comparisons). */
-    kick: boolean;
-  };
+  relay: RelaySettings;
   /**
    * The HTTP API in front of place-order: the stage's default route throttling (requests per
    * second and burst, within the account's per-Region limits) and place-order's reserved
@@ -160,24 +151,7 @@ export function pipelineConfig(
       retryMode: 'visibility',
       ...overrides.sqs,
     },
-    relay: {
-      // an invocation drains for at most 50 s of its 60 s timeout, and stops 3 s after the last row
-      drainBudgetMs: 50_000,
-      idleWaitMs: 100,
-      // longer than the kick interval plus an invocation's start (a skipped kick is covered)
-      lingerMs: 3_000,
-      kickIntervalMs: 1_000,
-      // no sweep while orders flow (kicked runs publish) nor within 10 min of the last: Aurora's
-      // 300 s auto-pause window passes; then at most hourly
-      sweepQuietMs: 600_000,
-      sweepIntervalMs: 3_600_000,
-      // unreserved: a reservation fails the deploy on an account whose unreserved concurrency is
-      // below it + 100 (new accounts). With 2 (production, after the check in docs/operations.md):
-      // 2 invocations × RELAY_CONCURRENCY loops × 2 outboxes, at most 8 transactions at once
-      reservedConcurrency: 0,
-      kick: true,
-      ...overrides.relay,
-    },
+    relay: { ...DEFAULT_RELAY_SETTINGS, ...overrides.relay },
     httpApi: {
       // well under the account's 10,000 requests/s and burst of 5,000 (shared by every API of
       // the Region), and under what place-order can serve on a new account's concurrency

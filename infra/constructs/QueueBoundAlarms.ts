@@ -1,18 +1,11 @@
 import { Duration } from 'aws-cdk-lib';
-import {
-  Alarm,
-  ComparisonOperator,
-  type IAlarmAction,
-  type IMetric,
-  Metric,
-  TreatMissingData,
-} from 'aws-cdk-lib/aws-cloudwatch';
+import { type Alarm, ComparisonOperator, type IMetric, Metric } from 'aws-cdk-lib/aws-cloudwatch';
 import type { Function as LambdaFunction } from 'aws-cdk-lib/aws-lambda';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
-import type { Construct } from 'constructs';
 import { METRICS_NAMESPACE } from '../../shared/config/constants.js';
 import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
-import { alarmDescription, type RunbookValues } from './runbook.js';
+import type { PipelineAlarms } from './PipelineAlarms.js';
+import type { RunbookValues } from './runbook.js';
 
 /** Queues that are bounded rather than drained, and the routes a consumer depends on. */
 export interface QueueBoundAlarmsProps {
@@ -43,16 +36,11 @@ export interface QueueBoundAlarmsProps {
  * a visible backlog, and on a missing route within one minute. Missing data is never breaching
  * here: the relay publishes the RabbitMQ depths and `RouteMissing` only when it could read them
  * from the broker, and a broker it cannot read is QueueMetricsUnavailable's alarm, a stopped relay
- * the heartbeat's (PipelineAlarms). Each description names its runbook section (`runbook` for a
- * kind of alarm per queue, else the alarm's id) with the commands filled from `values`.
+ * the heartbeat's (OutboxRelayFunction). Each description names its runbook section (one per
+ * kind of alarm per queue, else the alarm's id). Added to `alarms` (PipelineAlarms).
  */
-export function addQueueBoundAlarms(
-  scope: Construct,
-  action: IAlarmAction,
-  props: QueueBoundAlarmsProps,
-  values: RunbookValues = {},
-): Alarm[] {
-  const alarms: Alarm[] = [];
+export function addQueueBoundAlarms(alarms: PipelineAlarms, props: QueueBoundAlarmsProps): Alarm[] {
+  const added: Alarm[] = [];
   const alarm = (
     id: string,
     metric: IMetric,
@@ -60,19 +48,16 @@ export function addQueueBoundAlarms(
     meaning: string,
     runbook: { section: string; values?: RunbookValues },
   ) => {
-    const a = new Alarm(scope, id, {
-      metric,
-      threshold,
-      evaluationPeriods: 1,
-      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: TreatMissingData.NOT_BREACHING,
-      alarmDescription: alarmDescription(meaning, runbook.section, {
-        ...values,
-        ...runbook.values,
+    added.push(
+      alarms.addAlarm(id, {
+        metric,
+        threshold,
+        meaning,
+        comparison: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        runbook: runbook.section,
+        values: runbook.values,
       }),
-    });
-    a.addAlarmAction(action);
-    alarms.push(a);
+    );
   };
   const broker = (metricName: string, queue: string, period: Duration) =>
     new Metric({
@@ -130,5 +115,5 @@ export function addQueueBoundAlarms(
       { section: `${s.id}Backlog`, values: consumer },
     );
   }
-  return alarms;
+  return added;
 }

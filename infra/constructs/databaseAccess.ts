@@ -2,7 +2,11 @@ import type { IGrantable } from 'aws-cdk-lib/aws-iam';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
-import type { FunctionSettings } from '../../shared/config/functionEnvironment.js';
+import {
+  type FunctionEnvironment,
+  type FunctionSettings,
+  functionEnvironment,
+} from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
 
 /**
@@ -10,6 +14,7 @@ import type { DbSide } from '../../shared/db/appRole.js';
  * emulators, plain ARNs). Each function gets its side's secret and nothing else.
  */
 export interface DatabaseAccess {
+  /** The cluster the Data API calls name (`resourceArn`). */
   clusterArn: string;
   databaseName: string;
   /** Each side's login secret (ARN): the Data API reads the username and password from it. */
@@ -25,6 +30,41 @@ export function dataApiSettings(access: DatabaseAccess, side: DbSide): FunctionS
     secretArn: access.secretArns[side],
     database: access.databaseName,
   };
+}
+
+/**
+ * One database login a function reaches the Data API with: what its environment names
+ * (`DATA_API_*`) and what it is granted. The constructs take one for their function.
+ */
+export interface DataApiLogin {
+  /** The cluster the Data API calls name (`resourceArn`). */
+  clusterArn: string;
+  databaseName: string;
+  /** The login's secret (ARN): the Data API reads the username and password from it. */
+  secretArn: string;
+  /** rds-data on the cluster and read of the login's secret, for one function. */
+  grant(fn: IGrantable): void;
+}
+
+/** The login of `side` of `access`. */
+export function dataApiLogin(access: DatabaseAccess, side: DbSide): DataApiLogin {
+  return {
+    clusterArn: access.clusterArn,
+    databaseName: access.databaseName,
+    secretArn: access.secretArns[side],
+    grant: (fn) => access.grant(fn, side),
+  };
+}
+
+/** The environment of a function that reaches the database as `login` (`DB_DRIVER=data-api`). */
+export function dataApiEnvironment(login: DataApiLogin): FunctionEnvironment {
+  return functionEnvironment({
+    dataApi: {
+      resourceArn: login.clusterArn,
+      secretArn: login.secretArn,
+      database: login.databaseName,
+    },
+  });
 }
 
 /**

@@ -104,6 +104,14 @@ export const RUNBOOK = {
 
 export type RunbookSection = keyof typeof RUNBOOK;
 
+/**
+ * The runbook section of alarm `id` of a kind: its own when the runbook has one (this pipeline's
+ * alarms, e.g. `InventoryRelayHeartbeat`), else the kind's (`RelayHeartbeat`).
+ */
+export function runbookSection(id: string, kind: RunbookSection): string {
+  return Object.hasOwn(RUNBOOK, id) ? id : kind;
+}
+
 /** The anchor of a runbook section (its heading, as Markdown renderers make it). */
 export function runbookAnchor(section: string): string {
   return section.toLowerCase();

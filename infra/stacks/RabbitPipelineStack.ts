@@ -1,24 +1,14 @@
-import { createHash } from 'node:crypto';
-import {
-  CfnOutput,
-  CustomResource,
-  Duration,
-  Fn,
-  Stack,
-  type StackProps,
-  Token,
-  Validations,
-} from 'aws-cdk-lib';
+import { CfnOutput, Duration, Fn, Stack, type StackProps, Token, Validations } from 'aws-cdk-lib';
 import { CfnBroker } from 'aws-cdk-lib/aws-amazonmq';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Peer, Port, SecurityGroup, SubnetType, Vpc } from 'aws-cdk-lib/aws-ec2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
-import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
-import { CfnEventSourceMapping, RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
+import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
+import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import {
   type FunctionSettings,
   functionEnvironment,
@@ -26,17 +16,29 @@ import {
 import type { DbSide } from '../../shared/db/appRole.js';
 import { RABBITMQ_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { QUEUE_BOUNDS } from '../../shared/transport/rabbitmq/constants.js';
+import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
+import { AmazonMqConsumer } from '../constructs/AmazonMqConsumer.js';
+import type { AmazonMqAccess } from '../constructs/amazonMq.js';
+import { BrokerSetup } from '../constructs/BrokerSetup.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
-import { type DatabaseAccess, dataApiSettings } from '../constructs/databaseAccess.js';
-import { deployProvider } from '../constructs/deployProvider.js';
+import {
+  type DatabaseAccess,
+  dataApiLogin,
+  dataApiSettings,
+} from '../constructs/databaseAccess.js';
 import { addFlowLogs } from '../constructs/flowLogs.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
-import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
-import { relayTriggers } from '../constructs/RelayTriggers.js';
+import { OutboxRelayFunction } from '../constructs/OutboxRelayFunction.js';
+import {
+  FROM_BROKER,
+  functionValues,
+  PipelineAlarms,
+  relayMetric,
+} from '../constructs/PipelineAlarms.js';
+import { addQueueBoundAlarms } from '../constructs/QueueBoundAlarms.js';
 import { recursiveLoop } from '../constructs/recursiveLoop.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
@@ -185,209 +187,180 @@ export class RabbitPipelineStack extends Stack {
       maintenanceWindowStartTime: { dayOfWeek: 'SUNDAY', timeOfDay: '03:00', timeZone: 'UTC' },
     });
 
+    // A broker user's access: the relay, reserve, order-results and the event sources read the
+    // broker as the pipeline user, broker-setup as the administrator.
     const network = { vpc, securityGroup: functionsSg };
+    const brokerAccess = (secret: Secret): AmazonMqAccess => ({
+      brokerArn: this.broker.attrArn,
+      brokerId: this.broker.ref,
+      // the secret's ARN, never its value: the functions read it at cold start
+      secret,
+      amqpEndpoint: Fn.select(0, this.broker.attrAmqpEndpoints),
+      managementEndpoint: Fn.select(0, this.broker.attrConsoleUrLs),
+      vhost: config.rabbitmq.vhost,
+      network,
+    });
+    const pipelineUser = brokerAccess(this.credentials);
     // every function runs with the pipeline's budget and retention (what the topology declares)
     const common: FunctionSettings = {
       transport: 'rabbitmq',
       budget: config.budget,
       retention: config.retention,
     };
-    const brokerAccess = (secret: Secret): FunctionSettings => ({
-      broker: {
-        // the secret's ARN, never its value: the functions read it at cold start
-        secretArn: secret.secretArn,
-        amqpEndpoint: Fn.select(0, this.broker.attrAmqpEndpoints),
-        managementEndpoint: Fn.select(0, this.broker.attrConsoleUrLs),
-        vhost: config.rabbitmq.vhost,
-      },
-    });
-    // each function reaches the database as its side's login (docs/design.md §9), or not at all
-    const fn = (
-      name: string,
-      timeoutSeconds: number,
-      options: { db?: DbSide; broker?: boolean; asAdmin?: boolean; extra?: FunctionSettings } = {},
-    ) => {
-      const secret = options.asAdmin ? this.adminCredentials : this.credentials;
+    // each function reaches the database as its side's login (docs/design.md §9), or not at all;
+    // place-order and maintenance need only the Data API and stay outside the VPC
+    const fn = (name: string, timeoutSeconds: number, side: DbSide) => {
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
-        environment: {
-          ...functionEnvironment({
-            ...common,
-            ...(options.db ? { dataApi: dataApiSettings(database, options.db) } : {}),
-          }),
-          ...(options.broker ? functionEnvironment(brokerAccess(secret)) : {}),
-          ...functionEnvironment(options.extra ?? {}),
-        },
-        ...(options.broker ? { network } : {}),
+        environment: functionEnvironment({
+          ...common,
+          dataApi: dataApiSettings(database, side),
+        }),
       });
-      if (options.db) database.grant(f, options.db);
-      if (options.broker) secret.grantRead(f);
+      database.grant(f, side);
       return f;
     };
     addDatabaseOutputs(this, database);
 
-    // broker-setup runs as the administrator and creates the pipeline user from its secret; it
-    // has no database access
-    const setup = fn('broker-setup', 120, {
-      broker: true,
-      asAdmin: true,
-      extra: { brokerPipelineSecretArn: this.credentials.secretArn },
+    // The topology and policies, applied on deploy by broker-setup through a custom resource whose
+    // version is a digest of what it declares (a changed retry ladder re-applies). broker-setup
+    // runs as the administrator and creates the pipeline user from its secret; it has no database
+    // access.
+    const setup = new BrokerSetup(this, 'broker-setup', {
+      name: 'broker-setup',
+      broker: brokerAccess(this.adminCredentials),
+      pipelineUser: this.credentials,
+      declared: declaredTopology(PIPELINE_TOPOLOGY, config.budget, config.retention),
+      budget: config.budget,
+      retention: config.retention,
+      dependsOn: [this.broker],
     });
-    this.credentials.grantRead(setup);
     new CfnOutput(this, 'BrokerSetupFunction', { value: setup.functionName });
-    const topology = this.topologyOnDeploy(setup, config);
 
-    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, { db: 'orders' });
+    const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, 'orders');
     if (props.httpApi !== false) {
       this.api = new OrdersHttpApi(this, 'Orders', { placeOrder, settings: config.httpApi }).api;
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
-    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, {
-      db: 'relay',
-      broker: true,
-      extra: { relay: config.relay },
+    // kicked by the producers after COMMIT, ticked once a minute
+    const relay = new OutboxRelayFunction(this, 'outbox-relay', {
+      name: 'outbox-relay',
+      timeoutSeconds: config.timeoutsSeconds.relay,
+      settings: config.relay,
+      database: dataApiLogin(database, 'relay'),
+      broker: pipelineUser,
+      environment: functionEnvironment(common),
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
 
-    // An Amazon MQ event source reads the broker with the function's role: describe the broker,
-    // read its secret (granted by `fn`), and manage its network interfaces in the broker's subnets.
-    const amazonMqTrigger = (id: string, target: NodeFunction, queue: string) => {
-      target.addToRolePolicy(
-        new PolicyStatement({ actions: ['mq:DescribeBroker'], resources: [this.broker.attrArn] }),
-      );
-      target.addToRolePolicy(
-        new PolicyStatement({
-          actions: [
-            'ec2:CreateNetworkInterface',
-            'ec2:DeleteNetworkInterface',
-            'ec2:DescribeNetworkInterfaces',
-            'ec2:DescribeSecurityGroups',
-            'ec2:DescribeSubnets',
-            'ec2:DescribeVpcs',
-          ],
-          resources: ['*'],
-        }),
-      );
-      Validations.of(target).acknowledge({
-        id: 'AwsSolutions::AwsSolutions-IAM5[Resource::*]',
-        reason:
-          'The Amazon MQ event source needs EC2 network-interface and Describe* actions, which support no resource-level scoping.',
-      });
-      const mapping = new CfnEventSourceMapping(this, id, {
-        functionName: target.functionName,
-        eventSourceArn: this.broker.attrArn,
-        queues: [queue],
-        batchSize: config.rabbitmq.batchSize,
-        // whole seconds only: Lambda's default (500 ms) is had by leaving it unset
-        maximumBatchingWindowInSeconds: config.rabbitmq.maxBatchingWindowSeconds,
-        sourceAccessConfigurations: [
-          { type: 'BASIC_AUTH', uri: this.credentials.secretArn },
-          { type: 'VIRTUAL_HOST', uri: config.rabbitmq.vhost },
-        ],
-      });
-      // the queue exists (and has its policies) before the event source starts reading it
-      mapping.node.addDependency(topology);
-      mapping.node.addDependency(target);
+    // The Amazon MQ event sources read their queues once the topology (and its policies) exists.
+    const consumer = {
+      broker: pipelineUser,
+      dependsOn: [setup.topology],
+      budget: config.budget,
+      retention: config.retention,
     };
-
-    const reserve = fn('reserve-inventory-rabbitmq', config.timeoutsSeconds.reserve, {
-      db: 'inventory',
-      broker: true,
+    const trigger = {
+      batchSize: config.rabbitmq.batchSize,
+      maxBatchingWindowSeconds: config.rabbitmq.maxBatchingWindowSeconds,
+    };
+    const reserve = new AmazonMqConsumer(this, 'reserve-inventory-rabbitmq', {
+      name: 'reserve-inventory-rabbitmq',
+      timeoutSeconds: config.timeoutsSeconds.reserve,
+      ...consumer,
+      ...trigger,
+      queue: config.rabbitmq.queue,
+      parkingQueue: config.rabbitmq.parkingQueue,
+      triggerId: 'ReserveTrigger',
+      database: dataApiLogin(database, 'inventory'),
     });
-    amazonMqTrigger('ReserveTrigger', reserve, config.rabbitmq.queue);
-    // kicked by the producers after COMMIT, ticked once a minute
-    relayTriggers(this, { relay, producers: [placeOrder, reserve], config: config.relay });
+    relay.addProducer(placeOrder);
+    relay.addProducer(reserve);
 
     // The order side's consumer of inventory's results (reserved, rejected, released): records
     // each order's reservation status from the events, so `orders.inventory-results` is read, not
     // growing.
-    const orderResults = fn('order-results-rabbitmq', config.timeoutsSeconds.reserve, {
-      db: 'orders',
-      broker: true,
+    const orderResults = new AmazonMqConsumer(this, 'order-results-rabbitmq', {
+      name: 'order-results-rabbitmq',
+      timeoutSeconds: config.timeoutsSeconds.reserve,
+      ...consumer,
+      ...trigger,
+      queue: RABBITMQ_NAMES.inventoryResultsQueue,
+      parkingQueue: RABBITMQ_NAMES.resultsParkingQueue,
+      triggerId: 'OrderResultsTrigger',
+      database: dataApiLogin(database, 'orders'),
     });
-    amazonMqTrigger('OrderResultsTrigger', orderResults, RABBITMQ_NAMES.inventoryResultsQueue);
     // No loop Lambda can follow here (the relay publishes over AMQP, Amazon MQ is not a service it
     // tracks): the chain ends at the kicked relay, and detection stays on for a real loop.
     recursiveLoop(RecursiveLoop.TERMINATE, [relay, reserve, orderResults]);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, {
-      db: 'maintenance',
-    });
+    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, 'maintenance');
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],
     });
 
     if (props.alarms !== false) {
-      this.alarms = new PipelineAlarms(this, 'Alarms', {
-        relay,
-        reserve,
-        orderResults,
-        maintenance,
-        brokerQueues: {
-          source: config.rabbitmq.queue,
-          parking: config.rabbitmq.parkingQueue,
-          resultsParking: RABBITMQ_NAMES.resultsParkingQueue,
-          brokerId: this.broker.ref,
-        },
-        bounds: {
-          brokerBounded: [
-            {
-              queue: RABBITMQ_NAMES.auditQueue,
-              maxLength: QUEUE_BOUNDS.audit.maxLength,
-              atBound: 'its oldest events are dropped (drop-head)',
-            },
-            {
-              queue: RABBITMQ_NAMES.inventoryResultsQueue,
-              maxLength: QUEUE_BOUNDS.inventoryResults.maxLength,
-              atBound: 'publishes are refused and results wait in inventory_outbox',
-            },
-            {
-              queue: config.rabbitmq.parkingQueue,
-              maxLength: QUEUE_BOUNDS.parking.maxLength,
-              atBound: 'parks are refused and messages are held in inventory.orders',
-            },
-            {
-              queue: RABBITMQ_NAMES.resultsParkingQueue,
-              maxLength: QUEUE_BOUNDS.resultsParking.maxLength,
-              atBound: 'dead letters are refused and results are held in orders.inventory-results',
-            },
-            ...rabbitRetryDelays(config.budget).map((delay) => ({
-              queue: retryQueueName(delay),
-              maxLength: QUEUE_BOUNDS.retry.maxLength,
-              atBound:
-                'retry copies are refused and their messages given back (is the requeue route to inventory.orders there?)',
-            })),
-          ],
-          brokerRoutes: [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.inventoryResultsQueue],
-          brokerSetup: setup,
-        },
+      const alarms = new PipelineAlarms(this, 'Alarms');
+      relay.addAlarms(alarms, {
+        outboxes: OUTBOX_TABLES,
+        brokerQueueMetrics: { brokerId: this.broker.ref },
       });
-      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
+      reserve.addAlarms(alarms, { errorsAlarmId: 'ReserveErrors', label: 'inventory consumer' });
+      const resultsParking = RABBITMQ_NAMES.resultsParkingQueue;
+      alarms.addAlarm('ResultsParkedMessages', {
+        metric: relayMetric(QUEUE_METRICS.depth, { Queue: resultsParking }, 'Maximum'),
+        threshold: 0,
+        meaning: `Inventory results are in ${resultsParking}: the order side gave them back past the delivery limit (its database down?). Their orders show a stale reservation status until they are moved back.${FROM_BROKER}`,
+        values: { transport: 'rabbitmq', ...functionValues(orderResults) },
+      });
+      alarms.addFunctionErrorsAlarm(
+        'OrderResultsErrors',
+        orderResults,
+        'The order side’s results consumer failed (its database?): the batch went back to the queue and orders show a stale reservation status.',
+      );
+      alarms.addFunctionErrorsAlarm(
+        'MaintenanceErrors',
+        maintenance,
+        'The daily maintenance failed (retention sweep or inbox check).',
+      );
+      addQueueBoundAlarms(alarms, {
+        brokerBounded: [
+          {
+            queue: RABBITMQ_NAMES.auditQueue,
+            maxLength: QUEUE_BOUNDS.audit.maxLength,
+            atBound: 'its oldest events are dropped (drop-head)',
+          },
+          {
+            queue: RABBITMQ_NAMES.inventoryResultsQueue,
+            maxLength: QUEUE_BOUNDS.inventoryResults.maxLength,
+            atBound: 'publishes are refused and results wait in inventory_outbox',
+          },
+          {
+            queue: config.rabbitmq.parkingQueue,
+            maxLength: QUEUE_BOUNDS.parking.maxLength,
+            atBound: 'parks are refused and messages are held in inventory.orders',
+          },
+          {
+            queue: RABBITMQ_NAMES.resultsParkingQueue,
+            maxLength: QUEUE_BOUNDS.resultsParking.maxLength,
+            atBound: 'dead letters are refused and results are held in orders.inventory-results',
+          },
+          ...rabbitRetryDelays(config.budget).map((delay) => ({
+            queue: retryQueueName(delay),
+            maxLength: QUEUE_BOUNDS.retry.maxLength,
+            atBound:
+              'retry copies are refused and their messages given back (is the requeue route to inventory.orders there?)',
+          })),
+        ],
+        brokerRoutes: [RABBITMQ_NAMES.inventoryQueue, RABBITMQ_NAMES.inventoryResultsQueue],
+        brokerSetup: setup,
+      });
+      this.alarms = alarms;
+      new CfnOutput(this, 'AlarmTopic', { value: alarms.topic.topicArn });
     }
-  }
-
-  /**
-   * The topology and policies, applied on deploy by the broker-setup function through a custom
-   * resource whose version is a digest of what it declares (a changed retry ladder re-applies).
-   */
-  private topologyOnDeploy(setup: NodeFunction, config: PipelineConfig): CustomResource {
-    const provider = deployProvider(this, 'BrokerSetupProvider', setup);
-    const declared = JSON.stringify(
-      declaredTopology(PIPELINE_TOPOLOGY, config.budget, config.retention),
-    );
-    const resource = new CustomResource(this, 'BrokerTopology', {
-      serviceToken: provider.serviceToken,
-      resourceType: 'Custom::BrokerTopology',
-      properties: {
-        version: createHash('sha256').update(declared).digest('hex').slice(0, 16),
-        vhost: config.rabbitmq.vhost,
-      },
-    });
-    resource.node.addDependency(this.broker);
-    return resource;
   }
 
   /**

@@ -3,9 +3,9 @@ import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
-import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import { type CfnQueue, type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import {
   type FunctionSettings,
   functionEnvironment,
@@ -13,12 +13,18 @@ import {
 import type { DbSide } from '../../shared/db/appRole.js';
 import type { PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
-import { type DatabaseAccess, dataApiSettings } from '../constructs/databaseAccess.js';
+import {
+  type DatabaseAccess,
+  dataApiLogin,
+  dataApiSettings,
+} from '../constructs/databaseAccess.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
+import { OutboxRelayFunction } from '../constructs/OutboxRelayFunction.js';
 import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
-import { relayTriggers } from '../constructs/RelayTriggers.js';
+import { addQueueBoundAlarms } from '../constructs/QueueBoundAlarms.js';
 import { recursiveLoop } from '../constructs/recursiveLoop.js';
+import { SqsConsumer, sqsEventSource } from '../constructs/SqsConsumer.js';
 
 export interface SqsPipelineStackProps extends StackProps {
   config: PipelineConfig;
@@ -43,29 +49,7 @@ export class SqsPipelineStack extends Stack {
   constructor(scope: Construct, id: string, props: SqsPipelineStackProps) {
     super(scope, id, props);
     const { config, database } = props;
-    const sourceArn = Stack.of(this).formatArn({
-      service: 'sqs',
-      resource: config.names.inventoryQueue,
-    });
 
-    this.parking = new Queue(this, 'Parking', {
-      queueName: config.names.parkingQueue,
-      retentionPeriod: Duration.millis(config.retention.parkingMs),
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-    });
-    this.source = new Queue(this, 'Source', {
-      queueName: config.names.inventoryQueue,
-      visibilityTimeout: Duration.seconds(config.sqs.visibilityTimeoutSeconds),
-      retentionPeriod: Duration.seconds(config.sqs.sourceRetentionSeconds),
-      encryption: QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      deadLetterQueue: { queue: this.parking, maxReceiveCount: config.sqs.maxReceiveCount },
-    });
-    // Only the source queue may dead-letter into parking. CDK builds RedriveAllowPolicy from queue
-    // objects, which would make the two queues depend on each other: set it by ARN.
-    const cfnParking = this.parking.node.defaultChild as CfnQueue;
-    cfnParking.redriveAllowPolicy = { redrivePermission: 'byQueue', sourceQueueArns: [sourceArn] };
     const resultsParking = new Queue(this, 'ResultsParking', {
       queueName: `${config.names.inventoryResultsQueue}-parking`,
       retentionPeriod: Duration.millis(config.retention.parkingMs),
@@ -83,6 +67,36 @@ export class SqsPipelineStack extends Stack {
       enforceSSL: true,
       deadLetterQueue: { queue: resultsParking, maxReceiveCount: config.sqs.maxReceiveCount },
     });
+
+    // reserve-inventory on the source queue (`inventory-orders`), parking in
+    // `inventory-orders-parking`, on an SQS event source with partial batch responses. A parked
+    // order event's notice (inventory.reservation_quarantined) goes straight to the results queue:
+    // the database may be what is down.
+    const reserve = new SqsConsumer(this, 'reserve-inventory-sqs', {
+      name: 'reserve-inventory-sqs',
+      timeoutSeconds: config.timeoutsSeconds.reserve,
+      queue: {
+        id: 'Source',
+        queueName: config.names.inventoryQueue,
+        retention: Duration.seconds(config.sqs.sourceRetentionSeconds),
+        visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds,
+        maxReceiveCount: config.sqs.maxReceiveCount,
+      },
+      parking: {
+        id: 'Parking',
+        queueName: config.names.parkingQueue,
+        retention: Duration.millis(config.retention.parkingMs),
+      },
+      trigger: config.sqs,
+      retryMode: config.sqs.retryMode,
+      budget: config.budget,
+      retention: config.retention,
+      database: dataApiLogin(database, 'inventory'),
+      sendsTo: [results],
+      environment: functionEnvironment({ sqs: { resultsQueueUrl: results.queueUrl } }),
+    });
+    this.source = reserve.queue;
+    this.parking = reserve.parkingQueue;
 
     // every function runs with the pipeline's budget and retention (what the queues were made for)
     const common: FunctionSettings = {
@@ -121,40 +135,17 @@ export class SqsPipelineStack extends Stack {
       new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     }
 
-    const relay = fn('outbox-relay', config.timeoutsSeconds.relay, 'relay', {
-      relay: config.relay,
-    });
-    this.source.grantSendMessages(relay);
-    results.grantSendMessages(relay);
-    new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
-
-    const reserve = fn('reserve-inventory-sqs', config.timeoutsSeconds.reserve, 'inventory', {
-      sqs: {
-        retryMode: config.sqs.retryMode,
-        visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds,
-      },
-    });
-    this.source.grantConsumeMessages(reserve);
-    // resend mode sends its delayed copies to the source queue; visibility mode never sends there
-    if (config.sqs.retryMode === 'resend') this.source.grantSendMessages(reserve);
-    this.parking.grantSendMessages(reserve);
-    // a parked order event's notice (inventory.reservation_quarantined) goes straight to the
-    // results queue: the database may be what is down
-    results.grantSendMessages(reserve);
-    // Both consumers' SQS event sources: the trigger settings, partial batch responses.
-    const trigger = (queue: IQueue) =>
-      new SqsEventSource(queue, {
-        batchSize: config.sqs.batchSize,
-        maxBatchingWindow:
-          config.sqs.maxBatchingWindowSeconds > 0
-            ? Duration.seconds(config.sqs.maxBatchingWindowSeconds)
-            : undefined,
-        maxConcurrency: config.sqs.maxConcurrency,
-        reportBatchItemFailures: true,
-      });
-    reserve.addEventSource(trigger(this.source));
     // kicked by the producers after COMMIT, ticked once a minute
-    relayTriggers(this, { relay, producers: [placeOrder, reserve], config: config.relay });
+    const relay = new OutboxRelayFunction(this, 'outbox-relay', {
+      name: 'outbox-relay',
+      timeoutSeconds: config.timeoutsSeconds.relay,
+      settings: config.relay,
+      database: dataApiLogin(database, 'relay'),
+      publishesTo: [this.source, results],
+      producers: [placeOrder, reserve],
+      environment: functionEnvironment(common),
+    });
+    new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
 
     // The order side's consumer of inventory's results (reserved, rejected, released): records
     // each order's reservation status from the events, so the results queue is read, not growing.
@@ -164,7 +155,7 @@ export class SqsPipelineStack extends Stack {
       sqs: { visibilityTimeoutSeconds: config.sqs.visibilityTimeoutSeconds },
     });
     results.grantConsumeMessages(orderResults);
-    orderResults.addEventSource(trigger(results));
+    orderResults.addEventSource(sqsEventSource(results, config.sqs));
     // The relay's chain through SQS and the kick is a loop by design: Lambda would stop it after
     // about 16 hops, the relay's kicks dropped and reserve's messages failed into parking. The
     // results consumer is invoked from the same chain (each relay hop's results) and sends
@@ -178,34 +169,41 @@ export class SqsPipelineStack extends Stack {
     });
 
     if (props.alarms !== false) {
-      this.alarms = new PipelineAlarms(this, 'Alarms', {
-        relay,
-        reserve,
+      const alarms = new PipelineAlarms(this, 'Alarms');
+      relay.addAlarms(alarms, { outboxes: OUTBOX_TABLES });
+      reserve.addAlarms(alarms, { errorsAlarmId: 'ReserveErrors', label: 'inventory consumer' });
+      alarms.addFunctionErrorsAlarm(
+        'OrderResultsErrors',
         orderResults,
+        'The order side’s results consumer failed (its database?): the batch went back to the queue and orders show a stale reservation status.',
+      );
+      alarms.addFunctionErrorsAlarm(
+        'MaintenanceErrors',
         maintenance,
-        queues: { source: this.source, parking: this.parking },
-        bounds: {
-          sqsBounded: [
-            {
-              id: 'Results',
-              queue: results,
-              retentionSeconds: config.sqs.resultsRetentionSeconds,
-              maxVisible: 1_000,
-              consumer: orderResults,
-            },
-            {
-              id: 'ResultsParking',
-              queue: resultsParking,
-              retentionSeconds: Math.floor(config.retention.parkingMs / 1000),
-              maxVisible: 1,
-              consumer: orderResults,
-              backlogMeaning:
-                'Inventory results are in the results parking queue: order-results gave them back maxReceiveCount times (its database down?). Their orders show a stale reservation status until they are moved back.',
-            },
-          ],
-        },
+        'The daily maintenance failed (retention sweep or inbox check).',
+      );
+      addQueueBoundAlarms(alarms, {
+        sqsBounded: [
+          {
+            id: 'Results',
+            queue: results,
+            retentionSeconds: config.sqs.resultsRetentionSeconds,
+            maxVisible: 1_000,
+            consumer: orderResults,
+          },
+          {
+            id: 'ResultsParking',
+            queue: resultsParking,
+            retentionSeconds: Math.floor(config.retention.parkingMs / 1000),
+            maxVisible: 1,
+            consumer: orderResults,
+            backlogMeaning:
+              'Inventory results are in the results parking queue: order-results gave them back maxReceiveCount times (its database down?). Their orders show a stale reservation status until they are moved back.',
+          },
+        ],
       });
-      new CfnOutput(this, 'AlarmTopic', { value: this.alarms.topic.topicArn });
+      this.alarms = alarms;
+      new CfnOutput(this, 'AlarmTopic', { value: alarms.topic.topicArn });
     }
   }
 }
