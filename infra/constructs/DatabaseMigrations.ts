@@ -1,0 +1,142 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CustomResource } from 'aws-cdk-lib';
+import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
+import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { Provider } from 'aws-cdk-lib/custom-resources';
+import type { Construct } from 'constructs';
+import { DEFAULT_MIGRATIONS_DIR } from '../../shared/config/env.js';
+import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
+import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
+import { deployProvider } from './deployProvider.js';
+import { NodeFunction, type NodeFunctionProps } from './NodeFunction.js';
+
+/** The migrate function: your migrate handler, the cluster, the migrations, the logins. */
+export interface DatabaseMigrationsProps
+  extends Omit<NodeFunctionProps, 'timeoutSeconds' | 'migrations' | 'network'> {
+  /** Default 300. */
+  timeoutSeconds?: number;
+  /** The cluster: its Data API, as its master user (whose secret only this function reads). */
+  cluster: DatabaseCluster;
+  /** The database the migrations apply to. */
+  databaseName: string;
+  /**
+   * The migrations the library ships (`shared/db/migrations`, beside the library's modules: the
+   * outbox, the inbox and the sides' group roles), or another folder of them.
+   */
+  migrations?: string;
+  /**
+   * Your migrations: a folder of `NNNN_name.sql` files applied in the same run, all in the order
+   * of their names (a name already in `migrations`, or another pattern, fails the synth).
+   */
+  extraMigrations?: string;
+  /** Each side's login, created or updated from its secret after the migrations. */
+  logins?: Record<DbSide, ISecret>;
+  /** The legacy login (`pipeline_fn`), kept up to date while it is kept. */
+  legacyLogin?: ISecret;
+  /** A login to retire after the migrations (no login, no groups). */
+  retiredLogin?: string;
+}
+
+/** The migration runner's pattern (shared/db/migrate.ts): other files are not applied. */
+const MIGRATION_FILE = /^\d{4}_[a-z0-9_]+\.sql$/;
+
+/**
+ * The function that applies the migrations on deploy (`entry`: a handler built like this
+ * repository's `functions/migrate`), with the migrations bundled beside it: the library's and
+ * yours (`extraMigrations`). Beside it in `scope`: a CDK Provider (`MigrationsProvider`) and the
+ * custom resource (`Migrations`, `Custom::Migrations`) whose version is a digest of every
+ * migration file, so that a new migration runs it again (applying only what is pending), as do
+ * changed logins. It alone runs as the master user. One per scope (fixed ids).
+ */
+export class DatabaseMigrations extends NodeFunction {
+  /** The CDK Provider framework that invokes it on deploy. */
+  readonly provider: Provider;
+  /** The custom resource that runs it on deploy. */
+  readonly customResource: CustomResource;
+
+  constructor(scope: Construct, id: string, props: DatabaseMigrationsProps) {
+    const {
+      cluster,
+      databaseName,
+      migrations = DEFAULT_MIGRATIONS_DIR,
+      extraMigrations,
+      logins,
+      legacyLogin,
+      retiredLogin,
+      ...fn
+    } = props;
+    const folders = [migrations, ...(extraMigrations ? [extraMigrations] : [])];
+    const version = migrationsVersion(folders, Boolean(extraMigrations));
+    super(scope, id, {
+      ...fn,
+      timeoutSeconds: props.timeoutSeconds ?? 300,
+      migrations: folders,
+      environment: {
+        ...functionEnvironment({
+          dataApi: {
+            resourceArn: cluster.clusterArn,
+            secretArn: cluster.secret?.secretArn ?? '',
+            database: databaseName,
+          },
+          ...(logins
+            ? {
+                dbSecretArns: Object.fromEntries(
+                  DB_SIDES.map((side) => [side, logins[side].secretArn]),
+                ) as Record<DbSide, string>,
+              }
+            : {}),
+          ...(legacyLogin ? { appDbSecretArn: legacyLogin.secretArn } : {}),
+          ...(retiredLogin !== undefined ? { retiredDbLogin: retiredLogin } : {}),
+        }),
+        ...props.environment,
+      },
+    });
+    cluster.grantDataApiAccess(this);
+    cluster.secret?.grantRead(this);
+    const secrets = [
+      ...(logins ? DB_SIDES.map((side) => logins[side]) : []),
+      ...(legacyLogin ? [legacyLogin] : []),
+    ];
+    for (const secret of secrets) secret.grantRead(this);
+    this.provider = deployProvider(scope, 'MigrationsProvider', this);
+    // Runs again when a migration is added and when the logins change (a secret replaced, the
+    // legacy login retired): the users in the database follow their secrets.
+    this.customResource = new CustomResource(scope, 'Migrations', {
+      serviceToken: this.provider.serviceToken,
+      resourceType: 'Custom::Migrations',
+      properties: { version, logins: secrets.map((secret) => secret.secretArn) },
+    });
+    this.customResource.node.addDependency(cluster);
+  }
+}
+
+/**
+ * A digest of every migration file the bundle ships: changes when one is added. Two folders may
+ * not share a file name (the bundle ships them in one); yours must match the runner's pattern.
+ */
+function migrationsVersion(folders: readonly string[], checkLast: boolean): string {
+  const files = new Map<string, string>();
+  folders.forEach((folder, i) => {
+    if (!existsSync(folder)) throw new Error(`DatabaseMigrations: no folder ${folder}`);
+    for (const file of readdirSync(folder).filter((f) => f.endsWith('.sql'))) {
+      if (files.has(file)) {
+        throw new Error(
+          `DatabaseMigrations: ${file} is in ${files.get(file)} and ${folder}: migrations are applied by name, give yours another number`,
+        );
+      }
+      if (checkLast && i === folders.length - 1 && !MIGRATION_FILE.test(file)) {
+        throw new Error(
+          `DatabaseMigrations: ${join(folder, file)}: not a migration name (NNNN_lowercase_name.sql), it would never be applied`,
+        );
+      }
+      files.set(file, folder);
+    }
+  });
+  const hash = createHash('sha256');
+  for (const file of [...files.keys()].sort()) {
+    hash.update(file).update(readFileSync(join(files.get(file) as string, file)));
+  }
+  return hash.digest('hex').slice(0, 16);
+}
