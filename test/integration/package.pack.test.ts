@@ -20,12 +20,20 @@ const PACKAGE = 'reliable-messaging-serverless';
 const NODE_22 = 'node@22';
 const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
   exports: Record<string, string | { types: string; default: string }>;
 };
 
-/** Every entry point used once, and a message published and consumed through the in-memory backend. */
+/**
+ * Every entry point used once, a message published and consumed through the in-memory backend, and
+ * a stack of the CDK constructs synthesized (the library's migrations found in the package).
+ */
 const SMOKE = `
+import { fileURLToPath } from 'node:url';
+import { App, Stack } from 'aws-cdk-lib';
 import { type MessageHandler, newEnvelope, OutboxStore, type Outcome } from '${PACKAGE}';
+import { PipelineAlarms, ServerlessDatabase, SqsConsumer } from '${PACKAGE}/cdk';
 import { DataApiDatabase } from '${PACKAGE}/data-api';
 import { memoryModule } from '${PACKAGE}/memory';
 import { natsModule } from '${PACKAGE}/nats';
@@ -54,6 +62,16 @@ const consumer = await backend.consume(handler);
 for (let i = 0; i < 250 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
 await consumer.stop();
 await backend.close();
+const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+const stack = new Stack(app, 'Smoke');
+const entry = fileURLToPath(import.meta.url);
+const db = new ServerlessDatabase(stack, 'Db', { migrate: { entry } });
+new SqsConsumer(stack, 'Consumer', { entry, database: db.login('inventory') }).addAlarms(
+  new PipelineAlarms(stack, 'Alarms'),
+);
+const resources = Object.values(
+  app.synth().getStackByName('Smoke').template.Resources as Record<string, { Type: string }>,
+);
 console.log(JSON.stringify({
   published: published?.ok,
   consumed: seen[0] === envelope.id,
@@ -61,6 +79,10 @@ console.log(JSON.stringify({
   transports: [rabbitmqModule, sqsModule, natsModule, memoryModule].map((m) => m.name),
   adapters: [PgDatabase, DataApiDatabase].map((c) => typeof c),
   node: Number(process.versions.node.split('.')[0]),
+  cdk: {
+    queues: resources.filter((r) => r.Type === 'AWS::SQS::Queue').length,
+    migrations: resources.filter((r) => r.Type === 'Custom::Migrations').length,
+  },
 }));
 `;
 
@@ -149,7 +171,14 @@ describe('the packed library, installed in an empty project', () => {
     app = join(work, 'app');
     const packed = await packLibrary(work);
     files = packed.files;
-    await scratchProject(app, [packed.tarball, '@types/node@24', NODE_22]);
+    await scratchProject(app, [
+      packed.tarball,
+      '@types/node@24',
+      NODE_22,
+      // the CDK entry's peer dependencies, as a CDK app has them
+      `aws-cdk-lib@${pkg.devDependencies['aws-cdk-lib']}`,
+      `constructs@${pkg.devDependencies.constructs}`,
+    ]);
     installed = join(app, 'node_modules', PACKAGE);
     await writeFile(join(app, 'smoke.ts'), SMOKE);
     await writeFile(join(app, 'subject.mjs'), SUBJECT);
@@ -159,10 +188,14 @@ describe('the packed library, installed in an empty project', () => {
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  it('holds the built entry points and nothing of the repository besides', () => {
+  it('holds the built entry points, the migrations and nothing of the repository besides', () => {
     const outside = files
       .map((f) => f.path)
-      .filter((p) => !/^dist\/shared\/.+\.(js|d\.ts)$/.test(p))
+      .filter(
+        (p) =>
+          !/^dist\/(shared|infra)\/.+\.(js|d\.ts)$/.test(p) &&
+          !/^dist\/shared\/db\/migrations\/\d{4}_[a-z0-9_]+\.sql$/.test(p),
+      )
       .sort();
     expect(outside).toEqual(['CHANGELOG.md', 'LICENSE', 'README.md', 'package.json']);
     for (const target of Object.values(pkg.exports)) {
@@ -173,7 +206,7 @@ describe('the packed library, installed in an empty project', () => {
     }
   });
 
-  it('imports only its own files, Node built-ins and its dependencies (no devDependency)', async () => {
+  it('imports only its own files, Node built-ins, its dependencies and peer dependencies (no devDependency)', async () => {
     const builtins = new Set(builtinModules);
     const problems: string[] = [];
     for (const file of await filesUnder(join(installed, 'dist'))) {
@@ -186,7 +219,8 @@ describe('the packed library, installed in an empty project', () => {
         } else {
           const name = packageName(spec);
           const typesOnly = file.endsWith('.d.ts') && `@types/${name}` in pkg.dependencies;
-          if (!(name in pkg.dependencies) && !typesOnly) problems.push(`${where}: ${spec}`);
+          const declared = name in pkg.dependencies || name in pkg.peerDependencies;
+          if (!declared && !typesOnly) problems.push(`${where}: ${spec}`);
         }
       }
     }
@@ -220,6 +254,7 @@ describe('the packed library, installed in an empty project', () => {
         table: 'shipping_outbox',
         transports: ['rabbitmq', 'sqs', 'nats-jetstream', 'memory'],
         adapters: ['function', 'function'],
+        cdk: { queues: 2, migrations: 1 },
       });
       majors.push(result.node);
     }

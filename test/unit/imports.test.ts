@@ -18,6 +18,9 @@ import { describe, expect, it } from 'vitest';
  * - the package's entry points (`exports`, `bin` and the build's roots) reach none of the example's
  *   use cases or event schemas;
  * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`;
+ * - the package's CDK entry (`infra/constructs/index.ts`) reaches only `infra/constructs/` and
+ *   `shared/`, never what finds this repository's files (`infra/paths.ts`), its settings
+ *   (`infra/config.ts`) or a stack: it runs from the package's `dist/`;
  * - tooling is shared through `devkit/`: tests import `lab/` or `soak/` only in the tests of the
  *   lab and the soak; `lab/`, `soak/`, `bench/`, `bin/`, `devkit/` never import `test/`; `devkit/`
  *   imports none of the programs built on it.
@@ -218,6 +221,25 @@ describe('the import rules', () => {
         i.target !== i.file,
     );
     expect(show(bad)).toEqual([]);
+  });
+
+  it("the package's CDK entry reaches only infra/constructs/ and shared/", () => {
+    const reached = new Set<string>();
+    const pending = ['infra/constructs/index.ts'];
+    for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+      if (reached.has(file)) continue;
+      reached.add(file);
+      for (const i of all) {
+        if (i.file === file && i.target.endsWith('.ts') && !i.target.startsWith('@')) {
+          pending.push(i.target);
+        }
+      }
+    }
+    expect(reached.size).toBeGreaterThan(10);
+    const outside = [...reached].filter(
+      (f) => !f.startsWith('infra/constructs/') && !f.startsWith('shared/'),
+    );
+    expect(outside).toEqual([]);
   });
 
   it('tests import lab/ or soak/ only in the tests of the lab and the soak', () => {
