@@ -43,7 +43,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['consumer'],
   ['transport/module.ts'],
   BACKENDS.map((b) => `transport/${b}`),
-  ['transport/index.ts', 'outbox', 'http', 'testing'],
+  ['transport/index.ts', 'outbox', 'http'],
   ['middleware'],
   // the library's entry points: they never export the example's use cases
   ['index.ts', 'testing'],
