@@ -1,4 +1,3 @@
-import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
 import { createLogger } from '../../shared/logger.js';
 import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
@@ -7,6 +6,7 @@ import {
   SCHEMA_VERSION_HEADER,
 } from '../../shared/transport/rabbitmq/constants.js';
 import {
+  amazonMqLambdaHandler,
   amqpUrlForVhost,
   RabbitManagement,
   RabbitMqBackend,
@@ -59,7 +59,7 @@ async function startAmazonMqTrigger(
   const functionName = results ? FUNCTIONS.results : FUNCTIONS.inventory;
   const logger = settings.logger ?? createLogger(functionName);
   // The order-results function composes the same handler (functions/order-results-rabbitmq).
-  const fn = createReserveInventoryRabbitHandler({
+  const fn = amazonMqLambdaHandler({
     driver: backend.amazonMqDriver(handler, {
       journal: settings.journal,
       notices: settings.notices,

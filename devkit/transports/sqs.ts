@@ -4,11 +4,10 @@ import {
   SendMessageBatchCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
-import { createReserveInventorySqsHandler } from '../../functions/reserve-inventory-sqs/handler.js';
 import { createLogger } from '../../shared/logger.js';
 import type { Backend, MessageHandler, RunningConsumer } from '../../shared/port/types.js';
 import { SQS_ATTRIBUTES, SQS_LIMITS } from '../../shared/transport/sqs/constants.js';
-import { SqsBackend } from '../../shared/transport/sqs/index.js';
+import { SqsBackend, sqsLambdaHandler } from '../../shared/transport/sqs/index.js';
 import { ensureLocalSqs } from '../emulators/sqsServer.js';
 import { sqsEventSourceOf } from '../lambda/deployedSettings.js';
 import { SQS_UNSCALED_CONCURRENCY, startSqsEventSource } from '../lambda/eventSources.js';
@@ -33,7 +32,7 @@ async function startSqsConsumer(
     notices: settings.notices,
   });
   // The order-results function composes the same handler (functions/order-results-sqs).
-  const fn = createReserveInventorySqsHandler({ driver, mode, fifo, logger });
+  const fn = sqsLambdaHandler({ driver, mode, fifo, logger });
   const queues = await backend.queues();
   const queueUrl = results ? queues.resultsUrl : queues.sourceUrl;
   const queueArn = results

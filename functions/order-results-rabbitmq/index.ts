@@ -2,8 +2,8 @@ import { Journal } from '../../shared/consumer/journal.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
+import { amazonMqLambdaHandler } from '../../shared/transport/rabbitmq/index.js';
 import { sharedDb, sharedRabbit } from '../commons/clients.js';
-import { createReserveInventoryRabbitHandler } from '../reserve-inventory-rabbitmq/handler.js';
 
 const logger = createLogger('order-results-rabbitmq');
 const db = sharedDb({ service: 'order-results-rabbitmq', logger });
@@ -15,7 +15,7 @@ const useCase = new OrderResults({ db, logger, journal });
  * trigger handler as reserve-inventory, around the order side's results use case. It only
  * acknowledges (returns) or gives the batch back (throws), so no copy is ever published.
  */
-export const handler = createReserveInventoryRabbitHandler({
+export const handler = amazonMqLambdaHandler({
   driver: sharedRabbit(logger).amazonMqDriver((m) => useCase.process(m), {
     journal,
     queue: 'results',

@@ -2,8 +2,8 @@ import { Journal } from '../../shared/consumer/journal.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
+import { sqsLambdaHandler } from '../../shared/transport/sqs/index.js';
 import { sharedDb, sharedSqs } from '../commons/clients.js';
-import { createReserveInventorySqsHandler } from '../reserve-inventory-sqs/handler.js';
 
 const logger = createLogger('order-results-sqs');
 const db = sharedDb({ service: 'order-results-sqs', logger });
@@ -20,6 +20,6 @@ const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m),
  * ReportBatchItemFailures): the same trigger handler as reserve-inventory, around the order
  * side's results use case.
  */
-export const handler = createReserveInventorySqsHandler({ ...consumer, logger }).use(
+export const handler = sqsLambdaHandler({ ...consumer, logger }).use(
   transactionDeadline({ db, logger }),
 );

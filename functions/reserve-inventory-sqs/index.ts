@@ -5,8 +5,8 @@ import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { outboxKick } from '../../shared/outbox/kick.js';
+import { sqsLambdaHandler } from '../../shared/transport/sqs/index.js';
 import { sharedDb, sharedKick, sharedSqs } from '../commons/clients.js';
-import { createReserveInventorySqsHandler } from './handler.js';
 
 const logger = createLogger('reserve-inventory-sqs');
 const db = sharedDb({ service: 'reserve-inventory-sqs', logger });
@@ -21,7 +21,7 @@ const consumer = await sharedSqs(logger).lambdaDriver((m) => useCase.process(m),
 });
 
 /** Lambda entry point (SQS event source mapping with ReportBatchItemFailures). */
-export const handler = createReserveInventorySqsHandler({ ...consumer, logger })
+export const handler = sqsLambdaHandler({ ...consumer, logger })
   .use(transactionDeadline({ db, logger }))
   // reservations write their results to inventory_outbox
   .use(outboxKick({ kick: sharedKick('reserve-inventory-sqs', logger) }));

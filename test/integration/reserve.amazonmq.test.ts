@@ -3,7 +3,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { AmazonMqTrigger } from '../../devkit/triggers/amazonMqTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { createReserveInventoryRabbitHandler } from '../../functions/reserve-inventory-rabbitmq/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { BatchReport } from '../../shared/consumer/driver.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
@@ -13,6 +12,7 @@ import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RunningConsumer } from '../../shared/port/types.js';
 import { SCHEMA_VERSION_HEADER } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMQEvent, RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import { amazonMqLambdaHandler } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryRig, RIG_CONSUMER } from '../helpers/inventory.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';
 import { AMQP_URL } from '../helpers/services.js';
@@ -35,7 +35,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
   const start = async (db: PgDatabase, copies: RabbitMqBackend = b.backend) => {
     const events: RabbitMQEvent[] = [];
     const reports: BatchReport[] = [];
-    const handler = createReserveInventoryRabbitHandler({
+    const handler = amazonMqLambdaHandler({
       driver: copies.amazonMqDriver(b.handler(db), { journal: b.journal }),
       logger: createLogger('reserve-inventory-rabbitmq-test'),
     });
@@ -278,7 +278,7 @@ describe('reserve-inventory-rabbitmq handler behind the Amazon MQ trigger emulat
     const onUnhandled = (err: unknown) => unhandled.push(err);
     process.on('unhandledRejection', onUnhandled);
     try {
-      const handler = createReserveInventoryRabbitHandler({
+      const handler = amazonMqLambdaHandler({
         driver: b.backend.amazonMqDriver(b.handler(b.t.db), { journal: b.journal }),
         logger: createLogger('reserve-inventory-rabbitmq-test'),
       });

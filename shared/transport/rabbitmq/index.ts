@@ -13,6 +13,7 @@ export { type RabbitMQEvent, rmqQueueKey, toRmqMessage } from './amazonMqEvent.j
 export { type BrokerCredentials, readBrokerSecret } from './brokerSecret.js';
 export { ensurePipelineUser } from './brokerUsers.js';
 export { type RabbitMqBackendConfig, rabbitmqConfigFromEnv } from './config.js';
+export { amazonMqLambdaHandler } from './lambdaHandler.js';
 export { RabbitConnection } from './RabbitConnection.js';
 export { amqpUrlForVhost, RabbitManagement } from './RabbitManagement.js';
 export { RabbitMqBackend } from './RabbitMqBackend.js';

@@ -7,10 +7,10 @@ import {
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import type { ConsumerDriver } from '../../shared/consumer/driver.js';
-import type { Logger } from '../../shared/logger.js';
-import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
-import { type SqsDelivery, sqsDelivery } from '../../shared/transport/sqs/index.js';
+import type { ConsumerDriver } from '../../consumer/driver.js';
+import type { Logger } from '../../logger.js';
+import type { SqsRetryMode } from './constants.js';
+import { type SqsDelivery, sqsDelivery } from './SqsSettle.js';
 
 /** A record reported in batchItemFailures: SQS delivers it again later. */
 class ReportedFailure extends Error {
@@ -21,8 +21,8 @@ class ReportedFailure extends Error {
 }
 
 /**
- * Reserve-inventory behind the Lambda SQS trigger with ReportBatchItemFailures. The records go
- * to the consumer driver; the partial batch response is built by Powertools batch, and a record
+ * The Lambda handler of a consumer behind the SQS event source with ReportBatchItemFailures
+ * (`lambdaDriver` gives its driver, mode and FIFO flag). The records go to the consumer driver; the partial batch response is built by Powertools batch, and a record
  * whose message is not done (a visibility-mode retry, parking refused, given back) is reported:
  * - standard queues: the whole batch goes through the use case at once (one transaction), then
  *   each record is settled in parallel;
@@ -30,7 +30,7 @@ class ReportedFailure extends Error {
  *   group is not processed and reported failed (other groups go on), as AWS requires.
  * A batch the use case could not decide is given back as a whole: the invocation fails.
  */
-export function createReserveInventorySqsHandler(deps: {
+export function sqsLambdaHandler(deps: {
   driver: ConsumerDriver<SqsDelivery>;
   mode: SqsRetryMode;
   fifo: boolean;

@@ -1,0 +1,44 @@
+import { Logger } from '@aws-lambda-powertools/logger';
+import { RDSDataClient } from '@aws-sdk/client-rds-data';
+import { DEFAULT_RETENTION, loadBudget } from 'reliable-messaging-serverless';
+import { DataApiDatabase } from 'reliable-messaging-serverless/data-api';
+import { sqsLambdaHandler, sqsModule } from 'reliable-messaging-serverless/sqs';
+import { shippingHandler, TOPOLOGY } from './shipping.js';
+
+/**
+ * The shipping service's consumer as a Lambda function behind an SQS event source with partial
+ * batch responses: what the `SqsConsumer` construct deploys around this entry. It reads the
+ * variables the construct sets: the Data API login (`DATA_API_*`), the queues (`SOURCE_QUEUE_URL`,
+ * `PARKING_QUEUE_URL`), the retry budget (`RETRY_*`).
+ */
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+
+const logger = new Logger({ serviceName: 'shipping' });
+const db = new DataApiDatabase(
+  { client: new RDSDataClient({}) },
+  {
+    resourceArn: env('DATA_API_RESOURCE_ARN'),
+    secretArn: env('DATA_API_SECRET_ARN'),
+    database: env('DATA_API_DATABASE'),
+  },
+);
+const budget = loadBudget();
+const backend = sqsModule.create({
+  region: env('AWS_REGION'),
+  mode: 'visibility',
+  budget,
+  retention: DEFAULT_RETENTION,
+  consumer: 'shipping-service',
+  topology: TOPOLOGY,
+  queueUrls: { source: env('SOURCE_QUEUE_URL'), parking: env('PARKING_QUEUE_URL') },
+  logger,
+});
+
+export const handler = sqsLambdaHandler({
+  ...(await backend.lambdaDriver(shippingHandler(db, budget))),
+  logger,
+});
