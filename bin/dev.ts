@@ -18,7 +18,6 @@ import {
 } from '../devkit/transports/index.js';
 import { localLambdaContext } from '../devkit/triggers/lambdaContext.js';
 import { ScheduleTrigger } from '../devkit/triggers/scheduleTrigger.js';
-import { createOutboxRelayHandler } from '../functions/outbox-relay/handler.js';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { loadBudget, type Retention, type RetryBudget } from '../shared/config/budget.js';
 import { type Env, loadEnv, transactionTimeoutsOf } from '../shared/config/env.js';
@@ -34,6 +33,7 @@ import { createLogger } from '../shared/logger.js';
 import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderResults } from '../shared/orders/OrderResults.js';
 import { OrderService } from '../shared/orders/OrderService.js';
+import { relayLambdaHandler } from '../shared/outbox/lambdaHandler.js';
 import { createRelays } from '../shared/outbox/relays.js';
 import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
 import type { Backend } from '../shared/port/types.js';
@@ -340,7 +340,7 @@ function startRelay(settings: FunctionSettings, db: SqlDatabase, backend: Backen
   // as deployed: the relay function on its schedule rule, each invocation draining for its
   // budget within its timeout
   const { relay } = settings;
-  const handler = createOutboxRelayHandler(
+  const handler = relayLambdaHandler(
     { relays, logger },
     {
       drainBudgetMs: relayEnv.RELAY_DRAIN_BUDGET_MS,

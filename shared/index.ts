@@ -92,6 +92,12 @@ export {
   outboxKick,
 } from './outbox/kick.js';
 export {
+  type OutboxRelayHandlerOptions,
+  type RelayMode,
+  type RelaySummary,
+  relayLambdaHandler,
+} from './outbox/lambdaHandler.js';
+export {
   type ClaimCounts,
   type DrainOptions,
   type DrainResult,

@@ -1,9 +1,9 @@
 import { InvokeCommand, type InvokeCommandOutput, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Command } from 'commander';
-import type { RelaySummary } from '../../functions/outbox-relay/handler.js';
 import { STACK_OUTPUTS } from '../../infra/stackOutputs.js';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { DRAIN_SOURCE, type DrainEvent } from '../../shared/outbox/kick.js';
+import type { RelaySummary } from '../../shared/outbox/lambdaHandler.js';
 import { describeStack, OperatorError, outputOf, stackOption } from './stack.js';
 
 export function registerRelayCommands(program: Command): void {

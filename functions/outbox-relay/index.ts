@@ -1,7 +1,9 @@
 import { SSMClient } from '@aws-sdk/client-ssm';
+import type { OutboxTable } from '../../shared/config/constants.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
+import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
 import { publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import {
   MemoryRelayStateStore,
@@ -10,7 +12,6 @@ import {
 } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
 import { sharedBackend, sharedDb } from '../commons/clients.js';
-import { createOutboxRelayHandler } from './handler.js';
 
 const env = loadEnv();
 const logger = createLogger('outbox-relay');
@@ -28,7 +29,7 @@ const state: RelayStateStore = env.RELAY_STATE_PARAMETER
  * Lambda entry point: asynchronous kicks from the producers after their COMMIT, and the
  * 1-minute EventBridge schedule's tick (heartbeat; a sweep of the outboxes when due).
  */
-export const handler = createOutboxRelayHandler(
+export const handler = relayLambdaHandler<OutboxTable>(
   {
     relays,
     logger,

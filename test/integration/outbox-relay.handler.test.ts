@@ -7,13 +7,13 @@ import type { ScheduledEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
 import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { FaultScope } from '../../shared/config/faults.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { DRAIN_SOURCE, KICK_SOURCE } from '../../shared/outbox/kick.js';
+import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
@@ -59,7 +59,7 @@ describe('outbox-relay Lambda handler (EventBridge schedule)', () => {
       await orders.place({ sku: 'sku-1', quantity: 1, correlationId: `c${i}` });
     const env = loadEnv({});
     let prepared = 0;
-    const handler = createOutboxRelayHandler(
+    const handler = relayLambdaHandler(
       {
         relays: createRelays({ db, backend }, env),
         logger: createLogger('outbox-relay-test'),
@@ -147,7 +147,7 @@ describe('relay heartbeat and round errors (every invocation, every outbox)', ()
       { db, backend: memoryBackend({ topology: PIPELINE_TOPOLOGY }) },
       loadEnv({}),
     );
-    return createOutboxRelayHandler(
+    return relayLambdaHandler(
       { relays, logger, report: (results) => publishOutboxMetrics(db, relays, results, logger) },
       { drainBudgetMs: 60_000, idleWaitMs: 20, safetyMarginMs: 500 },
     );
@@ -314,7 +314,7 @@ describe('the relay as deployed: kicked after COMMIT, ticked by the schedule', (
   const deployed = (db: typeof t.db, state: MemoryRelayStateStore) => {
     const logger = createLogger('outbox-relay-test');
     const relays = createRelays({ db, backend }, loadEnv({}));
-    return createOutboxRelayHandler(
+    return relayLambdaHandler(
       {
         relays,
         logger,
@@ -421,7 +421,7 @@ describe('the relay as deployed: kicked after COMMIT, ticked by the schedule', (
     const now = Date.now();
     state.state = { lastCheckAt: now, lastActivityAt: now, pending: false };
     const logger = createLogger('outbox-relay-test');
-    const handler = createOutboxRelayHandler(
+    const handler = relayLambdaHandler(
       {
         relays: createRelays({ db: t.db, backend }, loadEnv({})),
         logger,

@@ -1,10 +1,10 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import { createOutboxRelayHandler } from '../../functions/outbox-relay/handler.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
+import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
 import { createRelays } from '../../shared/outbox/relays.js';
@@ -79,7 +79,7 @@ describe('outbox-relay handler: rows of a lost route', () => {
     const state = new MemoryRelayStateStore();
     const now = Date.now();
     state.state = { lastCheckAt: now, lastActivityAt: now, pending: false };
-    const handler = createOutboxRelayHandler(
+    const handler = relayLambdaHandler(
       {
         relays,
         logger,

@@ -1,24 +1,10 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { Context, ScheduledEvent } from 'aws-lambda';
-import type { OutboxTable } from '../../shared/config/constants.js';
-import type { Logger } from '../../shared/logger.js';
-import {
-  type DrainEvent,
-  isDrainEvent,
-  isKickEvent,
-  type KickEvent,
-} from '../../shared/outbox/kick.js';
-import {
-  type DrainResult,
-  emptyDrainResult,
-  type OutboxRelay,
-} from '../../shared/outbox/OutboxRelay.js';
-import {
-  type RelayStateStore,
-  type SweepPolicy,
-  sweepDue,
-} from '../../shared/outbox/relayState.js';
+import type { Logger } from '../logger.js';
+import { type DrainEvent, isDrainEvent, isKickEvent, type KickEvent } from './kick.js';
+import { type DrainResult, emptyDrainResult, type OutboxRelay } from './OutboxRelay.js';
+import { type RelayStateStore, type SweepPolicy, sweepDue } from './relayState.js';
 
 export interface OutboxRelayHandlerOptions {
   /** How long one invocation keeps draining (ms), at most the time left minus `safetyMarginMs`. */
@@ -36,24 +22,30 @@ export interface OutboxRelayHandlerOptions {
   kicked?: { lingerMs: number; sweep: SweepPolicy; state: RelayStateStore };
 }
 
-/** What one invocation did: per outbox its drain, or nothing when a tick left the database alone. */
-export type RelaySummary = Partial<Record<OutboxTable, DrainResult>> & {
+/**
+ * What one invocation did: per outbox table (`T`, the service's table names) its drain, or
+ * nothing when a tick left the database alone.
+ */
+export type RelaySummary<T extends string = string> = Partial<Record<T, DrainResult>> & {
   /**
    * `kick`, `sweep`, `tick` (heartbeat only) or `drain`: an operator's drain event (deployed: read
    * both outboxes until the linger, like a sweep that is always due), or any invocation without
    * the deployed design (the whole budget).
    */
-  mode?: 'kick' | 'sweep' | 'tick' | 'drain';
+  mode?: RelayMode;
 };
 
+/** How an invocation ran (`RelaySummary.mode`). */
+export type RelayMode = 'kick' | 'sweep' | 'tick' | 'drain';
+
 /**
- * The outbox relay function. Deployed, it is invoked two ways: asynchronously right after a
+ * The outbox relay's Lambda handler, around the service's relays (one per outbox table). Deployed, it is invoked two ways: asynchronously right after a
  * producer's COMMIT (a kick: drain while rows come, stop after a short linger), and by a 1-minute
  * schedule whose tick publishes the heartbeat without touching the database unless rows were left
  * or a quiet pipeline's periodic sweep is due (the guarantee for a lost kick). Overlapping
  * invocations are safe: rows are claimed with FOR UPDATE SKIP LOCKED.
  */
-export function createOutboxRelayHandler(
+export function relayLambdaHandler<T extends string = string>(
   deps: {
     relays: OutboxRelay[];
     logger: Logger;
@@ -68,11 +60,11 @@ export function createOutboxRelayHandler(
 ) {
   let prepared: Promise<void> | undefined;
   const log = deps.logger;
-  return middy<ScheduledEvent | KickEvent | DrainEvent, RelaySummary>()
+  return middy<ScheduledEvent | KickEvent | DrainEvent, RelaySummary<T>>()
     .use(injectLambdaContext(deps.logger, { resetKeys: true }))
     .handler(async (event: ScheduledEvent | KickEvent | DrainEvent, context: Context) => {
       const kicked = options.kicked;
-      let mode: NonNullable<RelaySummary['mode']> = 'drain';
+      let mode: RelayMode = 'drain';
       if (kicked) {
         if (isKickEvent(event)) mode = 'kick';
         else if (isDrainEvent(event)) mode = 'drain';
@@ -139,9 +131,9 @@ export function createOutboxRelayHandler(
           });
         }
       }
-      const summary: RelaySummary = { mode };
+      const summary: RelaySummary<T> = { mode } as RelaySummary<T>;
       deps.relays.forEach((relay, i) => {
-        summary[relay.store.table as OutboxTable] = results[i] as DrainResult;
+        (summary as Record<string, unknown>)[relay.store.table] = results[i] as DrainResult;
       });
       const backlog = await deps
         .report?.(results, mode !== 'tick')
