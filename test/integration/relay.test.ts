@@ -165,6 +165,17 @@ describe.each(RELAY_RIGS)('outbox relay → $name', { concurrent: true }, (h) =>
         message: 'the published copy waits for the consumer',
       });
 
+      // The killed relay's session holds its row lock until the server sees the connection
+      // gone (a moment after the kill): a claim before that skips the locked row.
+      await waitFor(
+        async () =>
+          (
+            await t.db.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+            )
+          ).rows[0]?.n === 0,
+        { message: "the killed relay's session gone" },
+      );
       // the restarted relay (no fault) publishes it again
       const relay = new OutboxRelay(
         { db: t.db, publisher: rig.backend.publisher('outbox') },
