@@ -3,7 +3,10 @@ import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import type { DbSide } from '../../shared/db/appRole.js';
-import { ServerlessDatabase } from '../constructs/ServerlessDatabase.js';
+import {
+  ServerlessDatabase,
+  type ServerlessDatabaseProps,
+} from '../constructs/ServerlessDatabase.js';
 import { MIGRATIONS_SOURCE } from '../paths.js';
 
 export {
@@ -13,22 +16,17 @@ export {
   ENGINE_VERSION,
 } from '../constructs/ServerlessDatabase.js';
 
-export interface DataStackProps extends StackProps {
-  /** Aurora Serverless v2 minimum capacity (ACU); 0 lets the cluster pause when idle. */
-  minCapacity?: number;
-  maxCapacity?: number;
-  /** With a minimum of 0: idle seconds before the cluster pauses (300–86,400). */
-  secondsUntilAutoPause?: number;
-  databaseName?: string;
-  /** On by default; `-c deletionProtection=false` for throw-away deployments. */
-  deletionProtection?: boolean;
-  /**
-   * Keep the legacy login `pipeline_fn` (its secret `AppSecret`, exported, and its user kept up to
-   * date), which functions deployed before the per-side logins use until their pipeline stack is
-   * updated. Default true; `-c legacyAppLogin=false` retires it (docs/deploy.md, "Secret rotation").
-   */
-  legacyAppLogin?: boolean;
-}
+/** The database's settings (`ServerlessDatabase`), from the app's context (infra/pipelineApp.ts). */
+export type DataStackProps = StackProps &
+  Pick<
+    ServerlessDatabaseProps,
+    | 'minCapacity'
+    | 'maxCapacity'
+    | 'secondsUntilAutoPause'
+    | 'databaseName'
+    | 'deletionProtection'
+    | 'legacyAppLogin'
+  >;
 
 /**
  * The database: Aurora PostgreSQL Serverless v2 with the RDS Data API, in a VPC of its own, and
