@@ -292,17 +292,19 @@ describe('CDK: least privilege', () => {
 describe('cdk-nag acknowledgments that point at docs/deploy.md', () => {
   const root = join(import.meta.dirname, '..', '..');
   const deploy = readFileSync(join(root, 'docs', 'deploy.md'), 'utf8');
-  const reasons = ['infra/stacks/DataStack.ts', 'infra/stacks/RabbitPipelineStack.ts'].flatMap(
-    (file) =>
-      [...readFileSync(join(root, file), 'utf8').matchAll(/docs\/deploy\.md, "([^"]+)"/g)].map(
-        (m) => ({ file, section: m[1] as string }),
-      ),
+  const reasons = [
+    'infra/constructs/ServerlessDatabase.ts',
+    'infra/stacks/RabbitPipelineStack.ts',
+  ].flatMap((file) =>
+    [...readFileSync(join(root, file), 'utf8').matchAll(/docs\/deploy\.md, "([^"]+)"/g)].map(
+      (m) => ({ file, section: m[1] as string }),
+    ),
   );
 
   it('finds the secret-rotation acknowledgments (Aurora and Amazon MQ)', () => {
     expect([
       ...new Set(reasons.filter((r) => r.section === 'Secret rotation').map((r) => r.file)),
-    ]).toEqual(['infra/stacks/DataStack.ts', 'infra/stacks/RabbitPipelineStack.ts']);
+    ]).toEqual(['infra/constructs/ServerlessDatabase.ts', 'infra/stacks/RabbitPipelineStack.ts']);
   });
 
   it.each(reasons.map((r) => [r.section, r.file]))(
