@@ -4,9 +4,8 @@ import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import { CfnEventSourceMapping } from 'aws-cdk-lib/aws-lambda';
 import type { Construct, IDependable } from 'constructs';
 import type { Retention, RetryBudget } from '../../shared/config/env.js';
-import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import { AMAZON_MQ_TRIGGER, QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
-import { type AmazonMqAccess, amazonMqEnvironment } from './amazonMq.js';
+import { type AmazonMqAccess, brokerFunctionEnvironment } from './amazonMq.js';
 import {
   type ConsumerAlarmOptions,
   consumerAlarmAdder,
@@ -87,13 +86,8 @@ export class AmazonMqConsumer extends NodeFunction {
       timeoutSeconds: props.timeoutSeconds ?? 30,
       network: broker.network,
       environment: {
-        ...functionEnvironment({
-          transport: 'rabbitmq',
-          ...(budget ? { budget } : {}),
-          ...(retention ? { retention } : {}),
-        }),
+        ...brokerFunctionEnvironment(broker, { budget, retention }),
         ...(database ? dataApiEnvironment(database) : {}),
-        ...amazonMqEnvironment(broker),
         ...props.environment,
       },
     });

@@ -5,7 +5,7 @@ import type { Provider } from 'aws-cdk-lib/custom-resources';
 import type { Construct, IDependable } from 'constructs';
 import type { Retention, RetryBudget } from '../../shared/config/env.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
-import { type AmazonMqAccess, amazonMqEnvironment } from './amazonMq.js';
+import { type AmazonMqAccess, brokerFunctionEnvironment } from './amazonMq.js';
 import { deployProvider } from './deployProvider.js';
 import { NodeFunction, type NodeFunctionProps } from './NodeFunction.js';
 
@@ -53,12 +53,7 @@ export class BrokerSetup extends NodeFunction {
       timeoutSeconds: props.timeoutSeconds ?? 120,
       network: broker.network,
       environment: {
-        ...functionEnvironment({
-          transport: 'rabbitmq',
-          ...(budget ? { budget } : {}),
-          ...(retention ? { retention } : {}),
-        }),
-        ...amazonMqEnvironment(broker),
+        ...brokerFunctionEnvironment(broker, { budget, retention }),
         ...functionEnvironment(
           pipelineUser ? { brokerPipelineSecretArn: pipelineUser.secretArn } : {},
         ),

@@ -1,4 +1,5 @@
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
+import type { Retention, RetryBudget } from '../../shared/config/env.js';
 import {
   type FunctionEnvironment,
   functionEnvironment,
@@ -25,6 +26,24 @@ export interface AmazonMqAccess {
   vhost: string;
   /** The private subnets (with egress) and the security group the broker admits. */
   network: FunctionNetwork;
+}
+
+/**
+ * The environment of a function on the broker: the transport, the budget and retention where
+ * given, and the broker as `access`'s user.
+ */
+export function brokerFunctionEnvironment(
+  access: AmazonMqAccess,
+  settings: { budget?: RetryBudget | undefined; retention?: Retention | undefined },
+): FunctionEnvironment {
+  return {
+    ...functionEnvironment({
+      transport: 'rabbitmq',
+      ...(settings.budget ? { budget: settings.budget } : {}),
+      ...(settings.retention ? { retention: settings.retention } : {}),
+    }),
+    ...amazonMqEnvironment(access),
+  };
 }
 
 /** The environment of a function that reaches the broker as `access`'s user. */

@@ -145,33 +145,35 @@ const duplicates: Scenario = {
   },
 };
 
-const ackLost: Scenario = {
-  name: 'ack-lost',
-  expectation:
-    'a transaction that commits and then fails (the ack is lost) is redelivered and applied once',
+/** Every other event's first transaction fails at its COMMIT, one way or the other. */
+const commitFault = (
+  name: ScenarioName,
+  kind: 'commit-then-throw' | 'fail-at-commit',
+  expectation: string,
+): Scenario => ({
+  name,
+  expectation,
   async run(ctx) {
-    ctx.faulty.fault = { kind: 'commit-then-throw', targets: new Set(idsOf(every(ctx.events, 2))) };
+    ctx.faulty.fault = { kind, targets: new Set(idsOf(every(ctx.events, 2))) };
     await ctx.start();
     await ctx.publish(ctx.events);
     await ctx.settledAll(ctx.accepted);
     faultFired(ctx);
     deliveryFacts(ctx);
   },
-};
+});
 
-const rollbackAfterEffect: Scenario = {
-  name: 'rollback-after-effect',
-  expectation:
-    "a transaction that fails at COMMIT (its work rolled back) is retried and applied once: an effect written outside the handler's transaction shows twice",
-  async run(ctx) {
-    ctx.faulty.fault = { kind: 'fail-at-commit', targets: new Set(idsOf(every(ctx.events, 2))) };
-    await ctx.start();
-    await ctx.publish(ctx.events);
-    await ctx.settledAll(ctx.accepted);
-    faultFired(ctx);
-    deliveryFacts(ctx);
-  },
-};
+const ackLost = commitFault(
+  'ack-lost',
+  'commit-then-throw',
+  'a transaction that commits and then fails (the ack is lost) is redelivered and applied once',
+);
+
+const rollbackAfterEffect = commitFault(
+  'rollback-after-effect',
+  'fail-at-commit',
+  "a transaction that fails at COMMIT (its work rolled back) is retried and applied once: an effect written outside the handler's transaction shows twice",
+);
 
 const poison: Scenario = {
   name: 'poison',
