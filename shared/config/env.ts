@@ -290,6 +290,22 @@ const envObject = z.object({
   PARKING_QUEUE_URL: z.string().optional(),
   RESULTS_QUEUE_URL: z.string().optional(),
   /**
+   * The SNS topics of a deployed SQS pipeline's fan-out streams: `stream=arn` pairs, comma
+   * separated (`inventory_outbox=arn:aws:sns:…:inventory`).
+   */
+  STREAM_TOPIC_ARNS: z
+    .string()
+    .transform((s) => s.split(',').filter((pair) => pair.trim() !== ''))
+    .pipe(
+      z.array(
+        z.string().regex(/^[a-z_][a-z0-9_]*=arn:[^,=\s]+$/, 'stream=arn pairs, comma separated'),
+      ),
+    )
+    .transform((pairs) =>
+      Object.fromEntries(pairs.map((pair) => pair.split('=', 2) as [string, string])),
+    )
+    .optional(),
+  /**
    * A deployed RabbitMQ pipeline (Amazon MQ): the Secrets Manager secret with the broker's
    * `{"username","password"}`, read at cold start, and the endpoints the broker reports
    * (`amqps://…:5671`, `https://…` for the management API). Set, they replace AMQP_URL and

@@ -33,6 +33,8 @@ export interface FunctionSettings {
     sourceQueueUrl?: string;
     parkingQueueUrl?: string;
     resultsQueueUrl?: string;
+    /** The SNS topics of the fan-out streams the function publishes, by stream. */
+    topicArns?: Readonly<Record<string, string>>;
     retryMode?: Env['SQS_RETRY_MODE'];
     /** The visibility timeout of the queue the function consumes (checked against its timeout). */
     visibilityTimeoutSeconds?: number;
@@ -93,6 +95,11 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
   if (sqs?.sourceQueueUrl !== undefined) env.SOURCE_QUEUE_URL = sqs.sourceQueueUrl;
   if (sqs?.parkingQueueUrl !== undefined) env.PARKING_QUEUE_URL = sqs.parkingQueueUrl;
   if (sqs?.resultsQueueUrl !== undefined) env.RESULTS_QUEUE_URL = sqs.resultsQueueUrl;
+  if (sqs?.topicArns !== undefined) {
+    env.STREAM_TOPIC_ARNS = Object.entries(sqs.topicArns)
+      .map(([stream, arn]) => `${stream}=${arn}`)
+      .join(',');
+  }
   if (sqs?.retryMode !== undefined) env.SQS_RETRY_MODE = sqs.retryMode;
   if (sqs?.visibilityTimeoutSeconds !== undefined) {
     env.SQS_VISIBILITY_TIMEOUT_S = String(sqs.visibilityTimeoutSeconds);

@@ -1,4 +1,15 @@
-import { GetQueueAttributesCommand, GetQueueUrlCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  CreateTopicCommand,
+  ListTopicsCommand,
+  type SNSClient,
+  SubscribeCommand,
+} from '@aws-sdk/client-sns';
+import {
+  GetQueueAttributesCommand,
+  GetQueueUrlCommand,
+  SetQueueAttributesCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
 import { DEFAULT_REDRIVE_LIMIT } from '../../config/env.js';
 import { ConsumerDriver } from '../../consumer/driver.js';
 import { TransportUnavailableError } from '../../port/errors.js';
@@ -16,12 +27,19 @@ import {
   type Stream,
   subscriptionOf,
 } from '../../port/types.js';
-import { createSqsClient } from './client.js';
+import { createSnsClient, createSqsClient } from './client.js';
 import type { SqsBackendConfig } from './config.js';
-import { SQS_DEFAULTS, type SqsRetryMode, sqsQueueNames } from './constants.js';
+import {
+  SQS_DEFAULTS,
+  type SqsRetryMode,
+  snsFilterPolicy,
+  snsTopicName,
+  sqsQueueNames,
+} from './constants.js';
 import { sqsParkingLot } from './parking.js';
 import { defaultSqsQueueSettings, ensureQueue, ensureSqsQueues } from './queues.js';
-import { LazySqsPublisher } from './SqsPublisher.js';
+import { SnsPublisher } from './SnsPublisher.js';
+import { LazyPublisher, SqsPublisher } from './SqsPublisher.js';
 import { type SqsDelivery, SqsSettle } from './SqsSettle.js';
 
 /** The queues of the SQS pipeline, resolved. */
@@ -60,6 +78,8 @@ export class SqsBackend implements Backend {
   private readonly ownsClient: boolean;
   private resolved: Promise<SqsPipelineQueues> | undefined;
   private readonly publishers = new Map<string, Publisher>();
+  private snsClient: SNSClient | undefined;
+  private readonly topics = new Map<Stream, string>();
 
   constructor(readonly config: SqsBackendConfig) {
     this.capabilities = sqsCapabilities(config.fifo ?? false);
@@ -76,6 +96,110 @@ export class SqsBackend implements Backend {
 
   get fifo(): boolean {
     return this.config.fifo ?? false;
+  }
+
+  /** The streams published through an SNS topic (`fanOut`, or the deployed topics' streams). */
+  get fanOut(): ReadonlySet<Stream> {
+    return new Set([...(this.config.fanOut ?? []), ...Object.keys(this.config.topicArns ?? {})]);
+  }
+
+  private get sns(): SNSClient {
+    this.snsClient ??=
+      this.config.snsClient ??
+      createSnsClient({
+        endpoint: this.config.endpoint,
+        region: this.config.region,
+        ...(this.config.requestTimeoutMs ? { requestTimeoutMs: this.config.requestTimeoutMs } : {}),
+        ...(this.config.maxAttempts ? { maxAttempts: this.config.maxAttempts } : {}),
+      });
+    return this.snsClient;
+  }
+
+  /** A fan-out stream's topic is FIFO when the backend is and FIFO queues read the stream. */
+  private topicName(stream: Stream): { name: string; fifo: boolean } {
+    const destination = this.config.topology.streams[stream];
+    if (destination === undefined) throw new Error(`no stream "${stream}" in the topology`);
+    const fifo = this.fifo && stream === this.names().sourceStream;
+    return { name: snsTopicName(destination, this.config.prefix ?? '', fifo), fifo };
+  }
+
+  /** A fan-out stream's topic ARN: as deployed, as prepared, or looked up by name. */
+  async topicArn(stream: Stream): Promise<string> {
+    const known = this.config.topicArns?.[stream] ?? this.topics.get(stream);
+    if (known) return known;
+    const { name } = this.topicName(stream);
+    let NextToken: string | undefined;
+    do {
+      const page = await this.sns.send(new ListTopicsCommand({ NextToken }));
+      const found = page.Topics?.find((t) => t.TopicArn?.endsWith(`:${name}`))?.TopicArn;
+      if (found) {
+        this.topics.set(stream, found);
+        return found;
+      }
+      NextToken = page.NextToken;
+    } while (NextToken);
+    throw Object.assign(new Error(`no SNS topic ${name} for stream "${stream}"`), {
+      name: 'NotFound',
+    });
+  }
+
+  /**
+   * Creates the fan-out streams' topics and subscribes each of this topology's queues on such a
+   * stream to its topic: raw message delivery (the body and attributes as published), the
+   * subscription's event types as a filter policy where they can be written as one, and a queue
+   * policy that lets the topic send.
+   */
+  private async prepareFanOut(queues: { url: string; stream: Stream; types: readonly string[] }[]) {
+    for (const stream of this.fanOut) {
+      const { name, fifo } = this.topicName(stream);
+      const { TopicArn } = await this.sns.send(
+        new CreateTopicCommand({
+          Name: name,
+          ...(fifo ? { Attributes: { FifoTopic: 'true' } } : {}),
+        }),
+      );
+      this.topics.set(stream, TopicArn as string);
+    }
+    for (const q of queues.filter((q) => this.fanOut.has(q.stream))) {
+      const topicArn = this.topics.get(q.stream) as string;
+      const queueArn = (
+        await this.client.send(
+          new GetQueueAttributesCommand({ QueueUrl: q.url, AttributeNames: ['QueueArn'] }),
+        )
+      ).Attributes?.QueueArn as string;
+      await this.client.send(
+        new SetQueueAttributesCommand({
+          QueueUrl: q.url,
+          Attributes: {
+            Policy: JSON.stringify({
+              Version: '2012-10-17',
+              Statement: [
+                {
+                  Effect: 'Allow',
+                  Principal: { Service: 'sns.amazonaws.com' },
+                  Action: 'sqs:SendMessage',
+                  Resource: queueArn,
+                  Condition: { ArnEquals: { 'aws:SourceArn': topicArn } },
+                },
+              ],
+            }),
+          },
+        }),
+      );
+      const filter = snsFilterPolicy(q.types);
+      await this.sns.send(
+        new SubscribeCommand({
+          TopicArn: topicArn,
+          Protocol: 'sqs',
+          Endpoint: queueArn,
+          ReturnSubscriptionArn: true,
+          Attributes: {
+            RawMessageDelivery: 'true',
+            ...(filter ? { FilterPolicy: filter } : {}),
+          },
+        }),
+      );
+    }
   }
 
   private names() {
@@ -104,6 +228,17 @@ export class SqsBackend implements Backend {
       : '';
     const all = { ...queues, resultsUrl };
     this.resolved = Promise.resolve(all);
+    const names = this.names();
+    const subscription = (name: string | undefined) =>
+      name ? this.config.topology.subscriptions[name] : undefined;
+    const source = subscription(names.sourceSubscription);
+    const resultsSub = subscription(names.resultsSubscription);
+    await this.prepareFanOut([
+      ...(source ? [{ url: all.sourceUrl, stream: source.stream, types: source.types }] : []),
+      ...(resultsSub && resultsUrl
+        ? [{ url: resultsUrl, stream: resultsSub.stream, types: resultsSub.types }]
+        : []),
+    ]);
     return { queues: results ? 3 : 2, policies: 0 };
   }
 
@@ -146,27 +281,38 @@ export class SqsBackend implements Backend {
   }
 
   async ready(timeoutMs = 2_000): Promise<void> {
-    await this.publisher('outbox').ready(timeoutMs);
+    await this.publisher().ready(timeoutMs);
   }
 
   /**
-   * The publisher of a stream (default: the retrying subscription's): to the queue of the
-   * subscription that reads it.
+   * The publisher of a stream (default: the retrying subscription's): to its SNS topic when it is
+   * a fan-out stream, else to the queue of the subscription that reads it.
    */
   publisher(stream: Stream = this.names().sourceStream): Publisher {
     let p = this.publishers.get(stream);
     if (!p) {
       const names = this.names();
       const toSource = stream === names.sourceStream;
-      if (!toSource && stream !== names.resultsStream) {
-        throw new Error(`no SQS queue for stream "${stream}"`);
+      if (this.fanOut.has(stream)) {
+        const { fifo } = this.topicName(stream);
+        p = new LazyPublisher(
+          async () =>
+            new SnsPublisher({ client: this.sns }, { topicArn: await this.topicArn(stream), fifo }),
+        );
+      } else {
+        if (!toSource && stream !== names.resultsStream) {
+          throw new Error(`no SQS queue for stream "${stream}" (and it is not a fan-out stream)`);
+        }
+        p = new LazyPublisher(async () => {
+          const q = await this.queues();
+          const url = toSource ? q.sourceUrl : q.resultsUrl;
+          if (!url) throw new TransportUnavailableError(`no queue URL for stream "${stream}"`);
+          return new SqsPublisher(
+            { client: this.client },
+            { queueUrl: url, fifo: toSource && url.endsWith('.fifo') },
+          );
+        });
       }
-      p = new LazySqsPublisher(this.client, async () => {
-        const q = await this.queues();
-        const url = toSource ? q.sourceUrl : q.resultsUrl;
-        if (!url) throw new TransportUnavailableError(`no queue URL for stream "${stream}"`);
-        return { queueUrl: url, fifo: toSource && url.endsWith('.fifo') };
-      });
       this.publishers.set(stream, p);
     }
     return p;
@@ -294,6 +440,7 @@ export class SqsBackend implements Backend {
     if (this.closed) return;
     this.closed = true;
     if (this.ownsClient) this.client.destroy();
+    if (this.snsClient && !this.config.snsClient) this.snsClient.destroy();
   }
 }
 

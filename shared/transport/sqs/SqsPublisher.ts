@@ -47,7 +47,8 @@ export function sqsFailureReason(err: unknown): PublishFailureReason {
     $metadata?: { httpStatusCode?: number };
   };
   const name = `${e.name ?? ''} ${e.code ?? ''}`;
-  if (/NonExistentQueue|QueueDoesNotExist/i.test(name)) return 'unroutable';
+  // SNS: the topic does not exist (`NotFound`)
+  if (/NonExistentQueue|QueueDoesNotExist|NotFound/i.test(name)) return 'unroutable';
   if (/Throttl|RequestLimitExceeded|SlowDown/i.test(name) || e.$metadata?.httpStatusCode === 429)
     return 'throttled';
   // The SDK reports a dropped connection as a TimeoutError "socket hang up": look at the message first.
@@ -71,86 +72,42 @@ export interface SqsPublisherOptions {
   concurrency?: number;
 }
 
+/** One batch call's answer, by entry id (the envelope's index): accepted, refused. */
+export interface BatchAnswer {
+  successful: readonly string[];
+  failed: readonly { id: string; code?: string | undefined; message?: string | undefined }[];
+}
+
 /**
- * Publishes envelopes to an SQS queue with SendMessageBatch (10 entries per call, several calls in
- * flight). An entry counts only when it is in the response's `Successful` list; a failed entry or a
- * failed call fails only its own messages, which the relay publishes again later.
+ * Sends envelopes in calls of 10 entries (SQS's and SNS's batch limit), several calls in flight.
+ * An entry counts only when its call's answer lists it as accepted; a refused entry or a failed
+ * call fails only its own messages, which the relay publishes again later.
  */
-export class SqsPublisher implements Publisher {
-  constructor(
-    private readonly deps: { client: SQSClient },
-    private readonly options: SqsPublisherOptions,
-  ) {}
-
-  async ready(timeoutMs = 2_000): Promise<void> {
-    try {
-      await this.deps.client.send(
-        new GetQueueAttributesCommand({
-          QueueUrl: this.options.queueUrl,
-          AttributeNames: ['QueueArn'],
-        }),
-        { abortSignal: AbortSignal.timeout(timeoutMs) },
-      );
-    } catch (err) {
-      throw new TransportUnavailableError(`SQS not reachable: ${(err as Error).message}`, {
-        cause: err,
-      });
-    }
+export async function publishInBatches(
+  envelopes: readonly Envelope[],
+  concurrency: number,
+  send: (entries: readonly { id: string; envelope: Envelope }[]) => Promise<BatchAnswer>,
+): Promise<PublishOutcome[]> {
+  const outcomes: PublishOutcome[] = new Array(envelopes.length);
+  const chunks: number[][] = [];
+  for (let i = 0; i < envelopes.length; i += 10) {
+    chunks.push(Array.from({ length: Math.min(10, envelopes.length - i) }, (_, k) => i + k));
   }
-
-  async publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]> {
-    const outcomes: PublishOutcome[] = new Array(envelopes.length);
-    const chunks: number[][] = [];
-    for (let i = 0; i < envelopes.length; i += 10) {
-      chunks.push(Array.from({ length: Math.min(10, envelopes.length - i) }, (_, k) => i + k));
-    }
-    let next = 0;
-    const worker = async () => {
-      while (next < chunks.length) {
-        const chunk = chunks[next++] as number[];
-        await this.sendChunk(envelopes, chunk, outcomes);
-      }
-    };
-    await Promise.all(
-      Array.from({ length: Math.min(this.options.concurrency ?? 8, chunks.length) }, worker),
-    );
-    return outcomes;
-  }
-
-  private async sendChunk(
-    envelopes: readonly Envelope[],
-    chunk: number[],
-    outcomes: PublishOutcome[],
-  ): Promise<void> {
+  const sendChunk = async (chunk: number[]) => {
     try {
-      const out = await this.deps.client.send(
-        new SendMessageBatchCommand({
-          QueueUrl: this.options.queueUrl,
-          Entries: chunk.map((i) => {
-            const e = envelopes[i] as Envelope;
-            return {
-              Id: String(i),
-              MessageBody: encodeEnvelope(e).toString('utf8'),
-              MessageAttributes: envelopeAttributes(e),
-              ...(this.options.fifo
-                ? { MessageGroupId: e.aggregate.id, MessageDeduplicationId: e.id }
-                : {}),
-            };
-          }),
-        }),
+      const answer = await send(
+        chunk.map((i) => ({ id: String(i), envelope: envelopes[i] as Envelope })),
       );
-      for (const s of out.Successful ?? []) {
-        const e = envelopes[Number(s.Id)] as Envelope;
-        outcomes[Number(s.Id)] = { id: e.id, ok: true };
+      for (const id of answer.successful) {
+        outcomes[Number(id)] = { id: (envelopes[Number(id)] as Envelope).id, ok: true };
       }
-      for (const f of out.Failed ?? []) {
-        const e = envelopes[Number(f.Id)] as Envelope;
-        const reason: PublishFailureReason = /Throttl/i.test(f.Code ?? '') ? 'throttled' : 'nacked';
-        outcomes[Number(f.Id)] = {
-          id: e.id,
+      for (const f of answer.failed) {
+        const reason: PublishFailureReason = /Throttl/i.test(f.code ?? '') ? 'throttled' : 'nacked';
+        outcomes[Number(f.id)] = {
+          id: (envelopes[Number(f.id)] as Envelope).id,
           ok: false,
           reason,
-          error: `${f.Code}: ${f.Message ?? ''}`.trim(),
+          error: `${f.code}: ${f.message ?? ''}`.trim(),
         };
       }
       for (const i of chunk) {
@@ -173,32 +130,86 @@ export class SqsPublisher implements Publisher {
         };
       }
     }
+  };
+  let next = 0;
+  const worker = async () => {
+    while (next < chunks.length) await sendChunk(chunks[next++] as number[]);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, chunks.length) }, worker));
+  return outcomes;
+}
+
+/** Publishes envelopes to an SQS queue with SendMessageBatch (`publishInBatches`). */
+export class SqsPublisher implements Publisher {
+  constructor(
+    private readonly deps: { client: SQSClient },
+    private readonly options: SqsPublisherOptions,
+  ) {}
+
+  async ready(timeoutMs = 2_000): Promise<void> {
+    try {
+      await this.deps.client.send(
+        new GetQueueAttributesCommand({
+          QueueUrl: this.options.queueUrl,
+          AttributeNames: ['QueueArn'],
+        }),
+        { abortSignal: AbortSignal.timeout(timeoutMs) },
+      );
+    } catch (err) {
+      throw new TransportUnavailableError(`SQS not reachable: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]> {
+    return publishInBatches(envelopes, this.options.concurrency ?? 8, async (entries) => {
+      const out = await this.deps.client.send(
+        new SendMessageBatchCommand({
+          QueueUrl: this.options.queueUrl,
+          Entries: entries.map(({ id, envelope: e }) => ({
+            Id: id,
+            MessageBody: encodeEnvelope(e).toString('utf8'),
+            MessageAttributes: envelopeAttributes(e),
+            ...(this.options.fifo
+              ? { MessageGroupId: e.aggregate.id, MessageDeduplicationId: e.id }
+              : {}),
+          })),
+        }),
+      );
+      return {
+        successful: (out.Successful ?? []).map((s) => s.Id as string),
+        failed: (out.Failed ?? []).map((f) => ({
+          id: f.Id as string,
+          code: f.Code,
+          message: f.Message,
+        })),
+      };
+    });
   }
 
   async close(): Promise<void> {}
 }
 
-/** A publisher whose queue URL is resolved on first use. */
-export class LazySqsPublisher implements Publisher {
-  private inner: Promise<SqsPublisher> | undefined;
+/**
+ * A publisher built on first use (its queue URL or topic ARN looked up then); a failed lookup
+ * fails the publish (the rows stay) and is tried again on the next.
+ */
+export class LazyPublisher implements Publisher {
+  private inner: Promise<Publisher> | undefined;
 
-  constructor(
-    private readonly client: SQSClient,
-    private readonly target: () => Promise<{ queueUrl: string; fifo: boolean }>,
-  ) {}
+  constructor(private readonly build: () => Promise<Publisher>) {}
 
-  private get(): Promise<SqsPublisher> {
-    this.inner ??= this.target()
-      .then((t) => new SqsPublisher({ client: this.client }, t))
-      .catch((err: unknown) => {
-        this.inner = undefined;
-        throw err;
-      });
+  private get(): Promise<Publisher> {
+    this.inner ??= this.build().catch((err: unknown) => {
+      this.inner = undefined;
+      throw err;
+    });
     return this.inner;
   }
 
   async ready(timeoutMs?: number): Promise<void> {
-    let p: SqsPublisher;
+    let p: Publisher;
     try {
       p = await this.get();
     } catch (err) {
@@ -210,7 +221,7 @@ export class LazySqsPublisher implements Publisher {
   }
 
   async publish(envelopes: Parameters<Publisher['publish']>[0]) {
-    let p: SqsPublisher;
+    let p: Publisher;
     try {
       p = await this.get();
     } catch (err) {

@@ -1,3 +1,4 @@
+import { SNSClient } from '@aws-sdk/client-sns';
 import { SQSClient } from '@aws-sdk/client-sqs';
 
 export interface SqsClientOptions {
@@ -15,11 +16,26 @@ export interface SqsClientOptions {
  * resolve, e.g. `sqs.<region>.localhost`; moto needs `useQueueUrlAsEndpoint: false`).
  */
 export function createSqsClient(options: SqsClientOptions = {}): SQSClient {
+  const { local, ...settings } = clientSettings(options);
+  return new SQSClient({ ...settings, ...(local ? { useQueueUrlAsEndpoint: false } : {}) });
+}
+
+/**
+ * An SNS client with the same settings, for streams published through a topic (fauxqs serves SNS
+ * on the same endpoint as SQS).
+ */
+export function createSnsClient(options: SqsClientOptions = {}): SNSClient {
+  const { local: _local, ...settings } = clientSettings(options);
+  return new SNSClient(settings);
+}
+
+function clientSettings(options: SqsClientOptions) {
   // an amazonaws.com endpoint (e.g. the CLI against a deployed pipeline) is AWS: real credentials
   const local =
     Boolean(options.endpoint) &&
     !new URL(options.endpoint as string).hostname.endsWith('.amazonaws.com');
-  return new SQSClient({
+  return {
+    local,
     region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
     maxAttempts: options.maxAttempts ?? 2,
     requestHandler: { requestTimeout: options.requestTimeoutMs ?? 5_000, connectionTimeout: 2_000 },
@@ -27,10 +43,9 @@ export function createSqsClient(options: SqsClientOptions = {}): SQSClient {
       ? {
           endpoint: options.endpoint,
           credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-          useQueueUrlAsEndpoint: false,
         }
       : options.endpoint
         ? { endpoint: options.endpoint }
         : {}),
-  });
+  };
 }

@@ -1,10 +1,11 @@
+import type { SNSClient } from '@aws-sdk/client-sns';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { z } from 'zod';
 import type { Retention, RetryBudget } from '../../config/budget.js';
 import type { Env } from '../../config/env.js';
 import type { ParkRefused } from '../../consumer/driver.js';
 import type { Logger } from '../../logger.js';
-import type { Topology } from '../../port/types.js';
+import type { Stream, Topology } from '../../port/types.js';
 import { backendBaseSchema, url } from '../module.js';
 import type { SqsRetryMode } from './constants.js';
 
@@ -32,8 +33,19 @@ export interface SqsBackendConfig {
    * or they are looked up by name.
    */
   queueUrls?: { source: string; parking?: string; results?: string };
+  /**
+   * Streams published through an SNS topic, for fan-out (docs/design.md, "Fan-out on SQS"): each
+   * subscription on such a stream is a queue subscribed to the stream's topic with raw message
+   * delivery, so every subscriber, another service's queue too, gets every event. The other
+   * streams go straight to the queue of the one subscription that reads them.
+   */
+  fanOut?: readonly Stream[];
+  /** The topics of a deployed pipeline's fan-out streams, by stream (no lookup; implies `fanOut`). */
+  topicArns?: Readonly<Record<Stream, string>>;
   /** A client to use instead of one built from `endpoint` (closed by its owner). */
   client?: SQSClient;
+  /** The SNS client for fan-out streams (default: one with the SQS client's settings). */
+  snsClient?: SNSClient;
   requestTimeoutMs?: number;
   maxAttempts?: number;
   /** Called when the parking queue refused a consumer's copy (deployed: the `ParkRefused` metric). */
@@ -43,8 +55,9 @@ export interface SqsBackendConfig {
 
 /**
  * The SQS backend's configuration from the runtime environment: a deployed pipeline's queue
- * URLs when `SOURCE_QUEUE_URL` is set (FIFO when it ends in `.fifo`), else the pinned names with
- * `SQS_QUEUE_PREFIX` on `SQS_ENDPOINT` (unset: AWS).
+ * URLs when `SOURCE_QUEUE_URL` is set (FIFO when it ends in `.fifo`) and its fan-out topics
+ * (`STREAM_TOPIC_ARNS`), else the topology's names with `SQS_QUEUE_PREFIX` on `SQS_ENDPOINT`
+ * (unset: AWS).
  */
 export function sqsConfigFromEnv(
   env: Env,
@@ -68,6 +81,7 @@ export function sqsConfigFromEnv(
           },
         }
       : {}),
+    ...(env.STREAM_TOPIC_ARNS ? { topicArns: env.STREAM_TOPIC_ARNS } : {}),
     ...base,
   };
 }
@@ -90,7 +104,10 @@ export const sqsConfigSchema = backendBaseSchema.extend({
       results: z.string().optional(),
     })
     .optional(),
+  fanOut: z.array(z.string().min(1)).optional(),
+  topicArns: z.record(z.string(), z.string().min(1)).optional(),
   client: z.custom<SQSClient>((v) => typeof v === 'object' && v !== null).optional(),
+  snsClient: z.custom<SNSClient>((v) => typeof v === 'object' && v !== null).optional(),
   requestTimeoutMs: positive.optional(),
   maxAttempts: positive.optional(),
   onParkRefused: z

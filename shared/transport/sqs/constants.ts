@@ -50,6 +50,33 @@ export function sqsQueueNames(topology: Topology, prefix = '', fifo = false): Sq
   };
 }
 
+/**
+ * A fan-out stream's SNS topic: its destination's name with `.` as `-`, after the prefix; FIFO
+ * with `.fifo` (a FIFO topic delivers to FIFO queues only).
+ */
+export const snsTopicName = (destination: string, prefix = '', fifo = false) =>
+  `${prefix}${sqsQueueName(destination)}${fifo ? '.fifo' : ''}`;
+
+/**
+ * The SNS filter policy that takes a subscription's event types, when the types can be written as
+ * one: exact names, and `prefix.#` as a prefix match; `#` alone, or a `*` anywhere, takes every
+ * message of the stream (undefined: the handler refuses the types it does not take).
+ */
+export function snsFilterPolicy(types: readonly string[]): string | undefined {
+  const conditions: (string | { prefix: string })[] = [];
+  for (const type of types) {
+    if (type.includes('*') || type === '#') return undefined;
+    if (type.endsWith('.#') && !type.slice(0, -2).includes('#')) {
+      conditions.push({ prefix: type.slice(0, -1) });
+    } else if (type.includes('#')) {
+      return undefined;
+    } else {
+      conditions.push(type);
+    }
+  }
+  return conditions.length ? JSON.stringify({ [SQS_ATTRIBUTES.eventType]: conditions }) : undefined;
+}
+
 /** Message attributes this project sets on SQS messages (names allow `_`, not `-` first). */
 export const SQS_ATTRIBUTES = {
   eventId: 'event_id',

@@ -4,7 +4,7 @@ import { type SqsBackend, sqsBackend, sqsCapabilities } from './SqsBackend.js';
 
 // What the functions (the Lambda SQS trigger's consumer) and the local tooling use of this
 // backend beyond its module. The pinned names are in `constants.ts`.
-export { createSqsClient } from './client.js';
+export { createSnsClient, createSqsClient } from './client.js';
 export { sqsLambdaHandler } from './lambdaHandler.js';
 export { toSqsRecord } from './record.js';
 export { SqsBackend } from './SqsBackend.js';
