@@ -26,6 +26,7 @@ import { type StackScope, UnresolvedReferenceError } from './intrinsics.js';
 import { LambdaFunction, type LambdaRuntimeOptions, writable } from './LambdaFunction.js';
 import { LocalParameters } from './LocalParameters.js';
 import { LocalQueues } from './LocalQueues.js';
+import { LocalTopics } from './LocalTopics.js';
 import { startLocalHttpApi } from './localHttpApi.js';
 import { LOCAL_ACCOUNT, type LocalQueue, LocalResolver } from './localReferences.js';
 import { LocalSecrets, type SecretValueOf } from './localSecrets.js';
@@ -98,6 +99,7 @@ export class LocalDeployment {
   private secrets!: LocalSecrets;
   private parameters!: LocalParameters;
   private queues: LocalQueues | undefined;
+  private topics: LocalTopics | undefined;
   private dataApi!: DataApiServer;
   private lambdaInvoke!: LambdaInvokeServer;
   /** The endpoints the functions reach, per service (behind the counting proxies with `countCalls`). */
@@ -110,6 +112,7 @@ export class LocalDeployment {
     this.settings = deployedSettings(assembly);
     this.resolver = new LocalResolver(assembly, this.region, options.services, {
       queue: (stackName, logicalId) => this.queues?.of(stackName, logicalId),
+      topicArn: (stackName, logicalId) => this.topics?.of(stackName, logicalId),
       secretArn: (stackName, logicalId) => this.secrets?.arnOf(stackName, logicalId),
       parameterName: (stackName, logicalId) => this.parameters?.nameOf(stackName, logicalId),
     });
@@ -158,12 +161,15 @@ export class LocalDeployment {
       SSM: secretsEndpoint,
       RDS_DATA: this.dataApi.endpoint,
       LAMBDA: this.lambdaInvoke.endpoint,
-      ...(sqsEndpoint ? { SQS: sqsEndpoint } : {}),
+      // fauxqs serves SNS beside SQS
+      ...(sqsEndpoint ? { SQS: sqsEndpoint, SNS: sqsEndpoint } : {}),
     });
     if (!sqsEndpoint) return;
     const prefix = this.options.sqsQueuePrefix ?? '';
     this.queues = new LocalQueues(sqsEndpoint, region, prefix, this.sqsEndpoint ?? sqsEndpoint);
     await this.queues.create(assembly, this.resolver.resolve);
+    this.topics = new LocalTopics(sqsEndpoint, region, prefix);
+    await this.topics.create(assembly, this.resolver.resolve);
   }
 
   /** The Secrets Manager (and SSM) endpoint: the given one, or a moto_server started for it. */
@@ -366,6 +372,7 @@ export class LocalDeployment {
   /** Stops the functions, deletes what it created on shared servers, then stops its own. */
   async stop(): Promise<void> {
     await Promise.all([...this.functions.values()].map((f) => f.stop()));
+    await this.topics?.delete();
     await this.queues?.delete();
     await this.parameters?.delete();
     await this.secrets?.delete();

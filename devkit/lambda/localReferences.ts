@@ -22,6 +22,7 @@ export interface LocalQueue {
 /** What the deployment's resources are called locally, once created (undefined before). */
 export interface LocalNames {
   queue(stackName: string, logicalId: string): LocalQueue | undefined;
+  topicArn(stackName: string, logicalId: string): string | undefined;
   secretArn(stackName: string, logicalId: string): string | undefined;
   parameterName(stackName: string, logicalId: string): string | undefined;
 }
@@ -62,6 +63,8 @@ export class LocalResolver {
     switch (resource.Type) {
       case 'AWS::SQS::Queue':
         return this.names.queue(stack.stackName, logicalId)?.url;
+      case 'AWS::SNS::Topic':
+        return this.names.topicArn(stack.stackName, logicalId);
       case 'AWS::SecretsManager::Secret':
         return this.names.secretArn(stack.stackName, logicalId);
       case 'AWS::SSM::Parameter':
@@ -95,6 +98,12 @@ export class LocalResolver {
         return this.queueAttribute(stack, logicalId, attribute);
       case 'AWS::AmazonMQ::Broker':
         return this.brokerAttribute(stack, logicalId, attribute);
+      case 'AWS::SNS::Topic':
+        return attribute === 'TopicArn' || attribute === 'TopicName'
+          ? attribute === 'TopicArn'
+            ? this.names.topicArn(stack.stackName, logicalId)
+            : this.names.topicArn(stack.stackName, logicalId)?.split(':').pop()
+          : undefined;
       case 'AWS::Lambda::Function': {
         const id = attribute === 'Arn' ? this.functionId(stack, logicalId) : undefined;
         return id ? `arn:aws:lambda:${this.region}:${LOCAL_ACCOUNT}:function:${id}` : undefined;

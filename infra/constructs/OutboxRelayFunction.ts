@@ -4,6 +4,7 @@ import { Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement } from 'aws-cdk-lib/aws-iam';
 import type { CfnFunction, Function as LambdaFunctionConstruct } from 'aws-cdk-lib/aws-lambda';
+import type { ITopic } from 'aws-cdk-lib/aws-sns';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
@@ -12,6 +13,7 @@ import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import { type AmazonMqAccess, amazonMqEnvironment } from './amazonMq.js';
 import { type DataApiLogin, dataApiEnvironment } from './databaseAccess.js';
+import { grantSendTo } from './EventTopic.js';
 import { NodeFunction, type NodeFunctionProps } from './NodeFunction.js';
 import {
   type AlarmSpec,
@@ -33,8 +35,8 @@ export interface OutboxRelayFunctionProps
   database?: DataApiLogin;
   /** The broker it publishes to (Amazon MQ for RabbitMQ): its user, endpoints and network. */
   broker?: AmazonMqAccess;
-  /** The SQS queues it publishes to. */
-  publishesTo?: readonly IQueue[];
+  /** The SQS queues it publishes to, and the SNS topics of fan-out streams. */
+  publishesTo?: readonly (IQueue | ITopic)[];
   /** The functions that kick it after a COMMIT that wrote outbox rows (also: `addProducer`). */
   producers?: readonly LambdaFunctionConstruct[];
 }
@@ -104,7 +106,7 @@ export class OutboxRelayFunction extends NodeFunction {
     this.settings = settings;
     database?.grant(this);
     broker?.secret.grantRead(this);
-    for (const queue of publishesTo ?? []) queue.grantSendMessages(this);
+    for (const target of publishesTo ?? []) grantSendTo(target, this);
 
     const stack = Stack.of(this);
     this.state = new StringParameter(scope, 'RelayState', {

@@ -1,6 +1,7 @@
 import { Duration, Names, Stack } from 'aws-cdk-lib';
 import type { Alarm } from 'aws-cdk-lib/aws-cloudwatch';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import type { ITopic, Subscription } from 'aws-cdk-lib/aws-sns';
 import { type CfnQueue, type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import {
@@ -19,6 +20,7 @@ import {
   PARKED,
 } from './consumerAlarms.js';
 import { type DataApiLogin, dataApiEnvironment } from './databaseAccess.js';
+import { grantSendTo, subscribeQueue } from './EventTopic.js';
 import { NodeFunction, type NodeFunctionProps } from './NodeFunction.js';
 import {
   functionValues,
@@ -82,8 +84,8 @@ export interface SqsConsumerProps extends Omit<NodeFunctionProps, 'timeoutSecond
   retention?: Retention;
   /** The database login it records its inbox and effects with. */
   database?: DataApiLogin;
-  /** Queues it sends to besides its parking queue (e.g. its results). */
-  sendsTo?: readonly IQueue[];
+  /** Queues and topics it sends to besides its parking queue (e.g. its results). */
+  sendsTo?: readonly (IQueue | ITopic)[];
 }
 
 /** How an SQS consumer's alarms are named and set. */
@@ -207,9 +209,18 @@ export class SqsConsumer extends NodeFunction {
     // resend mode sends its delayed copies to its queue; visibility mode never sends there
     if (retryMode === 'resend') this.queue.grantSendMessages(this);
     this.parkingQueue.grantSendMessages(this);
-    for (const queue of sendsTo ?? []) queue.grantSendMessages(this);
+    for (const target of sendsTo ?? []) grantSendTo(target, this);
     this.eventSource = sqsEventSource(this.queue, trigger);
     this.addEventSource(this.eventSource);
+  }
+
+  /**
+   * Subscribes the source queue to a stream's topic (fan-out on SQS): raw delivery, `types` as a
+   * filter policy, the parking queue as the subscription's dead-letter queue (what SNS could not
+   * deliver is parked, and the parking alarms say so).
+   */
+  subscribeTo(topic: ITopic, options: { types?: readonly string[] } = {}): Subscription {
+    return subscribeQueue(topic, this.queue, { ...options, deadLetterQueue: this.parkingQueue });
   }
 
   /**

@@ -29,6 +29,7 @@ export {
   dataApiAccess,
   dataApiLogin,
 } from './databaseAccess.js';
+export { eventTopic, grantSendTo, subscribeQueue } from './EventTopic.js';
 export { type FunctionNetwork, NodeFunction, type NodeFunctionProps } from './NodeFunction.js';
 export {
   OutboxRelayFunction,

@@ -6,6 +6,8 @@ import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
+import { snsTopicName } from '../../shared/transport/sqs/constants.js';
 import {
   type FunctionSettings,
   functionEnvironment,
@@ -13,6 +15,7 @@ import {
 import type { DbSide } from '../../shared/db/appRole.js';
 import type { PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
+import { eventTopic, subscribeQueue } from '../constructs/EventTopic.js';
 import {
   type DatabaseAccess,
   dataApiLogin,
@@ -67,10 +70,22 @@ export class SqsPipelineStack extends Stack {
       enforceSSL: true,
       deadLetterQueue: { queue: resultsParking, maxReceiveCount: config.sqs.maxReceiveCount },
     });
+    // Inventory's events reach their subscribers through a topic (fan-out): the order side's
+    // results queue here, and any other service's queue subscribed to the topic (its ARN is an
+    // output). What SNS cannot deliver to the results queue goes to its parking queue.
+    const inventoryEvents = eventTopic(this, 'InventoryEvents', {
+      topicName: snsTopicName(PIPELINE_TOPOLOGY.streams.inventory_outbox),
+    });
+    subscribeQueue(inventoryEvents, results, {
+      types: PIPELINE_TOPOLOGY.subscriptions.results.types,
+      deadLetterQueue: resultsParking,
+    });
+    new CfnOutput(this, 'InventoryEventsTopic', { value: inventoryEvents.topicArn });
+    const topicArns = { inventory_outbox: inventoryEvents.topicArn };
 
     // reserve-inventory on the source queue (`inventory-orders`), parking in
     // `inventory-orders-parking`, on an SQS event source with partial batch responses. A parked
-    // order event's notice (inventory.reservation_quarantined) goes straight to the results queue:
+    // order event's notice (inventory.reservation_quarantined) goes straight to inventory's topic:
     // the database may be what is down.
     const reserve = new SqsConsumer(this, 'reserve-inventory-sqs', {
       name: 'reserve-inventory-sqs',
@@ -92,8 +107,8 @@ export class SqsPipelineStack extends Stack {
       budget: config.budget,
       retention: config.retention,
       database: dataApiLogin(database, 'inventory'),
-      sendsTo: [results],
-      environment: functionEnvironment({ sqs: { resultsQueueUrl: results.queueUrl } }),
+      sendsTo: [inventoryEvents],
+      environment: functionEnvironment({ sqs: { topicArns } }),
     });
     this.source = reserve.queue;
     this.parking = reserve.parkingQueue;
@@ -141,9 +156,9 @@ export class SqsPipelineStack extends Stack {
       timeoutSeconds: config.timeoutsSeconds.relay,
       settings: config.relay,
       database: dataApiLogin(database, 'relay'),
-      publishesTo: [this.source, results],
+      publishesTo: [this.source, inventoryEvents],
       producers: [placeOrder, reserve],
-      environment: functionEnvironment(common),
+      environment: functionEnvironment({ ...common, sqs: { ...common.sqs, topicArns } }),
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
 

@@ -297,9 +297,7 @@ const envObject = z.object({
     .string()
     .transform((s) => s.split(',').filter((pair) => pair.trim() !== ''))
     .pipe(
-      z.array(
-        z.string().regex(/^[a-z_][a-z0-9_]*=arn:[^,=\s]+$/, 'stream=arn pairs, comma separated'),
-      ),
+      z.array(z.string().regex(/^[a-z_][a-z0-9_]*=[^,=\s]+$/, 'stream=arn pairs, comma separated')),
     )
     .transform((pairs) =>
       Object.fromEntries(pairs.map((pair) => pair.split('=', 2) as [string, string])),

@@ -72,7 +72,10 @@ describe('CDK: alarms that reach someone and see a stopped relay', () => {
 
   it('the alarm topic uses a rotated customer-managed key CloudWatch may use, for this account’s alarms only', () => {
     for (const [name, template] of pipelines()) {
-      const topics = Object.values(template.findResources('AWS::SNS::Topic')) as Resource[];
+      // the alarms' topic (the SQS stack also has inventory's event topic, for fan-out)
+      const topics = Object.entries(template.findResources('AWS::SNS::Topic'))
+        .filter(([id]) => id.startsWith('Alarms'))
+        .map(([, r]) => r) as Resource[];
       expect(topics, name).toHaveLength(1);
       const keyRef = topics[0]?.Properties.KmsMasterKeyId as { 'Fn::GetAtt'?: [string, string] };
       // not alias/aws/sns: that AWS-managed key's policy cannot grant cloudwatch.amazonaws.com
@@ -479,7 +482,7 @@ describe('CDK: an alarm when dead-lettering itself fails', () => {
     );
   });
 
-  it('sqs: reserve-inventory may send to the results queue (its park notices)', () => {
+  it("sqs: reserve-inventory may publish to inventory's topic (its park notices reach the results queue through it)", () => {
     const policies = Object.values(t.sqs.findResources('AWS::IAM::Policy')) as Resource[];
     const reserve = policies.filter((p) =>
       JSON.stringify(p.Properties.Roles).includes('reserveinventorysqs'),
@@ -489,13 +492,24 @@ describe('CDK: an alarm when dead-lettering itself fails', () => {
         (p.Properties.PolicyDocument as { Statement: { Action: unknown; Resource: unknown }[] })
           .Statement,
     );
-    const toResults = sends.filter(
+    const toTopic = sends.filter(
       (st) =>
-        JSON.stringify(st.Action).includes('sqs:SendMessage') &&
-        /"Results[A-Za-z0-9]*"/.test(JSON.stringify(st.Resource)) &&
-        !/ResultsParking/.test(JSON.stringify(st.Resource)),
+        JSON.stringify(st.Action).includes('sns:Publish') &&
+        /"InventoryEvents[A-Za-z0-9]*"/.test(JSON.stringify(st.Resource)),
     );
-    expect(toResults).toHaveLength(1);
+    expect(toTopic).toHaveLength(1);
+    // and the results queue is subscribed to that topic
+    const subscriptions = Object.values(
+      t.sqs.findResources('AWS::SNS::Subscription'),
+    ) as Resource[];
+    expect(
+      subscriptions.filter(
+        (s) =>
+          s.Properties.Protocol === 'sqs' &&
+          /"Results[A-Za-z0-9]*"/.test(JSON.stringify(s.Properties.Endpoint)) &&
+          s.Properties.RawMessageDelivery === true,
+      ),
+    ).toHaveLength(1);
   });
 });
 

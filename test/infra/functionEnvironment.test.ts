@@ -69,6 +69,18 @@ interface SynthesizedFunction {
   timeout: number;
 }
 
+/** A literal as it is; a `Fn::Join` with its literal parts kept; any other reference a URL. */
+function deployTimeValue(v: unknown): string {
+  if (typeof v === 'string') return v;
+  const join = (v as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
+  if (join) {
+    return join[1]
+      .map((part) => (typeof part === 'string' ? part : 'arn:resolved-at-deploy'))
+      .join(join[0]);
+  }
+  return DEPLOY_TIME_VALUE;
+}
+
 function functionsOf(stack: Stack): SynthesizedFunction[] {
   const resources = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   return Object.values(resources).flatMap((r) => {
@@ -82,7 +94,7 @@ function functionsOf(stack: Stack): SynthesizedFunction[] {
     if (typeof service !== 'string') return []; // the CDK provider framework's own function
     const deployTime = Object.keys(raw).filter((k) => typeof raw[k] !== 'string');
     const variables = Object.fromEntries(
-      Object.entries(raw).map(([k, v]) => [k, typeof v === 'string' ? v : DEPLOY_TIME_VALUE]),
+      Object.entries(raw).map(([k, v]) => [k, deployTimeValue(v)]),
     );
     return [{ service, variables, deployTime, timeout: props.Timeout ?? 3 }];
   });
@@ -172,9 +184,20 @@ describe.each([
           expect(env.RELAY_IDLE_WAIT_MS).toBe(config.relay.idleWaitMs);
         }
         if (transport === 'sqs') {
+          // reserve-inventory and the relay publish inventory's events to its topic (fan-out)
+          const publishesInventory = ['reserve-inventory-sqs', 'outbox-relay'].includes(fn.service);
           expect(fn.deployTime, fn.service).toEqual(
-            expect.arrayContaining(['SOURCE_QUEUE_URL', 'PARKING_QUEUE_URL', 'RESULTS_QUEUE_URL']),
+            expect.arrayContaining([
+              'SOURCE_QUEUE_URL',
+              'PARKING_QUEUE_URL',
+              ...(publishesInventory ? ['STREAM_TOPIC_ARNS'] : ['RESULTS_QUEUE_URL']),
+            ]),
           );
+          if (publishesInventory) {
+            expect(Object.keys(env.STREAM_TOPIC_ARNS ?? {}), fn.service).toEqual([
+              'inventory_outbox',
+            ]);
+          }
           if (fn.service === 'reserve-inventory-sqs') expect(env.SQS_RETRY_MODE).toBe('visibility');
         } else {
           const speaksAmqp = fn.service !== 'place-order' && fn.service !== 'maintenance';

@@ -152,7 +152,8 @@ describe('CDK: data stack and SQS pipeline stack', () => {
         { Name: 'service', Value: 'outbox-relay' },
       ]),
     });
-    t.sqs.resourceCountIs('AWS::SNS::Topic', 1);
+    // the alarms' topic and inventory's event topic (fan-out)
+    t.sqs.resourceCountIs('AWS::SNS::Topic', 2);
   });
 
   it('migrations run on deploy: a custom resource versioned by the migration files, through the Data API', () => {
