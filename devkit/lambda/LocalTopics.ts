@@ -11,6 +11,9 @@ import type { Resolve } from './localReferences.js';
 /** The subscription attributes a template sets that the local server is given. */
 const COPIED_ATTRIBUTES = ['RawMessageDelivery', 'FilterPolicy', 'FilterPolicyScope'];
 
+/** The SNS subscription protocols stood in for: delivery to a queue of the deployment. */
+const STOOD_IN = new Set(['sqs']);
+
 /**
  * The templates' SNS topics on the local SQS server (fauxqs serves SNS beside SQS), named with
  * `prefix`, and their subscriptions whose protocol is `sqs` (a queue of the deployment): the
@@ -44,7 +47,7 @@ export class LocalTopics {
     }
     for (const { stack, logicalId, resource } of assembly.resources('AWS::SNS::Subscription')) {
       const p = resource.Properties ?? {};
-      if (p.Protocol !== 'sqs') continue;
+      if (!STOOD_IN.has(String(p.Protocol))) continue;
       const attributes: Record<string, string> = {};
       for (const key of COPIED_ATTRIBUTES) {
         const value = p[key] === undefined ? undefined : resolve(stack, p[key], `${logicalId}.${key}`);
