@@ -115,6 +115,16 @@ export class ChildWorker {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** Frozen (SIGSTOP): it holds what it holds, answers nothing, keeps its connections open. */
+  freeze(): void {
+    if (this.running) this.child.kill('SIGSTOP');
+  }
+
+  /** Resumed (SIGCONT): it carries on as if no time had passed. */
+  thaw(): void {
+    if (this.running) this.child.kill('SIGCONT');
+  }
+
   /** A crash: SIGKILL, nothing settled or closed. */
   kill(): void {
     if (this.running) this.child.kill('SIGKILL');

@@ -41,6 +41,11 @@ export interface Instrumentation {
   giveBack?: ((ids: readonly (string | null)[]) => string | undefined) | undefined;
   /** Awaited after the handler returned and before the driver settles (a crash window). */
   afterHandler?: (() => Promise<void>) | undefined;
+  /**
+   * Awaited before the handler runs, with the batch's ids (slow processing): a returned reason is
+   * recorded on each message.
+   */
+  beforeHandler?: ((ids: readonly (string | null)[]) => Promise<string | undefined>) | undefined;
 }
 
 /** One line for an outcome. */
@@ -72,6 +77,10 @@ export function instrument(handler: MessageHandler, i: Instrumentation): Message
           return id && i.corrupt?.has(id) ? { ...m, body: UNREADABLE_BODY } : m;
         })
       : messages;
+    const slow = await i.beforeHandler?.(messages.map(idOf));
+    if (slow) {
+      for (const m of messages) i.recorder.record({ id: idOf(m), step: 'slowed', detail: slow });
+    }
     let outcomes: Outcome[];
     try {
       outcomes = await currentBatch.run(messages, () => handler(seen));

@@ -159,6 +159,7 @@ async function runScenario(run: Run, scenario: Scenario): Promise<ScenarioResult
   const reason = scenario.notApplicable?.({
     notShared: run.kit.notShared,
     subjectModule: run.subjectModule,
+    lease: run.kit.lease,
   });
   if (reason) {
     return {
@@ -286,6 +287,7 @@ function context(
     duplicateWindowMs: s.backend.capabilities.publishDeduplication
       ? (run.kit.duplicateWindowMs ?? 0)
       : 0,
+    lease: run.kit.lease,
     facts: s.facts,
     differences: s.differences,
     extraEvent: (i, type) => {
@@ -327,12 +329,15 @@ function context(
       s.res.consumers.push(consumer);
       return consumer;
     },
-    async startChild({ label, pauseAfterHandlerMs }) {
+    async startChild({ label, pauseAfterHandlerMs, leased }) {
       const child = new ChildWorker(
         {
           subject: run.subjectModule as string,
           transport: run.transport,
-          config: JSON.parse(JSON.stringify(s.namespace.config)) as Record<string, unknown>,
+          config: {
+            ...(JSON.parse(JSON.stringify(s.namespace.config)) as Record<string, unknown>),
+            ...(leased ? run.kit.lease?.childConfig : {}),
+          },
           databaseUrl: s.database.url,
           budget: s.budget,
           maxBatch: CHILD_BATCH,

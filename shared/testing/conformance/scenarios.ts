@@ -4,6 +4,7 @@ import type { ParkedEntry, PublishOutcome, RunningConsumer } from '../../port/ty
 import type { FaultyDatabase } from './database.js';
 import type { ChildWorker } from './process.js';
 import type { Instrumentation, Observer } from './recorder.js';
+import type { KitLease } from './transports.js';
 import type { ScenarioName } from './types.js';
 
 /** What a scenario drives: one run of its own (database, namespace, backend, consumers). */
@@ -21,6 +22,8 @@ export interface ScenarioContext {
    * configured it); 0 where it does not.
    */
   readonly duplicateWindowMs: number;
+  /** The consumer's lease on a delivery, as the kit set it short; undefined where there is none. */
+  readonly lease: KitLease | undefined;
   /** What the scenario measured (reported as it is). */
   readonly facts: Record<string, number | string | boolean>;
   /** Where the expectation did not hold. */
@@ -32,8 +35,12 @@ export interface ScenarioContext {
   publish(envelopes: readonly Envelope[]): Promise<PublishOutcome[]>;
   /** The subject's consumer in this process, instrumented. */
   start(instrumentation?: Omit<Instrumentation, 'recorder'>): Promise<RunningConsumer>;
-  /** The subject's consumer in a process of its own. */
-  startChild(options: { label: string; pauseAfterHandlerMs: number }): Promise<ChildWorker>;
+  /** The subject's consumer in a process of its own (`leased`: with the kit's short lease). */
+  startChild(options: {
+    label: string;
+    pauseAfterHandlerMs: number;
+    leased?: boolean;
+  }): Promise<ChildWorker>;
   /** The subject's effects, by lower-case id (the kit's own connection: never faulty). */
   effects(): Promise<Map<string, number>>;
   parked(): Promise<ParkedEntry[]>;
@@ -59,6 +66,7 @@ export interface Scenario {
   notApplicable?(run: {
     notShared?: string | undefined;
     subjectModule?: string | undefined;
+    lease?: KitLease | undefined;
   }): string | undefined;
   run(ctx: ScenarioContext): Promise<void>;
 }
@@ -358,6 +366,138 @@ const killedProcess: Scenario = {
   },
 };
 
+/** How long past its lease a frozen process stays frozen once another took its messages over. */
+const FROZEN_EXTRA_MS = 500;
+
+const frozenProcess: Scenario = {
+  name: 'frozen-process',
+  expectation:
+    'a consumer process frozen (SIGSTOP) between its COMMIT and its ack, past its lease, while a second process takes its messages over, then resumed (SIGCONT): every event applied once',
+  notApplicable: ({ notShared, subjectModule, lease }) =>
+    notShared ??
+    (subjectModule
+      ? lease
+        ? undefined
+        : 'the kit sets no lease this transport would take a frozen consumer’s messages back after'
+      : 'the subject was given as an object: a consumer process imports it by its module path'),
+  async run(ctx) {
+    const lease = ctx.lease as KitLease;
+    ctx.facts.lease = lease.text;
+    await ctx.publish(ctx.events);
+    const first = await ctx.startChild({
+      label: 'child 1',
+      pauseAfterHandlerMs: 400,
+      leased: true,
+    });
+    let frozenAt: number | undefined;
+    const frozen = await ctx.waitUntil('the first process to commit a batch', () => {
+      const committed = ctx.observer.observations.some(
+        (o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack',
+      );
+      if (committed && frozenAt === undefined) {
+        first.freeze();
+        frozenAt = Date.now();
+        ctx.observer.mark('child 1 frozen (SIGSTOP) before its ack');
+      }
+      return committed;
+    });
+    if (!frozen) {
+      await first.stop();
+      return;
+    }
+    const held = new Set(
+      ctx.observer.observations
+        .filter((o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack')
+        .map((o) => o.id),
+    );
+    const second = await ctx.startChild({ label: 'child 2', pauseAfterHandlerMs: 0 });
+    ctx.observer.mark('child 2 started');
+    const takenOver = await ctx.waitUntil('child 2 to receive a message child 1 holds', () =>
+      ctx.observer.observations.some(
+        (o) => o.process === 'child 2' && o.step === 'delivered' && held.has(o.id),
+      ),
+    );
+    if (takenOver) {
+      ctx.facts.takenOverAfterMs = Date.now() - (frozenAt as number);
+      await ctx.waitUntil('child 1 to stay frozen a while longer', () => {
+        const since = ctx.observer.observations.find(
+          (o) => o.process === 'child 2' && o.step === 'delivered' && held.has(o.id),
+        );
+        return since !== undefined && Date.now() >= since.at + FROZEN_EXTRA_MS;
+      });
+    }
+    first.thaw();
+    ctx.observer.mark('child 1 resumed (SIGCONT)');
+    await ctx.settledAll(ctx.accepted);
+    await second.stop();
+    await first.stop();
+    ctx.facts.committedBeforeFreeze = held.size;
+    ctx.facts.takenOverBySecond = [...held].filter((id) =>
+      ctx.observer.observations.some(
+        (o) => o.id === id && o.process === 'child 2' && o.step === 'delivered',
+      ),
+    ).length;
+    deliveryFacts(ctx);
+  },
+};
+
+const slowPastLease: Scenario = {
+  name: 'slow-past-lease',
+  expectation:
+    'a handler slower than its lease while a second consumer takes the same message: both run it at once, it is applied once',
+  notApplicable: ({ lease }) =>
+    lease?.on === 'delivery'
+      ? undefined
+      : lease
+        ? 'a delivery stays with its consumer as long as its connection lives: a slow handler keeps it (RabbitMQ’s consumer timeout, 30 minutes by default, is no lease the kit can make short on every version)'
+        : 'the kit sets no lease on a delivery for this transport',
+  async run(ctx) {
+    const lease = ctx.lease as KitLease;
+    ctx.facts.lease = lease.text;
+    // every other event's first delivery waits past the lease before the handler runs
+    const targets = new Set(idsOf(every(ctx.events, 2)));
+    const slowed = new Set<string>();
+    const slowMs = Math.round(lease.ms * 1.5);
+    const instrumentation = {
+      beforeHandler: async (ids: readonly (string | null)[]) => {
+        const fresh = ids.filter((id): id is string => !!id && targets.has(id) && !slowed.has(id));
+        if (fresh.length === 0) return undefined;
+        for (const id of fresh) slowed.add(id);
+        await new Promise((resolve) => setTimeout(resolve, slowMs));
+        return `held ${slowMs} ms before the handler, past ${lease.text}`;
+      },
+    };
+    await ctx.start(instrumentation);
+    await ctx.start(instrumentation);
+    await ctx.publish(ctx.events);
+    await ctx.settledAll(ctx.accepted);
+    // the held deliveries ran the handler too (after the other consumer applied the event)
+    const ranAfterHold = (id: string) => {
+      const seen = ctx.observer.of(id);
+      const held = seen.findIndex((o) => o.step === 'slowed');
+      return held >= 0 && seen.slice(held).some((o) => o.step === 'outcome');
+    };
+    await ctx.waitUntil('every held delivery to run the handler', () =>
+      [...slowed].every(ranAfterHold),
+    );
+    await ctx.settledAll(ctx.accepted);
+    ctx.facts.slowed = slowed.size;
+    // a slowed message delivered again while its first delivery was held (`slowed` is recorded
+    // when the hold ends)
+    ctx.facts.deliveredAgainWhileHeld = [...slowed].filter((id) => {
+      const seen = ctx.observer.of(id);
+      const firstAt = seen.find((o) => o.step === 'delivered')?.at;
+      const heldUntil = seen.find((o) => o.step === 'slowed')?.at;
+      return (
+        firstAt !== undefined &&
+        heldUntil !== undefined &&
+        seen.some((o) => o.step === 'delivered' && o.at > firstAt && o.at <= heldUntil)
+      );
+    }).length;
+    deliveryFacts(ctx);
+  },
+};
+
 /** A fixed shuffle (the same order on every run). */
 function shuffled<T>(list: readonly T[]): T[] {
   const out = [...list];
@@ -406,5 +546,7 @@ export const SCENARIOS: Record<ScenarioName, Scenario> = {
   'db-outage-long': dbOutageLong,
   'redelivery-storm': redeliveryStorm,
   'killed-process': killedProcess,
+  'frozen-process': frozenProcess,
+  'slow-past-lease': slowPastLease,
   reordering,
 };

@@ -38,6 +38,8 @@ export interface KitTransport {
   notShared?: string;
   /** The publish deduplication window the kit sets on its namespace, where the broker has one. */
   duplicateWindowMs?: number;
+  /** How long a consumer holds a delivery before the broker may give it to another. */
+  lease?: KitLease;
   preflight?(services: ConformanceServices): Promise<void>;
   namespace(services: ConformanceServices, name: string, base: BackendBase): Promise<KitNamespace>;
   lambda?(
@@ -47,8 +49,26 @@ export interface KitTransport {
   ): Promise<RunningConsumer>;
 }
 
+/**
+ * A consumer's lease on what it was delivered, as the kit sets it short: `delivery`, a lease on
+ * each delivery (SQS's visibility timeout, JetStream's ack wait: a slow handler outlives it);
+ * `connection`, as long as the consumer's connection lives (RabbitMQ: a frozen process misses its
+ * heartbeats and loses it; a slow one keeps it).
+ */
+export interface KitLease {
+  on: 'delivery' | 'connection';
+  ms: number;
+  /** What it is, for the report. */
+  text: string;
+  /** Settings of a consumer process's backend that make it this short. */
+  childConfig?: Record<string, unknown>;
+}
+
 /** How long a broker may leave a crashed consumer's deliveries before it delivers them again. */
 const REDELIVER_AFTER_S = 3;
+
+/** The heartbeat a RabbitMQ consumer process is given (s): the broker closes it after two missed. */
+const KIT_HEARTBEAT_S = 1;
 
 const required = (value: string | undefined, variable: string): string => {
   if (!value) throw new ServiceError(`${variable} is not set`);
@@ -64,6 +84,12 @@ const memory: KitTransport = {
 };
 
 const rabbitmq: KitTransport = {
+  lease: {
+    on: 'connection',
+    ms: 2 * KIT_HEARTBEAT_S * 1_000,
+    text: `its connection's heartbeat timeout (${KIT_HEARTBEAT_S} s; the broker closes it after two missed)`,
+    childConfig: { heartbeatSeconds: KIT_HEARTBEAT_S },
+  },
   async preflight(services) {
     required(services.amqpUrl, 'AMQP_URL');
     const url = required(services.managementUrl, 'RABBITMQ_MANAGEMENT_URL');
@@ -96,6 +122,11 @@ const rabbitmq: KitTransport = {
 };
 
 const sqs: KitTransport = {
+  lease: {
+    on: 'delivery',
+    ms: REDELIVER_AFTER_S * 1_000,
+    text: `the visibility timeout (${REDELIVER_AFTER_S} s)`,
+  },
   async preflight(services) {
     const client = createSqsClient({
       endpoint: services.sqsEndpoint,
@@ -154,6 +185,11 @@ const NATS_DUPLICATE_WINDOW_MS = 100;
 
 const nats: KitTransport = {
   duplicateWindowMs: NATS_DUPLICATE_WINDOW_MS,
+  lease: {
+    on: 'delivery',
+    ms: REDELIVER_AFTER_S * 1_000,
+    text: `the ack wait (${REDELIVER_AFTER_S} s)`,
+  },
   async preflight(services) {
     try {
       const nc = await connect({ servers: natsServers(services), timeout: 3_000 });

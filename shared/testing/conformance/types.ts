@@ -46,6 +46,8 @@ export const SCENARIO_NAMES = [
   'db-outage-long',
   'redelivery-storm',
   'killed-process',
+  'frozen-process',
+  'slow-past-lease',
   'reordering',
 ] as const;
 
