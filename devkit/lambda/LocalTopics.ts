@@ -50,7 +50,8 @@ export class LocalTopics {
       if (!STOOD_IN.has(String(p.Protocol))) continue;
       const attributes: Record<string, string> = {};
       for (const key of COPIED_ATTRIBUTES) {
-        const value = p[key] === undefined ? undefined : resolve(stack, p[key], `${logicalId}.${key}`);
+        const value =
+          p[key] === undefined ? undefined : resolve(stack, p[key], `${logicalId}.${key}`);
         if (value !== undefined) {
           attributes[key] = typeof value === 'object' ? JSON.stringify(value) : String(value);
         }

@@ -6,7 +6,6 @@ import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Provider } from 'aws-cdk-lib/custom-resources';
 import type { Construct } from 'constructs';
-import { DEFAULT_MIGRATIONS_DIR } from '../../shared/config/env.js';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { deployProvider } from './deployProvider.js';
@@ -22,17 +21,27 @@ export interface DatabaseMigrationsProps
   /** The database the migrations apply to. */
   databaseName: string;
   /**
-   * The migrations the library ships (`shared/db/migrations`, beside the library's modules: the
-   * outbox, the inbox and the sides' group roles), or another folder of them.
+   * Your migrations: a folder of `NNNN_name.sql` files, bundled beside the handler as
+   * `migrations/` (`MIGRATIONS_DIR`); your handler applies the library's tables
+   * (`libraryMigrations`) and these (`migrationsLambdaHandler`). The reference deployment passes
+   * its schema (`shared/db/migrations`).
    */
   migrations?: string;
   /**
-   * Your migrations: a folder of `NNNN_name.sql` files applied in the same run, all in the order
-   * of their names (a name already in `migrations`, or another pattern, fails the synth).
+   * A second folder bundled with the first, all applied in the order of their names (a name in
+   * both, or another pattern, fails the synth).
    */
   extraMigrations?: string;
-  /** Each side's login, created or updated from its secret after the migrations. */
+  /**
+   * The reference deployment's logins, one per side (its migrate function reads one variable per
+   * side, `ORDERS_DB_SECRET_ARN`, …).
+   */
   logins?: Record<DbSide, ISecret>;
+  /**
+   * Your logins, by the group role each joins: created or updated from its secret after the
+   * migrations (`DB_LOGIN_SECRETS`, read by `migrationsLambdaHandler`).
+   */
+  groupLogins?: Readonly<Record<string, ISecret>>;
   /** The legacy login (`pipeline_fn`), kept up to date while it is kept. */
   legacyLogin?: ISecret;
   /** A login to retire after the migrations (no login, no groups). */
@@ -60,14 +69,15 @@ export class DatabaseMigrations extends NodeFunction {
     const {
       cluster,
       databaseName,
-      migrations = DEFAULT_MIGRATIONS_DIR,
+      migrations,
       extraMigrations,
       logins,
+      groupLogins,
       legacyLogin,
       retiredLogin,
       ...fn
     } = props;
-    const folders = [migrations, ...(extraMigrations ? [extraMigrations] : [])];
+    const folders = [migrations, extraMigrations].filter((f): f is string => f !== undefined);
     const version = migrationsVersion(folders, Boolean(extraMigrations));
     super(scope, id, {
       ...fn,
@@ -87,6 +97,13 @@ export class DatabaseMigrations extends NodeFunction {
                 ) as Record<DbSide, string>,
               }
             : {}),
+          ...(groupLogins
+            ? {
+                groupLoginSecretArns: Object.fromEntries(
+                  Object.entries(groupLogins).map(([group, secret]) => [group, secret.secretArn]),
+                ),
+              }
+            : {}),
           ...(legacyLogin ? { appDbSecretArn: legacyLogin.secretArn } : {}),
           ...(retiredLogin !== undefined ? { retiredDbLogin: retiredLogin } : {}),
         }),
@@ -97,6 +114,7 @@ export class DatabaseMigrations extends NodeFunction {
     cluster.secret?.grantRead(this);
     const secrets = [
       ...(logins ? DB_SIDES.map((side) => logins[side]) : []),
+      ...Object.values(groupLogins ?? {}),
       ...(legacyLogin ? [legacyLogin] : []),
     ];
     for (const secret of secrets) secret.grantRead(this);

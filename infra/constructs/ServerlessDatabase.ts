@@ -41,7 +41,7 @@ export const DEFAULT_CAPACITY = { minAcu: 0, maxAcu: 4 } as const;
 export const DEFAULT_SECONDS_UNTIL_AUTO_PAUSE = 300;
 
 /** The database's capacity, name, protection, logins, network and migrations. */
-export interface ServerlessDatabaseProps {
+export interface ServerlessDatabaseProps<Name extends string = DbSide> {
   /**
    * Its network (default: a VPC of its own, `Vpc` beside it in `scope`: two AZs, isolated
    * subnets, flow logs). The functions reach the database over the Data API and need none.
@@ -60,8 +60,17 @@ export interface ServerlessDatabaseProps {
   /** Default on. */
   deletionProtection?: boolean;
   /**
+   * The logins your functions reach the database as, by name (`login(name)`): each a user of its
+   * own (`username`) and a member of one group role (`group`, which your migrations create and
+   * grant), its secret generated here and attached to the cluster, the user created or updated by
+   * the migrate function on every deploy. Default: the reference deployment's four sides
+   * (`orders` as `orders_fn` in `orders_rw`, and `inventory`, `relay`, `maintenance`).
+   */
+  logins?: Readonly<Record<Name, { username: string; group: string }>>;
+  /**
    * Keep the legacy login `pipeline_fn` (`AppSecret`), which functions deployed before the
-   * per-side logins use. Default true; false retires it (docs/deploy.md, "Secret rotation").
+   * per-side logins use. Default: true with the default logins, false with yours; false retires
+   * it (docs/deploy.md, "Secret rotation").
    */
   legacyAppLogin?: boolean;
   /**
@@ -71,6 +80,18 @@ export interface ServerlessDatabaseProps {
    */
   migrate: Pick<DatabaseMigrationsProps, 'entry' | 'name' | 'migrations' | 'extraMigrations'>;
 }
+
+/** The reference deployment's logins: one per side, each in its side's group role (migration 0006). */
+const SIDE_LOGINS = Object.fromEntries(
+  Object.entries(DB_ROLES).map(([side, role]) => [
+    side,
+    { username: role.login, group: role.group },
+  ]),
+) as Record<DbSide, { username: string; group: string }>;
+
+/** `inventory` → `Inventory`, `shipping-service` → `ShippingService` (construct ids). */
+const pascal = (name: string) =>
+  name.replace(/(^|[^A-Za-z0-9])([A-Za-z0-9])/g, (_, _sep, c: string) => c.toUpperCase());
 
 // No automatic rotation: a rotation function would need a Secrets Manager endpoint in the isolated
 // VPC (the Data API needs none).
@@ -88,19 +109,19 @@ const MANUAL_ROTATION = {
  * 0006) and the migrations applied on deploy (`DatabaseMigrations`). A function reaches the Data
  * API with its side's login (`login(side)`), never the master's. One per scope (fixed ids).
  */
-export class ServerlessDatabase extends DatabaseCluster {
+export class ServerlessDatabase<Name extends string = DbSide> extends DatabaseCluster {
   /** The database the Data API calls name. */
   readonly databaseName: string;
-  /** Each side's login (`orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`). */
-  readonly dbSecrets: Record<DbSide, ISecret>;
+  /** Each login's secret, by name (default: `orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`). */
+  readonly dbSecrets: Readonly<Record<Name, ISecret>>;
   /** The legacy login (`pipeline_fn`), undefined once retired (`legacyAppLogin: false`). */
   readonly appSecret: ISecret | undefined;
   /** The migrate function, run on deploy. */
   readonly migrations: DatabaseMigrations;
-  /** How the functions reach it: the cluster's Data API, one login per side. */
-  readonly access: DatabaseAccess;
+  /** How the functions reach it: the cluster's Data API, one login per name. */
+  readonly access: DatabaseAccess<Name>;
 
-  constructor(scope: Construct, id: string, props: ServerlessDatabaseProps) {
+  constructor(scope: Construct, id: string, props: ServerlessDatabaseProps<Name>) {
     const databaseName = props.databaseName ?? 'reliable_messaging';
     const minAcu = props.minCapacity ?? DEFAULT_CAPACITY.minAcu;
     super(scope, id, {
@@ -139,29 +160,44 @@ export class ServerlessDatabase extends DatabaseCluster {
       Validations.of(secret).acknowledge(MANUAL_ROTATION);
       return secret.attach(this);
     };
-    this.dbSecrets = {
-      orders: loginSecret('OrdersDbSecret', DB_ROLES.orders.login),
-      inventory: loginSecret('InventoryDbSecret', DB_ROLES.inventory.login),
-      relay: loginSecret('RelayDbSecret', DB_ROLES.relay.login),
-      maintenance: loginSecret('MaintenanceDbSecret', DB_ROLES.maintenance.login),
-    };
-    const legacy = props.legacyAppLogin ?? true;
+    const logins = (props.logins ?? SIDE_LOGINS) as Readonly<
+      Record<Name, { username: string; group: string }>
+    >;
+    const entries = Object.entries(logins) as [Name, { username: string; group: string }][];
+    this.dbSecrets = Object.fromEntries(
+      entries.map(([name, login]) => [
+        name,
+        loginSecret(`${pascal(name)}DbSecret`, login.username),
+      ]),
+    ) as Record<Name, ISecret>;
+    const legacy = props.legacyAppLogin ?? props.logins === undefined;
     this.appSecret = legacy ? loginSecret('AppSecret', APP_LOGIN_USER) : undefined;
-    // Migrations on deploy: they alone run as the master user.
+    // Migrations on deploy: they alone run as the master user. The reference deployment's sides
+    // travel as one variable per side (its migrate function's); your logins by group role.
     this.migrations = new DatabaseMigrations(scope, 'migrate', {
       ...props.migrate,
       cluster: this,
       databaseName,
-      logins: this.dbSecrets,
-      ...(this.appSecret ? { legacyLogin: this.appSecret } : { retiredLogin: APP_LOGIN_USER }),
+      ...(props.logins
+        ? {
+            groupLogins: Object.fromEntries(
+              entries.map(([name, login]) => [login.group, this.dbSecrets[name]]),
+            ),
+          }
+        : { logins: this.dbSecrets as unknown as Record<DbSide, ISecret> }),
+      ...(this.appSecret
+        ? { legacyLogin: this.appSecret }
+        : props.logins
+          ? {}
+          : { retiredLogin: APP_LOGIN_USER }),
     });
     // docs/deploy.md, "Secret rotation", is the procedure for every secret of the database.
     Validations.of(this).acknowledge(MANUAL_ROTATION);
     this.access = dataApiAccess(this, databaseName, this.dbSecrets);
   }
 
-  /** The login of `side`: what a function's environment names and is granted. */
-  login(side: DbSide): DataApiLogin {
+  /** The login `name`: what a function's environment names and is granted. */
+  login(side: Name): DataApiLogin {
     return dataApiLogin(this.access, side);
   }
 }

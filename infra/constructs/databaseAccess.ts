@@ -13,18 +13,21 @@ import type { DbSide } from '../../shared/db/appRole.js';
  * How the functions reach the database: a cluster's Data API with one login per side (or, for
  * emulators, plain ARNs). Each function gets its side's secret and nothing else.
  */
-export interface DatabaseAccess {
+export interface DatabaseAccess<Name extends string = DbSide> {
   /** The cluster the Data API calls name (`resourceArn`). */
   clusterArn: string;
   databaseName: string;
   /** Each side's login secret (ARN): the Data API reads the username and password from it. */
-  secretArns: Record<DbSide, string>;
+  secretArns: Readonly<Record<Name, string>>;
   /** rds-data on the cluster and read of `side`'s secret, for one function. */
-  grant(fn: IGrantable, side: DbSide): void;
+  grant(fn: IGrantable, side: Name): void;
 }
 
 /** The Data API settings of a function of `side` that reaches the database through `access`. */
-export function dataApiSettings(access: DatabaseAccess, side: DbSide): FunctionSettings['dataApi'] {
+export function dataApiSettings<Name extends string>(
+  access: DatabaseAccess<Name>,
+  side: Name,
+): FunctionSettings['dataApi'] {
   return {
     resourceArn: access.clusterArn,
     secretArn: access.secretArns[side],
@@ -47,7 +50,10 @@ export interface DataApiLogin {
 }
 
 /** The login of `side` of `access`. */
-export function dataApiLogin(access: DatabaseAccess, side: DbSide): DataApiLogin {
+export function dataApiLogin<Name extends string>(
+  access: DatabaseAccess<Name>,
+  side: Name,
+): DataApiLogin {
   return {
     clusterArn: access.clusterArn,
     databaseName: access.databaseName,
@@ -72,19 +78,16 @@ export function dataApiEnvironment(login: DataApiLogin): FunctionEnvironment {
  * `dbSecrets`, each a member of its side's group role, migration 0006), never as the master
  * user, whose secret only the migrate function reads.
  */
-export function dataApiAccess(
+export function dataApiAccess<Name extends string>(
   cluster: DatabaseCluster,
   databaseName: string,
-  secrets: Record<DbSide, ISecret>,
-): DatabaseAccess {
+  secrets: Readonly<Record<Name, ISecret>>,
+): DatabaseAccess<Name> {
   return {
     clusterArn: cluster.clusterArn,
-    secretArns: {
-      orders: secrets.orders.secretArn,
-      inventory: secrets.inventory.secretArn,
-      relay: secrets.relay.secretArn,
-      maintenance: secrets.maintenance.secretArn,
-    },
+    secretArns: Object.fromEntries(
+      Object.entries<ISecret>(secrets).map(([name, secret]) => [name, secret.secretArn]),
+    ) as Record<Name, string>,
     databaseName,
     grant: (fn, side) => {
       // rds-data:* on this cluster and read of the side's secret (grantDataApiAccess would add the

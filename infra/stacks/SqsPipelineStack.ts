@@ -6,21 +6,21 @@ import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { OUTBOX_TABLES } from '../../shared/config/constants.js';
-import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { snsTopicName } from '../../shared/transport/sqs/constants.js';
 import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
+import { snsTopicName } from '../../shared/transport/sqs/constants.js';
 import type { PipelineConfig } from '../config.js';
 import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
-import { eventTopic, subscribeQueue } from '../constructs/EventTopic.js';
 import {
   type DatabaseAccess,
   dataApiLogin,
   dataApiSettings,
 } from '../constructs/databaseAccess.js';
+import { eventTopic, subscribeQueue } from '../constructs/EventTopic.js';
 import { NodeFunction } from '../constructs/NodeFunction.js';
 import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
 import { OutboxRelayFunction } from '../constructs/OutboxRelayFunction.js';

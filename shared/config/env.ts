@@ -144,6 +144,20 @@ function transactionTimeoutsFrom(e: {
 /** The migrations beside the migration runner: `shared/db/migrations` of this checkout. */
 export const DEFAULT_MIGRATIONS_DIR = fileURLToPath(new URL('../db/migrations', import.meta.url));
 
+/** `name=value` pairs, comma separated (`inventory_outbox=arn:…,shipping_outbox=arn:…`), as a record. */
+const namePairs = (what: string) =>
+  z
+    .string()
+    .transform((s) => s.split(',').filter((pair) => pair.trim() !== ''))
+    .pipe(
+      z.array(
+        z.string().regex(/^[a-z_][a-z0-9_]*=[^,=\s]+$/, `${what}=arn pairs, comma separated`),
+      ),
+    )
+    .transform((pairs) =>
+      Object.fromEntries(pairs.map((pair) => pair.split('=', 2) as [string, string])),
+    );
+
 /** `RETRY_LADDER_MS=5000,30000,300000`: at least one step, never decreasing. */
 const ladderSchema = z
   .string()
@@ -293,16 +307,12 @@ const envObject = z.object({
    * The SNS topics of a deployed SQS pipeline's fan-out streams: `stream=arn` pairs, comma
    * separated (`inventory_outbox=arn:aws:sns:…:inventory`).
    */
-  STREAM_TOPIC_ARNS: z
-    .string()
-    .transform((s) => s.split(',').filter((pair) => pair.trim() !== ''))
-    .pipe(
-      z.array(z.string().regex(/^[a-z_][a-z0-9_]*=[^,=\s]+$/, 'stream=arn pairs, comma separated')),
-    )
-    .transform((pairs) =>
-      Object.fromEntries(pairs.map((pair) => pair.split('=', 2) as [string, string])),
-    )
-    .optional(),
+  STREAM_TOPIC_ARNS: namePairs('stream').optional(),
+  /**
+   * The migrate function of a service of yours: the secret of each database login to create or
+   * update after the migrations, by the group role it joins (`shipping_rw=arn:aws:secretsmanager:…`).
+   */
+  DB_LOGIN_SECRETS: namePairs('group').optional(),
   /**
    * A deployed RabbitMQ pipeline (Amazon MQ): the Secrets Manager secret with the broker's
    * `{"username","password"}`, read at cold start, and the endpoints the broker reports

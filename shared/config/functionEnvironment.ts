@@ -45,6 +45,8 @@ export interface FunctionSettings {
   broker?: { secretArn: string; amqpEndpoint: string; managementEndpoint: string; vhost: string };
   /** migrate: the legacy database login (`pipeline_fn`) to create or update (its secret's ARN). */
   appDbSecretArn?: string;
+  /** migrate (a service of yours): each login's secret ARN, by the group role it joins. */
+  groupLoginSecretArns?: Readonly<Record<string, string>>;
   /** migrate: each side's database login to create or update (their secrets' ARNs). */
   dbSecretArns?: Record<DbSide, string>;
   /** migrate: a database login to retire (`pipeline_fn` once no function uses it). */
@@ -96,9 +98,7 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
   if (sqs?.parkingQueueUrl !== undefined) env.PARKING_QUEUE_URL = sqs.parkingQueueUrl;
   if (sqs?.resultsQueueUrl !== undefined) env.RESULTS_QUEUE_URL = sqs.resultsQueueUrl;
   if (sqs?.topicArns !== undefined) {
-    env.STREAM_TOPIC_ARNS = Object.entries(sqs.topicArns)
-      .map(([stream, arn]) => `${stream}=${arn}`)
-      .join(',');
+    env.STREAM_TOPIC_ARNS = pairs(sqs.topicArns);
   }
   if (sqs?.retryMode !== undefined) env.SQS_RETRY_MODE = sqs.retryMode;
   if (sqs?.visibilityTimeoutSeconds !== undefined) {
@@ -115,6 +115,9 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
   }
   if (settings.migrationsDir !== undefined) env.MIGRATIONS_DIR = settings.migrationsDir;
   if (settings.appDbSecretArn !== undefined) env.APP_DB_SECRET_ARN = settings.appDbSecretArn;
+  if (settings.groupLoginSecretArns !== undefined) {
+    env.DB_LOGIN_SECRETS = pairs(settings.groupLoginSecretArns);
+  }
   if (settings.dbSecretArns) {
     for (const side of DB_SIDES) env[DB_SECRET_ENV[side]] = settings.dbSecretArns[side];
   }
@@ -124,3 +127,9 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
   }
   return env;
 }
+
+/** `{a: x, b: y}` → `a=x,b=y`. */
+const pairs = (values: Readonly<Record<string, string>>) =>
+  Object.entries(values)
+    .map(([name, value]) => `${name}=${value}`)
+    .join(',');

@@ -397,18 +397,19 @@ describe('a consumer on Amazon MQ for RabbitMQ, on a broker that exists', () => 
   });
 });
 
-describe('bundled: your handler, and the library’s migrations with yours beside the migrate function', () => {
+describe('bundled: your handler, and your migrations and logins beside the migrate function', () => {
   it('synthesizes with esbuild', () => {
     const outdir = join(tmpdir(), `constructs-${process.pid}-${Date.now()}`);
     const app = new App({ outdir, context: { 'aws:cdk:enable-asset-metadata': true } });
     const stack = new Stack(app, 'Bundled');
     const db = new ServerlessDatabase(stack, 'Db', {
       deletionProtection: false,
-      migrate: { entry: ENTRY, extraMigrations: USER_MIGRATIONS },
+      logins: { shipments: { username: 'shipments_fn', group: 'shipments_rw' } },
+      migrate: { entry: ENTRY, migrations: USER_MIGRATIONS },
     });
     const consumer = new SqsConsumer(stack, 'Shipments', {
       entry: ENTRY,
-      database: db.login('inventory'),
+      database: db.login('shipments'),
     });
     const assembly = app.synth();
     const template = assembly.getStackByName('Bundled').template as {
@@ -422,13 +423,27 @@ describe('bundled: your handler, and the library’s migrations with yours besid
       );
     };
     expect(readFileSync(join(assetOf(consumer), 'index.mjs'), 'utf8')).toContain('received');
+    // yours only: the library's tables come from your handler (libraryMigrations)
     const shipped = readdirSync(join(assetOf(db.migrations), 'migrations')).sort();
-    expect(shipped).toEqual(
-      [
-        ...readdirSync(MIGRATIONS_SOURCE).filter((f) => f.endsWith('.sql')),
-        '1001_shipments.sql',
-      ].sort(),
-    );
+    expect(shipped).toEqual(['1001_shipments.sql']);
     expect(existsSync(join(assetOf(db.migrations), 'index.mjs'))).toBe(true);
+    // your login, by its group role; none of the reference deployment's, no legacy login
+    const variables = (id: string) =>
+      (
+        template.Resources[id] as unknown as {
+          Properties: { Environment: { Variables: Record<string, unknown> } };
+        }
+      ).Properties.Environment.Variables;
+    const migrate = variables(stack.getLogicalId(db.migrations.node.defaultChild as never));
+    expect(JSON.stringify(migrate.DB_LOGIN_SECRETS)).toMatch(/shipments_rw=/);
+    expect(Object.keys(migrate).filter((k) => /_DB_SECRET_ARN$/.test(k))).toEqual([]);
+    expect(
+      Object.values(template.Resources).filter((r) => r.Type === 'AWS::SecretsManager::Secret'),
+    ).toHaveLength(2); // the master's and shipments_fn's
+    expect(
+      variables(stack.getLogicalId(consumer.node.defaultChild as never)).DATA_API_SECRET_ARN,
+    ).toEqual({
+      Ref: expect.stringMatching(/^ShipmentsDbSecret/),
+    });
   }, 120_000);
 });

@@ -218,7 +218,7 @@ describe('the SQS deployment, run from its bundles', () => {
     expect(await depth('orders-inventory-results')).toBe(0);
   });
 
-  it('a poison order.created: reserve-inventory-sqs parks it and sends its notice to the results queue itself; the order shows quarantined', async () => {
+  it('a poison order.created: reserve-inventory-sqs parks it and publishes its notice through inventory’s topic itself; the order shows quarantined', async () => {
     const { orderId, eventId, poison } = await poisonOrder(f);
     await sqs.send(
       new SendMessageCommand({

@@ -1,8 +1,12 @@
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createMigrateHandler } from '../../functions/migrate/handler.js';
 import { APP_GROUP_ROLE, DB_ROLES, DB_SIDES } from '../../shared/db/appRole.js';
+import { migrationsLambdaHandler } from '../../shared/db/data-api/DataApiDatabase.js';
+import { libraryMigrations } from '../../shared/db/libraryMigrations.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
 import { createLogger } from '../../shared/logger.js';
 import { localDataApi } from '../helpers/dataApi.js';
@@ -107,3 +111,90 @@ describe('migrations on deploy through the RDS Data API (custom resource handler
     }
   });
 });
+
+const moto = inject('services').sqs.find((s) => s.name === 'moto');
+
+describe.skipIf(!moto)(
+  "a service of your own: migrationsLambdaHandler applies the library's tables and yours, then your logins from their secrets",
+  () => {
+    let t: TestDatabase;
+    let api: Awaited<ReturnType<typeof localDataApi>>;
+    let secrets: SecretsManagerClient;
+    const group = uniqueName('ship_rw');
+    const user = uniqueName('ship_fn');
+    const password = 'generated-Pa55word-for-shipping';
+    const own = [
+      {
+        name: '0001_shipments',
+        checksum: '1',
+        sql: `CREATE TABLE shipments (order_id uuid PRIMARY KEY);
+              CREATE ROLE ${group} NOLOGIN;
+              GRANT SELECT, INSERT ON shipments, processed_messages, shipping_outbox TO ${group};`,
+      },
+    ];
+    beforeAll(async () => {
+      t = await createTestDatabase('migrations_handler', { migrated: false });
+      api = await localDataApi(t.url, t.name);
+      secrets = new SecretsManagerClient({
+        endpoint: moto?.endpoint,
+        region: 'us-east-1',
+        credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      });
+    });
+    afterAll(async () => {
+      await api?.close();
+      await t?.db.query(`DROP OWNED BY ${group}`).catch(() => {});
+      await t?.drop();
+      // roles outlive the database: the login is dropped by the test, the group here
+      const admin = new pg.Client({ connectionString: t?.url.replace(/\/[^/]*$/, '/postgres') });
+      await admin.connect();
+      await admin.query(`DROP ROLE IF EXISTS ${group}`).finally(() => admin.end());
+      secrets?.destroy();
+    });
+
+    it('Create applies them and creates the login in its group; the login connects; Update is a no-op', async () => {
+      const { ARN } = await secrets.send(
+        new CreateSecretCommand({
+          Name: uniqueName('ship-login'),
+          SecretString: JSON.stringify({ username: user, password }),
+        }),
+      );
+      const migrations = [...libraryMigrations({ outboxes: ['shipping_outbox'] }), ...own];
+      const handler = migrationsLambdaHandler({
+        db: api.db,
+        migrations: () => migrations,
+        loginSecrets: { [group]: ARN as string },
+        secrets,
+        logger: createLogger('migrations-test'),
+      });
+      expect(await handler(event('Create'), localLambdaContext('migrate'))).toEqual({
+        PhysicalResourceId: 'schema-migrations',
+        Data: { applied: migrations.length, skipped: 0, logins: user },
+      });
+      const { rows } = await t.db.query<{ member: boolean }>(
+        "SELECT pg_has_role($1::text, $2::text, 'MEMBER') AS member",
+        [user, group],
+      );
+      expect(rows[0]?.member).toBe(true);
+      // the login reaches what its group was granted, and nothing else
+      const url = new URL(t.url);
+      url.username = user;
+      url.password = password;
+      const login = new pg.Client({ connectionString: url.toString() });
+      await login.connect();
+      try {
+        await login.query('INSERT INTO shipments (order_id) VALUES (gen_random_uuid())');
+        await expect(login.query('DELETE FROM shipments')).rejects.toThrow(/permission denied/);
+      } finally {
+        await login.end();
+      }
+      expect(await handler(event('Update'), localLambdaContext('migrate'))).toMatchObject({
+        Data: { applied: 0, skipped: migrations.length, logins: user },
+      });
+      expect(await handler(event('Delete'), localLambdaContext('migrate'))).toMatchObject({
+        Data: { applied: 0, logins: '' },
+      });
+      await t.db.query(`DROP ROLE ${user}`);
+    });
+  },
+);

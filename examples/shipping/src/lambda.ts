@@ -1,6 +1,13 @@
 import { Logger } from '@aws-lambda-powertools/logger';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
-import { DEFAULT_RETENTION, loadBudget } from 'reliable-messaging-serverless';
+import {
+  DEFAULT_RETENTION,
+  Journal,
+  LambdaOutboxKick,
+  loadBudget,
+  outboxKick,
+} from 'reliable-messaging-serverless';
 import { DataApiDatabase } from 'reliable-messaging-serverless/data-api';
 import { sqsLambdaHandler, sqsModule } from 'reliable-messaging-serverless/sqs';
 import { shippingHandler, TOPOLOGY } from './shipping.js';
@@ -9,7 +16,9 @@ import { shippingHandler, TOPOLOGY } from './shipping.js';
  * The shipping service's consumer as a Lambda function behind an SQS event source with partial
  * batch responses: what the `SqsConsumer` construct deploys around this entry. It reads the
  * variables the construct sets: the Data API login (`DATA_API_*`), the queues (`SOURCE_QUEUE_URL`,
- * `PARKING_QUEUE_URL`), the retry budget (`RETRY_*`).
+ * `PARKING_QUEUE_URL`), the retry budget (`RETRY_*`), and the relay it kicks after each batch
+ * (`RELAY_FUNCTION_NAME`, `RELAY_KICK_INTERVAL_MS`: `OutboxRelayFunction`'s `producers`), so
+ * that its events leave without waiting for the relay's schedule.
  */
 const env = (name: string): string => {
   const value = process.env[name];
@@ -38,7 +47,19 @@ const backend = sqsModule.create({
   logger,
 });
 
+const kick = new LambdaOutboxKick(
+  { client: new LambdaClient({}), logger },
+  {
+    functionName: env('RELAY_FUNCTION_NAME'),
+    from: 'shipping',
+    minIntervalMs: Number(env('RELAY_KICK_INTERVAL_MS')),
+  },
+);
+
+// one log line per step of each delivery (received, effect committed, acked, retried, parked)
+const journal = new Journal(logger);
+
 export const handler = sqsLambdaHandler({
-  ...(await backend.lambdaDriver(shippingHandler(db, budget))),
+  ...(await backend.lambdaDriver(shippingHandler(db, budget), { journal })),
   logger,
-});
+}).use(outboxKick({ kick }));

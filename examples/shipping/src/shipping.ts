@@ -71,7 +71,7 @@ export function shippingHandler(db: SqlDatabase, budget: RetryBudget): MessageHa
     budget,
     async apply(tx, envelope: Envelope) {
       const { orderId, sku, quantity } = envelope.data as z.infer<typeof reserved>;
-      await tx.query('INSERT INTO shipments (order_id, sku, quantity) VALUES ($1, $2, $3)', [
+      await tx.query('INSERT INTO shipments (order_id, sku, quantity) VALUES ($1::uuid, $2, $3)', [
         orderId,
         sku,
         quantity,

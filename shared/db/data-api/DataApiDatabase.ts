@@ -380,3 +380,10 @@ export class DataApiDatabase implements SqlDatabase, DeadlineAware {
 
   async close(): Promise<void> {}
 }
+
+// The migrate function of a service deployed with the Data API (`DatabaseMigrations`).
+export {
+  type MigrationsHandlerOptions,
+  type MigrationsResponse,
+  migrationsLambdaHandler,
+} from '../migrationsHandler.js';
