@@ -34,7 +34,7 @@ import { loadRetention } from '../shared/maintenance/retention.js';
 import { OrderResults } from '../shared/orders/OrderResults.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { relayLambdaHandler } from '../shared/outbox/lambdaHandler.js';
-import { createRelays } from '../shared/outbox/relays.js';
+import { createRelays } from '../shared/pipeline/relays.js';
 import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
 import type { Backend } from '../shared/port/types.js';
 import { backendFromEnv } from '../shared/transport/index.js';

@@ -2,7 +2,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { EVENT_DATA_SCHEMAS } from '../shared/envelope/events.js';
+import { EVENT_DATA_SCHEMAS } from '../shared/pipeline/events.js';
 
 /**
  * Event contracts: the JSON Schema of each event type's `data` per schema major, committed under

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { list, withDb } from './common.js';
 import { stackOption } from './stack.js';
 

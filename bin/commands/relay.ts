@@ -1,9 +1,9 @@
 import { InvokeCommand, type InvokeCommandOutput, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Command } from 'commander';
 import { STACK_OUTPUTS } from '../../infra/stackOutputs.js';
-import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import { DRAIN_SOURCE, type DrainEvent } from '../../shared/outbox/kick.js';
 import type { RelaySummary } from '../../shared/outbox/lambdaHandler.js';
+import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { describeStack, OperatorError, outputOf, stackOption } from './stack.js';
 
 export function registerRelayCommands(program: Command): void {

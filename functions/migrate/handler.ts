@@ -4,12 +4,12 @@ import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import {
   APP_LOGIN_USER,
   DB_SIDES,
-  type DbLogin,
   type DbSide,
   ensureAppLogin,
   ensureServiceLogins,
-  retireLogin,
+  GROUP_ROLES,
 } from '../../shared/db/appRole.js';
+import { type DbLogin, retireLogin } from '../../shared/db/logins.js';
 import { migrate } from '../../shared/db/migrate.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
 import type { Logger } from '../../shared/logger.js';
@@ -78,7 +78,7 @@ export function createMigrateHandler(deps: MigrateDeps) {
         deps.logger.info('legacy database login ready', { ...login });
       }
       if (deps.retiredLogin) {
-        const retired = await retireLogin(deps.db, deps.retiredLogin);
+        const retired = await retireLogin(deps.db, deps.retiredLogin, GROUP_ROLES);
         deps.logger.info('database login retired', { username: deps.retiredLogin, retired });
       }
       return {

@@ -1,6 +1,7 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { ConfigError, DB_SECRET_ENV, loadEnv } from '../../shared/config/env.js';
-import { DB_SIDES, type DbLogin, type DbSide, parseDbSecret } from '../../shared/db/appRole.js';
+import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
+import { type DbLogin, parseDbSecret } from '../../shared/db/logins.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { sharedDb } from '../commons/clients.js';

@@ -1,5 +1,4 @@
 import { SSMClient } from '@aws-sdk/client-ssm';
-import type { OutboxTable } from '../../shared/config/constants.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
@@ -10,7 +9,8 @@ import {
   type RelayStateStore,
   SsmRelayStateStore,
 } from '../../shared/outbox/relayState.js';
-import { createRelays } from '../../shared/outbox/relays.js';
+import type { OutboxTable } from '../../shared/pipeline/constants.js';
+import { createRelays } from '../../shared/pipeline/relays.js';
 import { sharedBackend, sharedDb } from '../commons/clients.js';
 
 const env = loadEnv();

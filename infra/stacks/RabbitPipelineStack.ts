@@ -8,12 +8,12 @@ import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { rabbitRetryDelays } from '../../shared/config/budget.js';
-import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
+import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { RABBITMQ_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';

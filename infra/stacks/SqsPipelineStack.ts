@@ -5,12 +5,12 @@ import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { OUTBOX_TABLES } from '../../shared/config/constants.js';
 import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
 import type { DbSide } from '../../shared/db/appRole.js';
+import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { snsTopicName } from '../../shared/transport/sqs/constants.js';
 import type { PipelineConfig } from '../config.js';

@@ -4,7 +4,7 @@ import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { ConfigError } from '../config/errors.js';
 import { createLogger, type Logger } from '../logger.js';
-import { ensureLogin, parseDbSecret } from './appRole.js';
+import { ensureLogin, parseDbSecret } from './logins.js';
 import { type Migration, migrate } from './migrate.js';
 import type { SqlDatabase } from './types.js';
 

@@ -1,5 +1,4 @@
 import type { RetryBudget } from '../config/budget.js';
-import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { fault } from '../config/faults.js';
 import { isInfrastructureError, shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
@@ -9,6 +8,8 @@ import type { Journal } from '../consumer/journal.js';
 import { RetryPolicy } from '../consumer/retryPolicy.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { type Envelope, newEnvelope } from '../envelope/envelope.js';
+import type { Logger } from '../logger.js';
+import { EVENT_TYPES, PRODUCERS } from '../pipeline/constants.js';
 import {
   dataSchemaFor,
   type OrderCancelledData,
@@ -16,8 +17,7 @@ import {
   type ReleasedData,
   type ReservationRejectedData,
   type ReservedData,
-} from '../envelope/events.js';
-import type { Logger } from '../logger.js';
+} from '../pipeline/events.js';
 import type { InboundMessage, Outcome } from '../port/types.js';
 import { uuidV5 } from '../util/uuid.js';
 import { type Decision, decideBatch, type OrderEvent, type ReservationResult } from './decide.js';

@@ -1,5 +1,5 @@
-import { EVENT_TYPES } from '../config/constants.js';
-import type { ReservationRejectedData } from '../envelope/events.js';
+import { EVENT_TYPES } from '../pipeline/constants.js';
+import type { ReservationRejectedData } from '../pipeline/events.js';
 import type { StockLevel } from './stock.js';
 
 /**

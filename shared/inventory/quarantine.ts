@@ -1,7 +1,7 @@
-import { EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { peekEnvelope } from '../consumer/peek.js';
 import { type Envelope, newEnvelope } from '../envelope/envelope.js';
-import type { ReservationQuarantinedData } from '../envelope/events.js';
+import { EVENT_TYPES, PRODUCERS } from '../pipeline/constants.js';
+import type { ReservationQuarantinedData } from '../pipeline/events.js';
 import type { Diagnosis, ParkedEntry, ParkNotices } from '../port/types.js';
 import { uuidV5 } from '../util/uuid.js';
 

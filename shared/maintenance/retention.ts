@@ -1,7 +1,7 @@
 import { type Retention, type RetryBudget, validateBudget } from '../config/budget.js';
-import { OUTBOX_TABLES } from '../config/constants.js';
 import { loadEnv, retentionOf } from '../config/env.js';
 import type { SqlExecutor } from '../db/types.js';
+import { OUTBOX_TABLES } from '../pipeline/constants.js';
 
 export { RETENTION_ENV } from '../config/env.js';
 

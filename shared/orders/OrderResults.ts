@@ -1,4 +1,3 @@
-import { EVENT_TYPES } from '../config/constants.js';
 import { shortError } from '../consumer/classify.js';
 import { decodeMessage } from '../consumer/decode.js';
 import { PermanentMessageError } from '../consumer/errors.js';
@@ -6,13 +5,14 @@ import { Inbox } from '../consumer/inbox.js';
 import type { Journal } from '../consumer/journal.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import type { Envelope } from '../envelope/envelope.js';
+import type { Logger } from '../logger.js';
+import { EVENT_TYPES } from '../pipeline/constants.js';
 import {
   dataSchemaFor,
   type ReservationQuarantinedData,
   type ReservationRejectedData,
   type ReservedData,
-} from '../envelope/events.js';
-import type { Logger } from '../logger.js';
+} from '../pipeline/events.js';
 import type { InboundMessage, Outcome } from '../port/types.js';
 import type { ReservationStatus } from './OrderService.js';
 

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { AGGREGATE_TYPES, EVENT_TYPES, PRODUCERS } from '../config/constants.js';
 import { fault } from '../config/faults.js';
 import type { SqlDatabase, SqlExecutor } from '../db/types.js';
 import { newEnvelope } from '../envelope/envelope.js';
 import { OutboxStore } from '../outbox/OutboxStore.js';
+import { AGGREGATE_TYPES, EVENT_TYPES, PRODUCERS } from '../pipeline/constants.js';
 import { OrderConflictError, OrderNotFoundError } from './errors.js';
 
 export interface PlaceOrderCommand {

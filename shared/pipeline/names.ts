@@ -1,4 +1,4 @@
-import { EVENT_TYPES, type OutboxTable } from '../config/constants.js';
+import { EVENT_TYPES, type OutboxTable } from './constants.js';
 
 /**
  * The names the example's topology (`PIPELINE_TOPOLOGY`) derives on each broker, pinned here for

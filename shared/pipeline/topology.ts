@@ -1,5 +1,5 @@
-import { EVENT_TYPES } from '../config/constants.js';
 import type { Topology } from '../port/types.js';
+import { EVENT_TYPES } from './constants.js';
 
 /**
  * The example pipeline's streams and subscriptions, as every backend of it is built: the names the

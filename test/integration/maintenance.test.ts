@@ -4,7 +4,6 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createMaintenanceHandler } from '../../functions/maintenance/handler.js';
 import { type Retention, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import type { OutboxTable } from '../../shared/config/constants.js';
 import { ConfigError } from '../../shared/config/env.js';
 import { createLogger } from '../../shared/logger.js';
 import {
@@ -12,6 +11,7 @@ import {
   type MaintenanceResult,
   runMaintenance,
 } from '../../shared/maintenance/retention.js';
+import type { OutboxTable } from '../../shared/pipeline/constants.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const DAY = 24 * 3600 * 1000;

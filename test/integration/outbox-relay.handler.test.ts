@@ -16,7 +16,7 @@ import { DRAIN_SOURCE, KICK_SOURCE } from '../../shared/outbox/kick.js';
 import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
-import { createRelays } from '../../shared/outbox/relays.js';
+import { createRelays } from '../../shared/pipeline/relays.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';

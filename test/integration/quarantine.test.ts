@@ -7,7 +7,7 @@ import { newEnvelope } from '../../shared/envelope/envelope.js';
 import { createLogger } from '../../shared/logger.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService, type OrderView } from '../../shared/orders/OrderService.js';
-import { createRelays } from '../../shared/outbox/relays.js';
+import { createRelays } from '../../shared/pipeline/relays.js';
 import type { Backend, RunningConsumer } from '../../shared/port/types.js';
 import { type ConsumerRig, InventoryRig } from '../helpers/inventory.js';
 import { runCli } from '../helpers/redriveLimit.js';

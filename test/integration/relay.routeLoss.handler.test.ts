@@ -7,7 +7,7 @@ import { OrderService } from '../../shared/orders/OrderService.js';
 import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
 import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
 import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
-import { createRelays } from '../../shared/outbox/relays.js';
+import { createRelays } from '../../shared/pipeline/relays.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { RouteLoss } from '../../shared/port/types.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';

@@ -3,13 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withDatabase } from '../../devkit/scratch.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { Inbox } from '../../shared/consumer/inbox.js';
-import {
-  DB_ROLES,
-  DB_SIDES,
-  type DbSide,
-  ensureServiceLogins,
-  retireLogin,
-} from '../../shared/db/appRole.js';
+import { DB_ROLES, DB_SIDES, type DbSide, ensureServiceLogins } from '../../shared/db/appRole.js';
+import { retireLogin } from '../../shared/db/logins.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { scramSha256Verifier } from '../../shared/db/scram.js';
 import type { SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/types.js';

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { classifyError } from '../../shared/consumer/classify.js';
 import { decodeMessage } from '../../shared/consumer/decode.js';
 import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { dataSchemaFor } from '../../shared/envelope/events.js';
+import { dataSchemaFor } from '../../shared/pipeline/events.js';
 import type { InboundMessage } from '../../shared/port/types.js';
 
 const event = (type = 'audit.noted', data: Record<string, unknown> = { note: 'hello' }) =>

@@ -1,9 +1,9 @@
-import { OUTBOX_TABLES, type OutboxTable } from '../config/constants.js';
 import type { Env } from '../config/env.js';
 import type { SqlDatabase } from '../db/types.js';
 import type { Logger } from '../logger.js';
+import { OutboxRelay } from '../outbox/OutboxRelay.js';
 import type { Backend } from '../port/types.js';
-import { OutboxRelay } from './OutboxRelay.js';
+import { OUTBOX_TABLES, type OutboxTable } from './constants.js';
 
 /**
  * One relay per outbox table, each publishing to its table's stream on the backend: the backend

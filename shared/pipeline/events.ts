@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EVENT_TYPES } from '../config/constants.js';
+import { EVENT_TYPES } from './constants.js';
 
 /**
  * The `data` schema of every event type, per schema major version. Consumers validate incoming
