@@ -1,6 +1,5 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { LambdaClient } from '@aws-sdk/client-lambda';
-import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import {
   DEFAULT_RETENTION,
   Journal,
@@ -8,8 +7,8 @@ import {
   loadBudget,
   outboxKick,
 } from 'reliable-messaging-serverless';
-import { DataApiDatabase } from 'reliable-messaging-serverless/data-api';
 import { sqsLambdaHandler, sqsModule } from 'reliable-messaging-serverless/sqs';
+import { dataApiDatabase, env } from './deployed.js';
 import { shippingHandler, TOPOLOGY } from './shipping.js';
 
 /**
@@ -20,21 +19,8 @@ import { shippingHandler, TOPOLOGY } from './shipping.js';
  * (`RELAY_FUNCTION_NAME`, `RELAY_KICK_INTERVAL_MS`: `OutboxRelayFunction`'s `producers`), so
  * that its events leave without waiting for the relay's schedule.
  */
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
-
 const logger = new Logger({ serviceName: 'shipping' });
-const db = new DataApiDatabase(
-  { client: new RDSDataClient({}) },
-  {
-    resourceArn: env('DATA_API_RESOURCE_ARN'),
-    secretArn: env('DATA_API_SECRET_ARN'),
-    database: env('DATA_API_DATABASE'),
-  },
-);
+const db = dataApiDatabase();
 const budget = loadBudget();
 const backend = sqsModule.create({
   region: env('AWS_REGION'),

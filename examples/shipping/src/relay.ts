@@ -1,5 +1,4 @@
 import { Logger } from '@aws-lambda-powertools/logger';
-import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import {
   DEFAULT_RETENTION,
@@ -8,8 +7,8 @@ import {
   relayLambdaHandler,
   SsmRelayStateStore,
 } from 'reliable-messaging-serverless';
-import { DataApiDatabase } from 'reliable-messaging-serverless/data-api';
 import { sqsModule } from 'reliable-messaging-serverless/sqs';
+import { dataApiDatabase, env } from './deployed.js';
 import { OUTBOX, TOPOLOGY } from './shipping.js';
 
 /**
@@ -19,22 +18,10 @@ import { OUTBOX, TOPOLOGY } from './shipping.js';
  * fan-out: every subscriber's queue gets each event) and marks a row only once the topic
  * accepted it.
  */
-const env = (name: string): string => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
 const number = (name: string) => Number(env(name));
 
 const logger = new Logger({ serviceName: 'shipping-relay' });
-const db = new DataApiDatabase(
-  { client: new RDSDataClient({}) },
-  {
-    resourceArn: env('DATA_API_RESOURCE_ARN'),
-    secretArn: env('DATA_API_SECRET_ARN'),
-    database: env('DATA_API_DATABASE'),
-  },
-);
+const db = dataApiDatabase();
 const backend = sqsModule.create({
   region: env('AWS_REGION'),
   mode: 'visibility',

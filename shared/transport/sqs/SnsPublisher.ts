@@ -7,7 +7,7 @@ import {
 import { type Envelope, encodeEnvelope } from '../../envelope/envelope.js';
 import { TransportUnavailableError } from '../../port/errors.js';
 import type { Publisher, PublishOutcome } from '../../port/types.js';
-import { envelopeAttributes, publishInBatches } from './SqsPublisher.js';
+import { batchAnswer, envelopeAttributes, fifoIds, publishInBatches } from './SqsPublisher.js';
 
 export interface SnsPublisherOptions {
   topicArn: string;
@@ -93,20 +93,11 @@ export class SnsPublisher implements Publisher {
             Message: encodeEnvelope(e).toString('utf8'),
             // the same attributes as on a queue: SNS's and SQS's shapes are one
             MessageAttributes: envelopeAttributes(e) as Record<string, MessageAttributeValue>,
-            ...(this.options.fifo
-              ? { MessageGroupId: e.aggregate.id, MessageDeduplicationId: e.id }
-              : {}),
+            ...fifoIds(e, this.options.fifo),
           })),
         }),
       );
-      return {
-        successful: (out.Successful ?? []).map((s) => s.Id as string),
-        failed: (out.Failed ?? []).map((f) => ({
-          id: f.Id as string,
-          code: f.Code,
-          message: f.Message,
-        })),
-      };
+      return batchAnswer(out);
     });
   }
 

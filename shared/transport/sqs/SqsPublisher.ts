@@ -78,6 +78,27 @@ export interface BatchAnswer {
   failed: readonly { id: string; code?: string | undefined; message?: string | undefined }[];
 }
 
+/** What SendMessageBatch and PublishBatch answer (one shape), by entry id. */
+export function batchAnswer(out: {
+  Successful?: { Id?: string | undefined }[] | undefined;
+  Failed?:
+    | { Id?: string | undefined; Code?: string | undefined; Message?: string | undefined }[]
+    | undefined;
+}): BatchAnswer {
+  return {
+    successful: (out.Successful ?? []).map((s) => s.Id as string),
+    failed: (out.Failed ?? []).map((f) => ({
+      id: f.Id as string,
+      code: f.Code,
+      message: f.Message,
+    })),
+  };
+}
+
+/** FIFO (queue or topic): the group is the aggregate (its events in order), deduplication by event id. */
+export const fifoIds = (e: Envelope, fifo: boolean | undefined) =>
+  fifo ? { MessageGroupId: e.aggregate.id, MessageDeduplicationId: e.id } : {};
+
 /**
  * Sends envelopes in calls of 10 entries (SQS's and SNS's batch limit), several calls in flight.
  * An entry counts only when its call's answer lists it as accepted; a refused entry or a failed
@@ -171,20 +192,11 @@ export class SqsPublisher implements Publisher {
             Id: id,
             MessageBody: encodeEnvelope(e).toString('utf8'),
             MessageAttributes: envelopeAttributes(e),
-            ...(this.options.fifo
-              ? { MessageGroupId: e.aggregate.id, MessageDeduplicationId: e.id }
-              : {}),
+            ...fifoIds(e, this.options.fifo),
           })),
         }),
       );
-      return {
-        successful: (out.Successful ?? []).map((s) => s.Id as string),
-        failed: (out.Failed ?? []).map((f) => ({
-          id: f.Id as string,
-          code: f.Code,
-          message: f.Message,
-        })),
-      };
+      return batchAnswer(out);
     });
   }
 
