@@ -31,7 +31,7 @@ export interface MigrateDeps {
   db: SqlDatabase;
   logger: Logger;
   /**
-   * Each side's login user from its secret, when deployed (`ORDERS_DB_SECRET_ARN`, …): created or
+   * Each side's login user from its secret, when deployed (`DB_LOGIN_SECRETS`, by group role): created or
    * updated after the migrations, a member of its side's group role only. Absent locally.
    */
   serviceLogins?: () => Promise<Partial<Record<DbSide, DbLogin>>>;

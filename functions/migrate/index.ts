@@ -1,6 +1,6 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { ConfigError, DB_SECRET_ENV, loadEnv } from '../../shared/config/env.js';
-import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
+import { ConfigError, loadEnv } from '../../shared/config/env.js';
+import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { type DbLogin, parseDbSecret } from '../../shared/db/logins.js';
 import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
@@ -20,8 +20,9 @@ const readLogin = async (secretId: string, label: string): Promise<DbLogin> => {
     throw new ConfigError(`${label}: ${(err as Error).message}`, { cause: err });
   }
 };
+// each side's login secret, by its group role (`DB_LOGIN_SECRETS`, set by ServerlessDatabase)
 const sides = DB_SIDES.flatMap((side) => {
-  const arn = env[DB_SECRET_ENV[side]];
+  const arn = env.DB_LOGIN_SECRETS?.[DB_ROLES[side].group];
   return arn ? [[side, arn] as const] : [];
 });
 const appSecretArn = env.APP_DB_SECRET_ARN;
@@ -32,7 +33,9 @@ export const handler = createMigrateHandler({
     ? {
         serviceLogins: async () => {
           const out: Partial<Record<DbSide, DbLogin>> = {};
-          for (const [side, arn] of sides) out[side] = await readLogin(arn, DB_SECRET_ENV[side]);
+          for (const [side, arn] of sides) {
+            out[side] = await readLogin(arn, `DB_LOGIN_SECRETS (${DB_ROLES[side].group})`);
+          }
           return out;
         },
       }

@@ -7,7 +7,6 @@ import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Provider } from 'aws-cdk-lib/custom-resources';
 import type { Construct } from 'constructs';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
-import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
 import { deployProvider } from './deployProvider.js';
 import { NodeFunction, type NodeFunctionProps } from './NodeFunction.js';
 
@@ -33,12 +32,7 @@ export interface DatabaseMigrationsProps
    */
   extraMigrations?: string;
   /**
-   * The reference deployment's logins, one per side (its migrate function reads one variable per
-   * side, `ORDERS_DB_SECRET_ARN`, …).
-   */
-  logins?: Record<DbSide, ISecret>;
-  /**
-   * Your logins, by the group role each joins: created or updated from its secret after the
+   * The logins, by the group role each joins: created or updated from its secret after the
    * migrations (`DB_LOGIN_SECRETS`, read by `migrationsLambdaHandler`).
    */
   groupLogins?: Readonly<Record<string, ISecret>>;
@@ -71,7 +65,6 @@ export class DatabaseMigrations extends NodeFunction {
       databaseName,
       migrations,
       extraMigrations,
-      logins,
       groupLogins,
       legacyLogin,
       retiredLogin,
@@ -90,13 +83,6 @@ export class DatabaseMigrations extends NodeFunction {
             secretArn: cluster.secret?.secretArn ?? '',
             database: databaseName,
           },
-          ...(logins
-            ? {
-                dbSecretArns: Object.fromEntries(
-                  DB_SIDES.map((side) => [side, logins[side].secretArn]),
-                ) as Record<DbSide, string>,
-              }
-            : {}),
           ...(groupLogins
             ? {
                 groupLoginSecretArns: Object.fromEntries(
@@ -112,11 +98,7 @@ export class DatabaseMigrations extends NodeFunction {
     });
     cluster.grantDataApiAccess(this);
     cluster.secret?.grantRead(this);
-    const secrets = [
-      ...(logins ? DB_SIDES.map((side) => logins[side]) : []),
-      ...Object.values(groupLogins ?? {}),
-      ...(legacyLogin ? [legacyLogin] : []),
-    ];
+    const secrets = [...Object.values(groupLogins ?? {}), ...(legacyLogin ? [legacyLogin] : [])];
     for (const secret of secrets) secret.grantRead(this);
     this.provider = deployProvider(scope, 'MigrationsProvider', this);
     // Runs again when a migration is added and when the logins change (a secret replaced, the

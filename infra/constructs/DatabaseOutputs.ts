@@ -7,7 +7,7 @@ import type { DatabaseAccess } from './databaseAccess.js';
  * the cluster, the database and the secret of each side's login. The operator reads one stack's
  * outputs, so the data stack's values are repeated here (outputs of imports: cfn-lint's W6001).
  */
-export function addDatabaseOutputs(stack: Stack, database: DatabaseAccess): void {
+export function addDatabaseOutputs(stack: Stack, database: DatabaseAccess<DatabaseLogin>): void {
   new CfnOutput(stack, STACK_OUTPUTS.databaseClusterArn, {
     description: 'Aurora cluster (RDS Data API resourceArn)',
     value: database.clusterArn,

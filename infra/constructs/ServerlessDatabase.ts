@@ -10,7 +10,6 @@ import {
 } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { APP_LOGIN_USER, DB_ROLES, type DbSide } from '../../shared/db/appRole.js';
 import { DatabaseMigrations, type DatabaseMigrationsProps } from './DatabaseMigrations.js';
 import {
   type DataApiLogin,
@@ -41,7 +40,7 @@ export const DEFAULT_CAPACITY = { minAcu: 0, maxAcu: 4 } as const;
 export const DEFAULT_SECONDS_UNTIL_AUTO_PAUSE = 300;
 
 /** The database's capacity, name, protection, logins, network and migrations. */
-export interface ServerlessDatabaseProps<Name extends string = DbSide> {
+export interface ServerlessDatabaseProps<Name extends string = string> {
   /**
    * Its network (default: a VPC of its own, `Vpc` beside it in `scope`: two AZs, isolated
    * subnets, flow logs). The functions reach the database over the Data API and need none.
@@ -63,16 +62,15 @@ export interface ServerlessDatabaseProps<Name extends string = DbSide> {
    * The logins your functions reach the database as, by name (`login(name)`): each a user of its
    * own (`username`) and a member of one group role (`group`, which your migrations create and
    * grant), its secret generated here and attached to the cluster, the user created or updated by
-   * the migrate function on every deploy. Default: the reference deployment's four sides
-   * (`orders` as `orders_fn` in `orders_rw`, and `inventory`, `relay`, `maintenance`).
+   * the migrate function on every deploy (`DB_LOGIN_SECRETS`).
    */
-  logins?: Readonly<Record<Name, { username: string; group: string }>>;
+  logins: Readonly<Record<Name, { username: string; group: string }>>;
   /**
-   * Keep the legacy login `pipeline_fn` (`AppSecret`), which functions deployed before the
-   * per-side logins use. Default: true with the default logins, false with yours; false retires
-   * it (docs/deploy.md, "Secret rotation").
+   * A login kept for functions deployed before these (`AppSecret`, `APP_DB_SECRET_ARN`: the migrate
+   * function keeps its password up to date), or, with `keep: false`, retired (no login, no
+   * groups; docs/deploy.md, "Secret rotation"). Default: none.
    */
-  legacyAppLogin?: boolean;
+  legacyLogin?: { username: string; keep: boolean };
   /**
    * The migrate function and the migrations it applies on deploy: `entry` (your handler, built
    * like this repository's `functions/migrate`), and `extraMigrations`, a folder of yours applied
@@ -80,14 +78,6 @@ export interface ServerlessDatabaseProps<Name extends string = DbSide> {
    */
   migrate: Pick<DatabaseMigrationsProps, 'entry' | 'name' | 'migrations' | 'extraMigrations'>;
 }
-
-/** The reference deployment's logins: one per side, each in its side's group role (migration 0006). */
-const SIDE_LOGINS = Object.fromEntries(
-  Object.entries(DB_ROLES).map(([side, role]) => [
-    side,
-    { username: role.login, group: role.group },
-  ]),
-) as Record<DbSide, { username: string; group: string }>;
 
 /** `inventory` → `Inventory`, `shipping-service` → `ShippingService` (construct ids). */
 const pascal = (name: string) =>
@@ -109,12 +99,12 @@ const MANUAL_ROTATION = {
  * 0006) and the migrations applied on deploy (`DatabaseMigrations`). A function reaches the Data
  * API with its side's login (`login(side)`), never the master's. One per scope (fixed ids).
  */
-export class ServerlessDatabase<Name extends string = DbSide> extends DatabaseCluster {
+export class ServerlessDatabase<Name extends string = string> extends DatabaseCluster {
   /** The database the Data API calls name. */
   readonly databaseName: string;
   /** Each login's secret, by name (default: `orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`). */
   readonly dbSecrets: Readonly<Record<Name, ISecret>>;
-  /** The legacy login (`pipeline_fn`), undefined once retired (`legacyAppLogin: false`). */
+  /** The legacy login's secret while it is kept (`legacyLogin`). */
   readonly appSecret: ISecret | undefined;
   /** The migrate function, run on deploy. */
   readonly migrations: DatabaseMigrations;
@@ -160,36 +150,25 @@ export class ServerlessDatabase<Name extends string = DbSide> extends DatabaseCl
       Validations.of(secret).acknowledge(MANUAL_ROTATION);
       return secret.attach(this);
     };
-    const logins = (props.logins ?? SIDE_LOGINS) as Readonly<
-      Record<Name, { username: string; group: string }>
-    >;
-    const entries = Object.entries(logins) as [Name, { username: string; group: string }][];
+    const entries = Object.entries(props.logins) as [Name, { username: string; group: string }][];
     this.dbSecrets = Object.fromEntries(
       entries.map(([name, login]) => [
         name,
         loginSecret(`${pascal(name)}DbSecret`, login.username),
       ]),
     ) as Record<Name, ISecret>;
-    const legacy = props.legacyAppLogin ?? props.logins === undefined;
-    this.appSecret = legacy ? loginSecret('AppSecret', APP_LOGIN_USER) : undefined;
-    // Migrations on deploy: they alone run as the master user. The reference deployment's sides
-    // travel as one variable per side (its migrate function's); your logins by group role.
+    const legacy = props.legacyLogin;
+    this.appSecret = legacy?.keep ? loginSecret('AppSecret', legacy.username) : undefined;
+    // Migrations on deploy: they alone run as the master user.
     this.migrations = new DatabaseMigrations(scope, 'migrate', {
       ...props.migrate,
       cluster: this,
       databaseName,
-      ...(props.logins
-        ? {
-            groupLogins: Object.fromEntries(
-              entries.map(([name, login]) => [login.group, this.dbSecrets[name]]),
-            ),
-          }
-        : { logins: this.dbSecrets as unknown as Record<DbSide, ISecret> }),
-      ...(this.appSecret
-        ? { legacyLogin: this.appSecret }
-        : props.logins
-          ? {}
-          : { retiredLogin: APP_LOGIN_USER }),
+      groupLogins: Object.fromEntries(
+        entries.map(([name, login]) => [login.group, this.dbSecrets[name]]),
+      ),
+      ...(this.appSecret ? { legacyLogin: this.appSecret } : {}),
+      ...(legacy && !legacy.keep ? { retiredLogin: legacy.username } : {}),
     });
     // docs/deploy.md, "Secret rotation", is the procedure for every secret of the database.
     Validations.of(this).acknowledge(MANUAL_ROTATION);

@@ -7,13 +7,12 @@ import {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
-import type { DbSide } from '../../shared/db/appRole.js';
 
 /**
  * How the functions reach the database: a cluster's Data API with one login per side (or, for
  * emulators, plain ARNs). Each function gets its side's secret and nothing else.
  */
-export interface DatabaseAccess<Name extends string = DbSide> {
+export interface DatabaseAccess<Name extends string = string> {
   /** The cluster the Data API calls name (`resourceArn`). */
   clusterArn: string;
   databaseName: string;

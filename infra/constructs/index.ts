@@ -17,7 +17,6 @@ export {
   type FunctionSettings,
   functionEnvironment,
 } from '../../shared/config/functionEnvironment.js';
-export type { DbSide } from '../../shared/db/appRole.js';
 export { AmazonMqConsumer, type AmazonMqConsumerProps } from './AmazonMqConsumer.js';
 export type { AmazonMqAccess } from './amazonMq.js';
 export { BrokerSetup, type BrokerSetupProps } from './BrokerSetup.js';

@@ -2,7 +2,7 @@ import { CfnOutput, Stack, type StackProps, Token } from 'aws-cdk-lib';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import type { DbSide } from '../../shared/db/appRole.js';
+import { APP_LOGIN_USER, DB_ROLES, type DbSide } from '../../shared/db/appRole.js';
 import {
   ServerlessDatabase,
   type ServerlessDatabaseProps,
@@ -20,13 +20,22 @@ export {
 export type DataStackProps = StackProps &
   Pick<
     ServerlessDatabaseProps,
-    | 'minCapacity'
-    | 'maxCapacity'
-    | 'secondsUntilAutoPause'
-    | 'databaseName'
-    | 'deletionProtection'
-    | 'legacyAppLogin'
-  >;
+    'minCapacity' | 'maxCapacity' | 'secondsUntilAutoPause' | 'databaseName' | 'deletionProtection'
+  > & {
+    /**
+     * Keep the legacy login `pipeline_fn` (`AppSecret`), which functions deployed before the
+     * per-side logins use. Default true; false retires it (docs/deploy.md, "Secret rotation").
+     */
+    legacyAppLogin?: boolean;
+  };
+
+/** The reference deployment's logins: one per side, each in its side's group role (migration 0006). */
+export const SIDE_LOGINS = Object.fromEntries(
+  Object.entries(DB_ROLES).map(([side, role]) => [
+    side,
+    { username: role.login, group: role.group },
+  ]),
+) as Record<DbSide, { username: string; group: string }>;
 
 /**
  * The database: Aurora PostgreSQL Serverless v2 with the RDS Data API, in a VPC of its own, and
@@ -50,13 +59,14 @@ export class DataStack extends Stack {
 
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
-    const db = new ServerlessDatabase(this, 'Db', {
+    const db = new ServerlessDatabase<DbSide>(this, 'Db', {
       minCapacity: props.minCapacity,
       maxCapacity: props.maxCapacity,
       secondsUntilAutoPause: props.secondsUntilAutoPause,
       databaseName: props.databaseName,
       deletionProtection: props.deletionProtection,
-      legacyAppLogin: props.legacyAppLogin,
+      logins: SIDE_LOGINS,
+      legacyLogin: { username: APP_LOGIN_USER, keep: props.legacyAppLogin ?? true },
       migrate: { name: 'migrate', migrations: MIGRATIONS_SOURCE },
     });
     this.cluster = db;

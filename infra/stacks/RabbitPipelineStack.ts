@@ -43,7 +43,7 @@ import { recursiveLoop } from '../constructs/recursiveLoop.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
   config: PipelineConfig;
-  database: DatabaseAccess;
+  database: DatabaseAccess<DbSide>;
   broker?: Partial<BrokerSettings>;
   /** Default on. */
   alarms?: boolean;

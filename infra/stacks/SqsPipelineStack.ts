@@ -31,7 +31,7 @@ import { SqsConsumer, sqsEventSource } from '../constructs/SqsConsumer.js';
 
 export interface SqsPipelineStackProps extends StackProps {
   config: PipelineConfig;
-  database: DatabaseAccess;
+  database: DatabaseAccess<DbSide>;
   /** Off where the target cannot create them (moto has no CloudWatch alarms). Default on. */
   alarms?: boolean;
   /** Off where the target has no API Gateway v2. Default on. */

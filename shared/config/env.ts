@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { CONSUMER_PREFETCH, type DbSide } from './constants.js';
+import { CONSUMER_PREFETCH } from './constants.js';
 import { ConfigError } from './errors.js';
 import { faultSpecSchema } from './faults.js';
 import { inboxRetentionRule, transactionBoundsRule, visibilityTimeoutRule } from './rules.js';
@@ -283,15 +283,11 @@ const envObject = z.object({
   DATA_API_SECRET_ARN: z.string().optional(),
   DATA_API_DATABASE: z.string().optional(),
   /**
-   * The migrate function only: the secret (`{"username","password"}`) of each side's database
-   * login, created or updated after the migrations (`DB_SECRET_ENV`), and of the legacy login
-   * (`APP_DB_SECRET_ARN`, `pipeline_fn`) while it is kept. Unset locally.
+   * The migrate function only: the secret (`{"username","password"}`) of the legacy login
+   * (`pipeline_fn`), kept up to date while it is kept (the others: `DB_LOGIN_SECRETS`). Unset
+   * locally.
    */
   APP_DB_SECRET_ARN: z.string().optional(),
-  ORDERS_DB_SECRET_ARN: z.string().optional(),
-  INVENTORY_DB_SECRET_ARN: z.string().optional(),
-  RELAY_DB_SECRET_ARN: z.string().optional(),
-  MAINTENANCE_DB_SECRET_ARN: z.string().optional(),
   /** The migrate function only: a login user to retire (no login, no groups), `pipeline_fn`. */
   RETIRED_DB_LOGIN: z
     .string()
@@ -371,14 +367,6 @@ export const RETENTION_ENV = {
   redriveWindowMs: 'REDRIVE_WINDOW_MS',
   redriveLimit: 'REDRIVE_LIMIT',
 } as const satisfies Record<keyof Retention, EnvName>;
-
-/** Where the migrate function reads each side's database secret from (its ARN). */
-export const DB_SECRET_ENV = {
-  orders: 'ORDERS_DB_SECRET_ARN',
-  inventory: 'INVENTORY_DB_SECRET_ARN',
-  relay: 'RELAY_DB_SECRET_ARN',
-  maintenance: 'MAINTENANCE_DB_SECRET_ARN',
-} as const satisfies Record<DbSide, EnvName>;
 
 /** Where the transaction bounds rule reads each term from. */
 const TRANSACTION_TIMEOUTS_ENV = {

@@ -1,7 +1,5 @@
-import { DB_SIDES, type DbSide } from './constants.js';
 import {
   BUDGET_ENV,
-  DB_SECRET_ENV,
   type Env,
   type EnvName,
   RETENTION_ENV,
@@ -47,8 +45,6 @@ export interface FunctionSettings {
   appDbSecretArn?: string;
   /** migrate (a service of yours): each login's secret ARN, by the group role it joins. */
   groupLoginSecretArns?: Readonly<Record<string, string>>;
-  /** migrate: each side's database login to create or update (their secrets' ARNs). */
-  dbSecretArns?: Record<DbSide, string>;
   /** migrate: a database login to retire (`pipeline_fn` once no function uses it). */
   retiredDbLogin?: string;
   /** broker-setup: the pipeline broker user to create or update (its secret's ARN). */
@@ -117,9 +113,6 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
   if (settings.appDbSecretArn !== undefined) env.APP_DB_SECRET_ARN = settings.appDbSecretArn;
   if (settings.groupLoginSecretArns !== undefined) {
     env.DB_LOGIN_SECRETS = pairs(settings.groupLoginSecretArns);
-  }
-  if (settings.dbSecretArns) {
-    for (const side of DB_SIDES) env[DB_SECRET_ENV[side]] = settings.dbSecretArns[side];
   }
   if (settings.retiredDbLogin !== undefined) env.RETIRED_DB_LOGIN = settings.retiredDbLogin;
   if (settings.brokerPipelineSecretArn !== undefined) {

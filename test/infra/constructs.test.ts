@@ -18,6 +18,7 @@ import {
   SqsConsumer,
 } from '../../infra/constructs/index.js';
 import { MIGRATIONS_SOURCE } from '../../infra/paths.js';
+import { SIDE_LOGINS } from '../../infra/stacks/DataStack.js';
 import { DEFAULT_RETRY_BUDGET } from '../../shared/config/env.js';
 import { ConfigError } from '../../shared/config/errors.js';
 
@@ -35,6 +36,7 @@ const USER_MIGRATIONS = join(FIXTURES, 'userMigrations');
 function userStack(app: App) {
   const stack = new Stack(app, 'Shipping');
   const db = new ServerlessDatabase(stack, 'Db', {
+    logins: SIDE_LOGINS,
     migrate: { entry: ENTRY, extraMigrations: USER_MIGRATIONS },
   });
   const consumer = new SqsConsumer(stack, 'Shipments', {
@@ -227,6 +229,7 @@ describe('the CDK constructs around a handler of your own', () => {
     const libraryOnly = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new Stack(libraryOnly, 'LibraryOnly');
     new ServerlessDatabase(stack, 'Db', {
+      logins: SIDE_LOGINS,
       migrate: { entry: ENTRY, migrations: MIGRATIONS_SOURCE },
     });
     expect(version(t)).toMatch(/^[0-9a-f]{16}$/);
@@ -288,6 +291,7 @@ describe('the CDK constructs refuse what would not work', () => {
     expect(
       () =>
         new ServerlessDatabase(stack(), 'Db', {
+          logins: SIDE_LOGINS,
           migrate: {
             entry: ENTRY,
             migrations: MIGRATIONS_SOURCE,

@@ -14,7 +14,6 @@ import {
 import {
   budgetOf,
   ConfigError,
-  DB_SECRET_ENV,
   DEFAULT_REDRIVE_LIMIT,
   ENV_NAMES,
   type Env,
@@ -23,6 +22,7 @@ import {
   retentionOf,
   transactionTimeoutsOf,
 } from '../../shared/config/env.js';
+import { DB_ROLES, DB_SIDES } from '../../shared/db/appRole.js';
 
 /**
  * What infra writes is what the runtime reads: every synthesized function's environment parses
@@ -225,7 +225,10 @@ describe('function environments: data stack and the rules at synth', () => {
     expect(env.MIGRATIONS_DIR).toBe('/var/task/migrations');
     // each side's login secret, and the legacy one while it is kept
     expect(fn.deployTime).toEqual(
-      expect.arrayContaining([...Object.values(DB_SECRET_ENV), 'APP_DB_SECRET_ARN']),
+      expect.arrayContaining(['DB_LOGIN_SECRETS', 'APP_DB_SECRET_ARN']),
+    );
+    expect(Object.keys(env.DB_LOGIN_SECRETS ?? {}).sort()).toEqual(
+      DB_SIDES.map((side) => DB_ROLES[side].group).sort(),
     );
   });
 

@@ -65,8 +65,11 @@ await backend.close();
 const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
 const stack = new Stack(app, 'Smoke');
 const entry = fileURLToPath(import.meta.url);
-const db = new ServerlessDatabase(stack, 'Db', { migrate: { entry } });
-new SqsConsumer(stack, 'Consumer', { entry, database: db.login('inventory') }).addAlarms(
+const db = new ServerlessDatabase(stack, 'Db', {
+  logins: { consumer: { username: 'consumer_fn', group: 'consumer_app' } },
+  migrate: { entry },
+});
+new SqsConsumer(stack, 'Consumer', { entry, database: db.login('consumer') }).addAlarms(
   new PipelineAlarms(stack, 'Alarms'),
 );
 const resources = Object.values(
