@@ -320,38 +320,58 @@ const redeliveryStorm: Scenario = {
   },
 };
 
+/** Why a scenario that runs consumer processes cannot run, if it cannot. */
+const needsProcesses = (notShared: string | undefined, subjectModule: string | undefined) =>
+  notShared ??
+  (subjectModule
+    ? undefined
+    : 'the subject was given as an object: a consumer process imports it by its module path');
+
+/**
+ * Starts consumer process `child 1` (its ack held back 400 ms after the handler) and, the moment
+ * it has committed a batch, does `act` to it while it holds that batch unacknowledged. Returns the
+ * child, when it acted (undefined: the scenario's time ran out first) and the ids it has committed
+ * so far (read when asked: a killed child's last lines arrive once it has exited).
+ */
+async function atFirstCommit(
+  ctx: ScenarioContext,
+  options: { leased?: boolean; what: string },
+  act: (child: ChildWorker) => void,
+): Promise<{ child: ChildWorker; at: number | undefined; committed: () => Set<string | null> }> {
+  const child = await ctx.startChild({
+    label: 'child 1',
+    pauseAfterHandlerMs: 400,
+    ...(options.leased ? { leased: true } : {}),
+  });
+  const acks = () =>
+    ctx.observer.observations.filter(
+      (o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack',
+    );
+  let at: number | undefined;
+  await ctx.waitUntil('the first process to commit a batch', () => {
+    const committed = acks().length > 0;
+    if (committed && at === undefined) {
+      act(child);
+      at = Date.now();
+      ctx.observer.mark(`child 1 ${options.what}`);
+    }
+    return committed;
+  });
+  return { child, at, committed: () => new Set(acks().map((o) => o.id)) };
+}
+
 const killedProcess: Scenario = {
   name: 'killed-process',
   expectation:
     'a consumer process SIGKILLed between its COMMIT and its ack, then started again: every event applied once',
-  notApplicable: ({ notShared, subjectModule }) =>
-    notShared ??
-    (subjectModule
-      ? undefined
-      : 'the subject was given as an object: a consumer process imports it by its module path'),
+  notApplicable: ({ notShared, subjectModule }) => needsProcesses(notShared, subjectModule),
   async run(ctx) {
     await ctx.publish(ctx.events);
-    let killedAt: number | undefined;
-    const first = await ctx.startChild({ label: 'child 1', pauseAfterHandlerMs: 400 });
     // the first batch committed: kill while the child holds it unacknowledged
-    const killed = await ctx.waitUntil('the first process to commit a batch', () => {
-      const committed = ctx.observer.observations.some(
-        (o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack',
-      );
-      if (committed && killedAt === undefined) {
-        first.kill();
-        killedAt = Date.now();
-        ctx.observer.mark('child 1 SIGKILLed');
-      }
-      return committed;
-    });
-    await first.exited;
-    if (!killed) return;
-    const inFirst = new Set(
-      ctx.observer.observations
-        .filter((o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack')
-        .map((o) => o.id),
-    );
+    const first = await atFirstCommit(ctx, { what: 'SIGKILLed' }, (child) => child.kill());
+    await first.child.exited;
+    if (first.at === undefined) return;
+    const inFirst = first.committed();
     const second = await ctx.startChild({ label: 'child 2', pauseAfterHandlerMs: 0 });
     ctx.observer.mark('child 2 started');
     await ctx.settledAll(ctx.accepted);
@@ -374,42 +394,25 @@ const frozenProcess: Scenario = {
   expectation:
     'a consumer process frozen (SIGSTOP) between its COMMIT and its ack, past its lease, while a second process takes its messages over, then resumed (SIGCONT): every event applied once',
   notApplicable: ({ notShared, subjectModule, lease }) =>
-    notShared ??
-    (subjectModule
-      ? lease
-        ? undefined
-        : 'the kit sets no lease this transport would take a frozen consumer’s messages back after'
-      : 'the subject was given as an object: a consumer process imports it by its module path'),
+    needsProcesses(notShared, subjectModule) ??
+    (lease
+      ? undefined
+      : 'the kit sets no lease this transport would take a frozen consumer’s messages back after'),
   async run(ctx) {
     const lease = ctx.lease as KitLease;
     ctx.facts.lease = lease.text;
     await ctx.publish(ctx.events);
-    const first = await ctx.startChild({
-      label: 'child 1',
-      pauseAfterHandlerMs: 400,
-      leased: true,
-    });
-    let frozenAt: number | undefined;
-    const frozen = await ctx.waitUntil('the first process to commit a batch', () => {
-      const committed = ctx.observer.observations.some(
-        (o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack',
-      );
-      if (committed && frozenAt === undefined) {
-        first.freeze();
-        frozenAt = Date.now();
-        ctx.observer.mark('child 1 frozen (SIGSTOP) before its ack');
-      }
-      return committed;
-    });
-    if (!frozen) {
-      await first.stop();
+    const first = await atFirstCommit(
+      ctx,
+      { leased: true, what: 'frozen (SIGSTOP) before its ack' },
+      (child) => child.freeze(),
+    );
+    if (first.at === undefined) {
+      await first.child.stop();
       return;
     }
-    const held = new Set(
-      ctx.observer.observations
-        .filter((o) => o.process === 'child 1' && o.step === 'outcome' && o.kind === 'ack')
-        .map((o) => o.id),
-    );
+    const frozenAt = first.at;
+    const held = first.committed();
     const second = await ctx.startChild({ label: 'child 2', pauseAfterHandlerMs: 0 });
     ctx.observer.mark('child 2 started');
     const takenOver = await ctx.waitUntil('child 2 to receive a message child 1 holds', () =>
@@ -418,7 +421,7 @@ const frozenProcess: Scenario = {
       ),
     );
     if (takenOver) {
-      ctx.facts.takenOverAfterMs = Date.now() - (frozenAt as number);
+      ctx.facts.takenOverAfterMs = Date.now() - frozenAt;
       await ctx.waitUntil('child 1 to stay frozen a while longer', () => {
         const since = ctx.observer.observations.find(
           (o) => o.process === 'child 2' && o.step === 'delivered' && held.has(o.id),
@@ -426,11 +429,11 @@ const frozenProcess: Scenario = {
         return since !== undefined && Date.now() >= since.at + FROZEN_EXTRA_MS;
       });
     }
-    first.thaw();
+    first.child.thaw();
     ctx.observer.mark('child 1 resumed (SIGCONT)');
     await ctx.settledAll(ctx.accepted);
     await second.stop();
-    await first.stop();
+    await first.child.stop();
     ctx.facts.committedBeforeFreeze = held.size;
     ctx.facts.takenOverBySecond = [...held].filter((id) =>
       ctx.observer.observations.some(
