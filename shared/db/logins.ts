@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { type Credentials, parseCredentials } from '../config/credentials.js';
 import { ConfigError } from '../config/env.js';
 import { DbError } from './errors.js';
 import { scramSha256Verifier } from './scram.js';
@@ -9,26 +9,11 @@ import type { SqlDatabase } from './types.js';
  * the grants. The migrate function creates or updates them on every deploy.
  */
 
-/**
- * A database secret as Secrets Manager holds it: the RDS Data API reads `username` and
- * `password` from it (CDK's `DatabaseSecret` adds engine, host, port and dbname, unused here).
- */
-const dbSecretSchema = z.object({ username: z.string().min(1), password: z.string().min(1) });
-export type DbLogin = z.infer<typeof dbSecretSchema>;
+/** A database login's secret: the RDS Data API reads `username` and `password` from it. */
+export type DbLogin = Credentials;
 
 export function parseDbSecret(secretString: string | undefined): DbLogin {
-  let json: unknown;
-  try {
-    json = JSON.parse(secretString ?? '');
-  } catch {
-    throw new ConfigError('database secret: not JSON (expected {"username","password",…})');
-  }
-  const parsed = dbSecretSchema.safeParse(json);
-  if (!parsed.success) {
-    const fields = parsed.error.issues.map((i) => i.path.join('.') || '(root)').join(', ');
-    throw new ConfigError(`database secret: missing or empty ${fields}`);
-  }
-  return parsed.data;
+  return parseCredentials(secretString, 'database secret');
 }
 
 // An unquoted PostgreSQL identifier: what CDK generates and what a reader recognises in psql.

@@ -320,6 +320,14 @@ const redeliveryStorm: Scenario = {
   },
 };
 
+/** How many of `ids` consumer process `label` was delivered. */
+const deliveredTo = (ctx: ScenarioContext, ids: Iterable<string | null>, label: string) =>
+  [...ids].filter((id) =>
+    ctx.observer.observations.some(
+      (o) => o.id === id && o.process === label && o.step === 'delivered',
+    ),
+  ).length;
+
 /** Why a scenario that runs consumer processes cannot run, if it cannot. */
 const needsProcesses = (notShared: string | undefined, subjectModule: string | undefined) =>
   notShared ??
@@ -377,11 +385,7 @@ const killedProcess: Scenario = {
     await ctx.settledAll(ctx.accepted);
     await second.stop();
     ctx.facts.committedBeforeKill = inFirst.size;
-    ctx.facts.redeliveredToSecond = [...inFirst].filter((id) =>
-      ctx.observer.observations.some(
-        (o) => o.id === id && o.process === 'child 2' && o.step === 'delivered',
-      ),
-    ).length;
+    ctx.facts.redeliveredToSecond = deliveredTo(ctx, inFirst, 'child 2');
     deliveryFacts(ctx);
   },
 };
@@ -435,11 +439,7 @@ const frozenProcess: Scenario = {
     await second.stop();
     await first.child.stop();
     ctx.facts.committedBeforeFreeze = held.size;
-    ctx.facts.takenOverBySecond = [...held].filter((id) =>
-      ctx.observer.observations.some(
-        (o) => o.id === id && o.process === 'child 2' && o.step === 'delivered',
-      ),
-    ).length;
+    ctx.facts.takenOverBySecond = deliveredTo(ctx, held, 'child 2');
     deliveryFacts(ctx);
   },
 };

@@ -1,30 +1,14 @@
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { z } from 'zod';
-import { ConfigError } from '../../config/env.js';
+import { type Credentials, parseCredentials } from '../../config/credentials.js';
 
 /**
  * Amazon MQ credentials as Secrets Manager holds them: the JSON shape the Amazon MQ event
  * source's `BASIC_AUTH` reads, so one secret serves the broker, the trigger and the functions.
  */
-const brokerSecretSchema = z.object({
-  username: z.string().min(1),
-  password: z.string().min(1),
-});
-export type BrokerCredentials = z.infer<typeof brokerSecretSchema>;
+export type BrokerCredentials = Credentials;
 
 export function parseBrokerSecret(secretString: string | undefined): BrokerCredentials {
-  let json: unknown;
-  try {
-    json = JSON.parse(secretString ?? '');
-  } catch {
-    throw new ConfigError('broker secret: not JSON (expected {"username","password"})');
-  }
-  const parsed = brokerSecretSchema.safeParse(json);
-  if (!parsed.success) {
-    const fields = parsed.error.issues.map((i) => i.path.join('.') || '(root)').join(', ');
-    throw new ConfigError(`broker secret: missing or empty ${fields}`);
-  }
-  return parsed.data;
+  return parseCredentials(secretString, 'broker secret');
 }
 
 /** Reads the broker credentials (at cold start, never from the environment). */
