@@ -71,7 +71,10 @@ async function runTransport(
         for (let i = 0; i < o.skus; i++) await setStock(db, `SKU-${i}`, 1_000_000_000);
         const broker = await E2E_BROKERS[transport]({ scratch, region: env.AWS_REGION, started });
         const childEnv: NodeJS.ProcessEnv = {
+          // both services' schemas in the one scratch database: the figures read both sides'
+          // timestamps in one query (the lab and the soak run each service in its own)
           DATABASE_URL: scratch.database.url,
+          INVENTORY_DATABASE_URL: scratch.database.url,
           AMQP_URL: scratch.vhost?.amqpUrl,
           RABBITMQ_MANAGEMENT_URL: env.RABBITMQ_MANAGEMENT_URL,
           POWERTOOLS_LOG_LEVEL: o.logLevel,

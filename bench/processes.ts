@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import { NodeProcess } from '../devkit/processes.js';
-import { MIGRATIONS_DIR } from '../shared/db/migrate.js';
+import { SERVICE_MIGRATIONS_DIR } from '../shared/pipeline/schema.js';
 
 const ROOT = join(import.meta.dirname, '..');
 const BUILD_DIR = join(ROOT, 'node_modules', '.cache', 'rm-bench');
@@ -45,7 +45,7 @@ export async function startRole(
     name,
     args,
     cwd: ROOT,
-    env: { MIGRATIONS_DIR, ...env },
+    env: { MIGRATIONS_DIR: SERVICE_MIGRATIONS_DIR, ...env },
     output: {
       file: join(LOG_DIR, `${name}-${process.pid}-${Date.now()}.log`),
       stderr: 'capture',

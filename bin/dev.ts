@@ -11,6 +11,7 @@ import {
 } from '../devkit/lambda/deployedSettings.js';
 import { templatesFor } from '../devkit/lambda/synth.js';
 import { requireServices } from '../devkit/preflight.js';
+import { ensureLocalDatabase } from '../devkit/scratch.js';
 import {
   type LocalTransport,
   localTransport,
@@ -21,11 +22,9 @@ import { ScheduleTrigger } from '../devkit/triggers/scheduleTrigger.js';
 import { createPlaceOrderHandler } from '../functions/place-order/handler.js';
 import { loadBudget, type Retention, type RetryBudget } from '../shared/config/budget.js';
 import { type Env, loadEnv, transactionTimeoutsOf } from '../shared/config/env.js';
-import { CODE_VERSION } from '../shared/config/version.js';
 import { Journal } from '../shared/consumer/journal.js';
 import { DataApiDatabase, DEFAULT_RESUME_WAIT } from '../shared/db/data-api/DataApiDatabase.js';
 import { TransientDbError } from '../shared/db/errors.js';
-import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../shared/db/types.js';
 import { INVENTORY_CONSUMER, ReserveInventory } from '../shared/inventory/ReserveInventory.js';
@@ -35,7 +34,14 @@ import { OrderResults } from '../shared/orders/OrderResults.js';
 import { OrderService } from '../shared/orders/OrderService.js';
 import { relayLambdaHandler } from '../shared/outbox/lambdaHandler.js';
 import { createRelays } from '../shared/pipeline/relays.js';
+import {
+  migrateService,
+  SERVICES,
+  type Service,
+  serviceDatabaseUrls,
+} from '../shared/pipeline/schema.js';
 import { PIPELINE_TOPOLOGY } from '../shared/pipeline/topology.js';
+import { CODE_VERSION } from '../shared/pipeline/version.js';
 import type { Backend } from '../shared/port/types.js';
 import { backendFromEnv } from '../shared/transport/index.js';
 import { backoffDelay, sleep } from '../shared/util/async.js';
@@ -126,14 +132,14 @@ async function runSources(): Promise<void> {
   });
   const settings = await functionSettings(local, env);
   console.log(`settings: ${settings.source}; explicitly set variables win`);
-  const { pgDb, db, apiDb } = await startDatabases(env);
+  const { pgDbs, dbs, apiDb } = await startDatabases(env);
   if (roles.api) await startApi(apiDb, env);
   if (usesBroker) {
     const backend = await startBackend(local, settings);
-    if (roles.relay) startRelay(settings, db, backend);
-    if (roles.consumer) await startConsumers(local, settings, db, backend);
+    if (roles.relay) startRelay(settings, dbs, backend);
+    if (roles.consumer) await startConsumers(local, settings, dbs, backend);
   }
-  stopOnSignals(pgDb);
+  stopOnSignals(pgDbs);
 }
 
 /** Where each role's settings come from, and what they are. */
@@ -204,30 +210,40 @@ async function functionSettings(local: LocalTransport, env: Env): Promise<Functi
 }
 
 /**
- * node-postgres, migrated (a transient failure retried for a while rather than ending the
- * process); with `--db data-api`, the roles' database through the RDS Data API.
+ * Each service's database (DATABASE_URL: orders; INVENTORY_DATABASE_URL, by default beside it:
+ * inventory), created if missing and migrated with that service's schema, through node-postgres
+ * (a transient failure retried for a while rather than ending the process); with
+ * `--db data-api`, the roles reach them through the RDS Data API.
  */
-async function startDatabases(
-  env: Env,
-): Promise<{ pgDb: PgDatabase; db: SqlDatabase; apiDb: SqlDatabase }> {
-  const pgDb = new PgDatabase({
-    connectionString: env.DATABASE_URL,
-    max: env.DB_POOL_MAX,
-    applicationName: `dev-${opts.role}`,
-  });
-  // Migrations are multi-statement scripts: always through node-postgres.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await migrate(pgDb);
-      break;
-    } catch (err) {
-      if (!(err instanceof TransientDbError) || attempt >= 10) throw err;
-      console.error(`migrations: ${(err as Error).message}; trying again (${attempt}/10)`);
-      await sleep(backoffDelay(attempt, 200, 3_000));
+async function startDatabases(env: Env): Promise<{
+  pgDbs: PgDatabase[];
+  dbs: Record<Service, SqlDatabase>;
+  apiDb: SqlDatabase;
+}> {
+  const urls = serviceDatabaseUrls(env);
+  const pg = {} as Record<Service, PgDatabase>;
+  for (const service of SERVICES) {
+    // Migrations are multi-statement scripts: always through node-postgres.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await ensureLocalDatabase(urls[service]);
+        pg[service] ??= new PgDatabase({
+          connectionString: urls[service],
+          max: env.DB_POOL_MAX,
+          applicationName: `dev-${opts.role}`,
+        });
+        await migrateService(pg[service], service);
+        break;
+      } catch (err) {
+        if (!(err instanceof TransientDbError) || attempt >= 10) throw err;
+        console.error(`migrations: ${(err as Error).message}; trying again (${attempt}/10)`);
+        await sleep(backoffDelay(attempt, 200, 3_000));
+      }
     }
   }
-  if (opts.db !== 'data-api') return { pgDb, db: pgDb, apiDb: pgDb };
-  return { pgDb, ...(await startDataApi(env)) };
+  const pgDbs = SERVICES.map((s) => pg[s]);
+  if (opts.db !== 'data-api') return { pgDbs, dbs: pg, apiDb: pg.orders };
+  return { pgDbs, ...(await startDataApi(env, urls)) };
 }
 
 /**
@@ -238,7 +254,10 @@ async function startDatabases(
  * idle_in_transaction_session_timeout ends it. Every role but the API waits out a resume
  * (docs/design.md §12); the API answers 503 at once.
  */
-async function startDataApi(env: Env): Promise<{ db: SqlDatabase; apiDb: SqlDatabase }> {
+async function startDataApi(
+  env: Env,
+  urls: Record<Service, string>,
+): Promise<{ dbs: Record<Service, SqlDatabase>; apiDb: SqlDatabase }> {
   const dataApi = env.DATA_API_ENDPOINT
     ? undefined
     : await startDataApiServer({ databaseUrl: env.DATABASE_URL });
@@ -248,21 +267,24 @@ async function startDataApi(env: Env): Promise<{ db: SqlDatabase; apiDb: SqlData
     region: env.AWS_REGION,
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
   });
-  const target = {
+  // one cluster, each service's database by name (the local endpoint serves each by its name)
+  const target = (service: Service) => ({
     resourceArn: 'arn:aws:rds:local:000000000000:cluster:local',
     secretArn: 'arn:aws:secretsmanager:local:000000000000:secret:local',
-    database: new URL(env.DATABASE_URL).pathname.slice(1),
-  };
-  const transactionTimeouts = transactionTimeoutsOf(env);
-  const db = new DataApiDatabase({ client: rdsData }, target, {
-    transactionTimeouts,
-    resumeWait: {
-      ...DEFAULT_RESUME_WAIT,
-      onResume: (e) =>
-        logger[e.resumed ? 'info' : 'warn']('database resume met', { ...e, role: opts.role }),
-    },
+    database: decodeURIComponent(new URL(urls[service]).pathname.slice(1)),
   });
-  const apiDb = new DataApiDatabase({ client: rdsData }, target, { transactionTimeouts });
+  const transactionTimeouts = transactionTimeoutsOf(env);
+  const dbOf = (service: Service) =>
+    new DataApiDatabase({ client: rdsData }, target(service), {
+      transactionTimeouts,
+      resumeWait: {
+        ...DEFAULT_RESUME_WAIT,
+        onResume: (e) =>
+          logger[e.resumed ? 'info' : 'warn']('database resume met', { ...e, role: opts.role }),
+      },
+    });
+  const dbs = { orders: dbOf('orders'), inventory: dbOf('inventory') };
+  const apiDb = new DataApiDatabase({ client: rdsData }, target('orders'), { transactionTimeouts });
   console.log(
     `db: RDS Data API through ${dataApi ? 'the local endpoint' : 'DATA_API_ENDPOINT'} ${endpoint}`,
   );
@@ -270,7 +292,7 @@ async function startDataApi(env: Env): Promise<{ db: SqlDatabase; apiDb: SqlData
     rdsData.destroy();
     await dataApi?.close();
   });
-  return { db, apiDb };
+  return { dbs, apiDb };
 }
 
 async function startApi(db: SqlDatabase, env: Env): Promise<void> {
@@ -314,9 +336,13 @@ async function startBackend(local: LocalTransport, settings: FunctionSettings): 
 }
 
 /** The relay: on its schedule rule as deployed, or draining without pause (`--relay-loop`). */
-function startRelay(settings: FunctionSettings, db: SqlDatabase, backend: Backend): void {
+function startRelay(
+  settings: FunctionSettings,
+  dbs: Record<Service, SqlDatabase>,
+  backend: Backend,
+): void {
   const relayEnv = settings.fnEnv('outbox-relay');
-  const relays = createRelays({ db, backend, logger }, relayEnv);
+  const relays = createRelays({ db: dbs, backend, logger }, relayEnv);
   const tables = relays.map((r) => r.store.table).join(' and ');
   if (opts.relayLoop) {
     const abort = new AbortController();
@@ -371,7 +397,7 @@ function startRelay(settings: FunctionSettings, db: SqlDatabase, backend: Backen
 async function startConsumers(
   local: LocalTransport,
   settings: FunctionSettings,
-  db: SqlDatabase,
+  dbs: Record<Service, SqlDatabase>,
   backend: Backend,
 ): Promise<void> {
   const env = settings.consumerEnv;
@@ -385,7 +411,10 @@ async function startConsumers(
     process.exit(2);
   }
   const journal = new Journal(logger);
-  const useCase = new ReserveInventory({ db, logger, journal }, { budget: settings.budget });
+  const useCase = new ReserveInventory(
+    { db: dbs.inventory, logger, journal },
+    { budget: settings.budget },
+  );
   /** Both consumers' settings: the worker's, or their function's event source's. */
   const settingsOf = (id: 'inventory' | 'results'): ConsumerSettings => ({
     mode: lambda ? 'lambda' : 'worker',
@@ -403,7 +432,7 @@ async function startConsumers(
     `consumer: ${how} on the inventory queue (retry ladder ${settings.budget.ladderMs.join('/')} ms)`,
   );
   // The order side hears inventory's results: GET /orders/{id} shows the reservation status.
-  const results = new OrderResults({ db, logger, journal });
+  const results = new OrderResults({ db: dbs.orders, logger, journal });
   const resultsConsumer = await startConsumer(backend, (m) => results.process(m), {
     ...settingsOf('results'),
     queue: 'results',
@@ -413,14 +442,14 @@ async function startConsumers(
 }
 
 /** SIGINT/SIGTERM: in-flight work finishes, the last started stops first. */
-function stopOnSignals(pgDb: PgDatabase): void {
+function stopOnSignals(pgDbs: readonly PgDatabase[]): void {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     console.log(`${signal}: finishing in-flight work…`);
     for (const stop of [...stops].reverse()) await stop();
-    await pgDb.close();
+    for (const db of pgDbs) await db.close();
     process.exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -1,6 +1,12 @@
 import pg from 'pg';
-import { migrate } from '../shared/db/migrate.js';
 import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import {
+  ensureDatabase,
+  inventoryDatabaseUrl,
+  migrateBothServices,
+  migrateService,
+  type Service,
+} from '../shared/pipeline/schema.js';
 import {
   type BackendBase,
   type BackendOf,
@@ -50,11 +56,27 @@ async function admin<T>(baseUrl: string, fn: (client: pg.Client) => Promise<T>):
   }
 }
 
-/** Creates database `name` next to `baseUrl`'s, migrated unless `migrated: false`. */
+/**
+ * Creates the database `url` names on its server, unless it exists (the local services' own:
+ * `npm run dev` and `npm run migrate` on a fresh server), as the migrate function does deployed.
+ */
+export async function ensureLocalDatabase(url: string): Promise<void> {
+  const server = new PgDatabase({ connectionString: withDatabase(url, 'postgres'), max: 1 });
+  try {
+    await ensureDatabase(server, decodeURIComponent(new URL(url).pathname.slice(1)));
+  } finally {
+    await server.close();
+  }
+}
+
+/**
+ * Creates database `name` next to `baseUrl`'s, migrated unless `migrated: false`: with one
+ * service's schema (`service`), else with both services' in this one database.
+ */
 export async function createScratchDatabase(
   baseUrl: string,
   name: string,
-  options: { migrated?: boolean; poolSize?: number } = {},
+  options: { migrated?: boolean; poolSize?: number; service?: Service } = {},
 ): Promise<ScratchDatabase> {
   await admin(baseUrl, (c) => c.query(`CREATE DATABASE ${name}`));
   const url = withDatabase(baseUrl, name);
@@ -63,7 +85,9 @@ export async function createScratchDatabase(
     max: options.poolSize ?? 10,
     applicationName: name,
   });
-  if (options.migrated !== false) await migrate(db);
+  if (options.migrated !== false) {
+    await (options.service ? migrateService(db, options.service) : migrateBothServices(db));
+  }
   return {
     name,
     url,
@@ -111,7 +135,16 @@ export async function proxiedDatabase(
  */
 export interface ScratchEnvironment {
   name: string;
+  /**
+   * The order service's database; with `layout: 'one'` (the default) both services' schemas are
+   * in it (tests of both sides on one database).
+   */
   database: ScratchDatabase;
+  /**
+   * Each service's database (`layout: 'services'`: the inventory one is
+   * `<name>_inventory`, as `inventoryDatabaseUrl` names it; `'one'`: both are `database`).
+   */
+  databases: Readonly<Record<Service, ScratchDatabase>>;
   /** The RabbitMQ virtual host, when RabbitMQ is among the environment's transports. */
   vhost: ScratchVhost | undefined;
   /** Queue-name prefix for SQS backends of this environment (`rm-…-`). */
@@ -141,10 +174,36 @@ export async function createScratch(
     keep?: boolean;
     /** Use exactly this name instead of a fresh unique one. */
     name?: string;
+    /** Both services' schemas in one database (default), or each in its own (as they run). */
+    layout?: 'one' | 'services';
   } = {},
 ): Promise<ScratchEnvironment> {
   const name = options.name ?? scratchName(label);
-  const database = await createScratchDatabase(services.databaseUrl, name, options);
+  const split = options.layout === 'services';
+  const database = await createScratchDatabase(services.databaseUrl, name, {
+    ...options,
+    ...(split ? { service: 'orders' as const } : {}),
+  });
+  let databases: Record<Service, ScratchDatabase> = { orders: database, inventory: database };
+  if (split) {
+    const inventoryName = new URL(
+      inventoryDatabaseUrl({ DATABASE_URL: database.url }),
+    ).pathname.slice(1);
+    try {
+      databases = {
+        orders: database,
+        inventory: await createScratchDatabase(services.databaseUrl, inventoryName, {
+          ...options,
+          service: 'inventory',
+        }),
+      };
+    } catch (err) {
+      await database.drop().catch(() => {});
+      throw err;
+    }
+  }
+  const dropAll = () =>
+    Promise.all([...new Set(Object.values(databases))].map((d) => d.drop().catch(() => {})));
   const namespaces = new Map<string, Namespace>();
   try {
     for (const t of options.transports ?? TRANSPORT_NAMES) {
@@ -152,13 +211,14 @@ export async function createScratch(
     }
   } catch (err) {
     for (const n of namespaces.values()) await n.delete().catch(() => {});
-    await database.drop().catch(() => {});
+    await dropAll();
     throw err;
   }
   const backends: { close(): Promise<void> }[] = [];
   return {
     name,
     database,
+    databases,
     vhost: [...namespaces.values()].find((n) => n.vhost)?.vhost,
     sqsPrefix: `${name.replace(/_/g, '-')}-`,
     services,
@@ -176,14 +236,13 @@ export async function createScratch(
     async close() {
       for (const b of backends.reverse()) await b.close().catch(() => {});
       if (options.keep) {
-        await database.db.close().catch(() => {});
+        for (const d of new Set(Object.values(databases))) await d.db.close().catch(() => {});
         return;
       }
-      await Promise.all(
-        [database.drop(), ...[...namespaces.values()].map((n) => n.delete())].map((p) =>
-          p.catch(() => {}),
-        ),
-      );
+      await Promise.all([
+        dropAll(),
+        ...[...namespaces.values()].map((n) => n.delete().catch(() => {})),
+      ]);
     },
   };
 }

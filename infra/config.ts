@@ -1,16 +1,17 @@
 import {
+  ConfigError,
+  DEFAULT_RELAY_SETTINGS,
   DEFAULT_RETENTION,
   DEFAULT_RETRY_BUDGET,
+  type RelaySettings,
   type Retention,
   type RetryBudget,
   validateBudget,
-} from '../shared/config/budget.js';
-import { ConfigError } from '../shared/config/errors.js';
-import { visibilityTimeoutRule } from '../shared/config/rules.js';
+  visibilityTimeoutRule,
+} from '../shared/index.js';
 import { DEFAULT_DEADLINE_MARGIN_MS } from '../shared/middleware/transactionDeadline.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, SQS_NAMES } from '../shared/pipeline/names.js';
-import { AMAZON_MQ_TRIGGER } from '../shared/transport/rabbitmq/constants.js';
-import { DEFAULT_RELAY_SETTINGS, type RelaySettings } from './constructs/relaySettings.js';
+import { AMAZON_MQ_TRIGGER } from '../shared/transport/rabbitmq/index.js';
 
 /**
  * The deployed pipeline's settings, derived from the same config module the local runtime uses

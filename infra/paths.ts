@@ -18,5 +18,5 @@ export const ROOT = (() => {
   return dir;
 })();
 
-/** The migrations every deployment ships (`shared/db/migrations`). */
-export const MIGRATIONS_SOURCE = join(ROOT, 'shared', 'db', 'migrations');
+/** The services' migrations every deployment ships (`shared/pipeline/migrations`). */
+export const MIGRATIONS_SOURCE = join(ROOT, 'shared', 'pipeline', 'migrations');

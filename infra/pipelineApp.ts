@@ -6,8 +6,8 @@ import {
   type BrokerSettings,
   pipelineConfigFromContext,
 } from './config.js';
-import { dataApiAccess } from './constructs/databaseAccess.js';
-import { DataStack } from './stacks/DataStack.js';
+import { dataApiAccess } from './constructs/index.js';
+import { DataStack, DEFAULT_DATABASE_NAME, inventoryDatabaseNameOf } from './stacks/DataStack.js';
 import { RabbitPipelineStack } from './stacks/RabbitPipelineStack.js';
 import { SqsPipelineStack } from './stacks/SqsPipelineStack.js';
 
@@ -37,9 +37,10 @@ export function addPipeline(app: App): void {
           relay: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-relay',
           maintenance: 'arn:aws:secretsmanager:us-east-1:123456789012:secret:emulated-maintenance',
         },
-        databaseName: 'reliable_messaging',
+        databaseName: DEFAULT_DATABASE_NAME,
         grant: () => {},
       },
+      inventoryDatabaseName: inventoryDatabaseNameOf(DEFAULT_DATABASE_NAME),
       alarms: false,
       httpApi: false,
     });
@@ -49,15 +50,17 @@ export function addPipeline(app: App): void {
   const data = new DataStack(app, 'ReliableMessagingData', {
     minCapacity,
     deletionProtection: app.node.tryGetContext('deletionProtection') !== 'false',
-    legacyAppLogin: String(app.node.tryGetContext('legacyAppLogin') ?? 'true') !== 'false',
   });
+  // the order service's database is the cluster's default; the inventory service's is beside it
   const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
+  const { inventoryDatabaseName } = data;
   if (transport === 'sqs') {
-    new SqsPipelineStack(app, 'ReliableMessagingSqs', { config, database });
+    new SqsPipelineStack(app, 'ReliableMessagingSqs', { config, database, inventoryDatabaseName });
   } else {
     new RabbitPipelineStack(app, 'ReliableMessagingRabbitMq', {
       config,
       database,
+      inventoryDatabaseName,
       broker: brokerSettingsFromContext((key) => app.node.tryGetContext(key)),
     });
   }

@@ -1,4 +1,4 @@
-import type { DbSide } from '../shared/db/appRole.js';
+import type { DbSide } from '../shared/pipeline/appRole.js';
 
 /**
  * The outputs of a pipeline stack that operators' tooling reads (`npm run cli -- … --stack
@@ -11,7 +11,10 @@ export const STACK_OUTPUTS = {
   relayFunction: 'RelayFunction',
   /** The Aurora cluster the Data API calls name (`resourceArn`). */
   databaseClusterArn: 'DatabaseClusterArn',
+  /** The order service's database in that cluster (the Data API's `database`). */
   databaseName: 'DatabaseName',
+  /** The inventory service's database in the same cluster. */
+  inventoryDatabaseName: 'InventoryDatabaseName',
   /** The database login of each side, as the Data API reads it (`secretArn`). */
   ordersDbSecretArn: 'OrdersDbSecretArn',
   inventoryDbSecretArn: 'InventoryDbSecretArn',

@@ -137,14 +137,14 @@ export function account(facts: AccountingFacts): Accounting {
 export async function accountRun(rig: Rig, m: Measurements): Promise<Accounting> {
   const stored: StoredDecision[] = rig.configuration.peer
     ? (
-        await rig.db.query<{ event_id: string; n: number; at: number | null }>(
+        await rig.inventoryDb.query<{ event_id: string; n: number; at: number | null }>(
           `SELECT event_id::text AS event_id, count(*)::int AS n,
                   (extract(epoch FROM min(committed_at)) * 1000)::float8 AS at
              FROM peer_effects GROUP BY event_id`,
         )
       ).rows.map((r) => ({ eventId: r.event_id, effects: r.n, at: r.at }))
     : (
-        await rig.db.query<{ message_id: string }>(
+        await rig.inventoryDb.query<{ message_id: string }>(
           'SELECT message_id::text AS message_id FROM processed_messages WHERE consumer_name = $1',
           [INVENTORY_CONSUMER],
         )

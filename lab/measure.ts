@@ -90,28 +90,28 @@ export async function measure(rig: Rig): Promise<Measurements> {
     perMessage.set(id, (perMessage.get(id) ?? 0) + 1);
     if (!committedAt.has(id)) committedAt.set(id, c.at);
   }
-  // a peer's effects are its handler's rows (peer_effects); ours, the reservations and the inbox
+  // a peer's effects are its handler's rows (peer_effects); ours, the reservations and the inbox:
+  // both in the inventory service's database; the outbox is the order service's
   const effectsSql = rig.configuration.peer
     ? `SELECT (SELECT json_object_agg(outcome, n) FROM
               (SELECT outcome, count(*)::int AS n FROM peer_effects GROUP BY outcome) s) AS statuses,
-            0 AS inbox, 0 AS rejections,`
+            0 AS inbox, 0 AS rejections`
     : `SELECT (SELECT json_object_agg(status, n) FROM
               (SELECT status, count(*)::int AS n FROM reservations GROUP BY status) s) AS statuses,
             (SELECT count(*)::int FROM processed_messages) AS inbox,
             (SELECT count(*)::int FROM inventory_outbox
-              WHERE event_type = 'inventory.reservation_rejected') AS rejections,`;
-  const { rows } = await rig.db.query<{
+              WHERE event_type = 'inventory.reservation_rejected') AS rejections`;
+  const effects = await rig.inventoryDb.query<{
     statuses: Record<string, number> | null;
     inbox: number;
     rejections: number;
-    unpublished: number;
-    retried: number;
-  }>(
-    `${effectsSql}
-            (SELECT count(*)::int FROM outbox WHERE published_at IS NULL) AS unpublished,
+  }>(effectsSql);
+  const outbox = await rig.ordersDb.query<{ unpublished: number; retried: number }>(
+    `SELECT (SELECT count(*)::int FROM outbox WHERE published_at IS NULL) AS unpublished,
             (SELECT count(*)::int FROM outbox WHERE attempts > 0) AS retried`,
   );
-  const row = rows[0];
+  const row =
+    effects.rows[0] && outbox.rows[0] ? { ...effects.rows[0], ...outbox.rows[0] } : undefined;
   const effectsByStatus = row?.statuses ?? {};
   const parked = await rig.parked(500);
   return {

@@ -1,9 +1,10 @@
 /**
  * The library's core entry point (`reliable-messaging-serverless`): the envelope, the transport
  * port, the transactional outbox and its confirmed relay, the inbox and the consumer driver with its
- * retry policy, parking and redrive helpers, and the SQL port. Each transport is a subpath of its
- * own (`/rabbitmq`, `/sqs`, `/nats`, `/memory`), as are the SQL adapters (`/pg`, `/data-api`) and
- * the test helpers (`/testing`), so that a Lambda bundle carries only the clients it uses.
+ * retry policy, parking and redrive helpers, the SQL port and database logins, the configuration,
+ * logging and the metrics the alarms watch. Each transport is a subpath of its own (`/rabbitmq`,
+ * `/sqs`, `/nats`, `/memory`), as are the SQL adapters (`/pg`, `/data-api`) and the test helpers
+ * (`/testing`), so that a Lambda bundle carries only the clients it uses.
  * docs/package.md lists the entry points; `api/` holds the reviewed report of each.
  */
 
@@ -15,11 +16,17 @@ export {
   DEFAULT_RETENTION,
   DEFAULT_RETRY_BUDGET,
   DEFAULT_TRANSACTION_TIMEOUTS,
+  type Env,
+  loadEnv,
+  RETENTION_ENV,
   type Retention,
   type RetryBudget,
+  retentionOf,
   type TransactionTimeouts,
+  transactionTimeoutsOf,
 } from './config/env.js';
 export { ConfigError, InjectedFaultError } from './config/errors.js';
+export { type FaultPoint, fault } from './config/faults.js';
 export {
   comebackWindowMs,
   type InboxRetentionTerms,
@@ -43,6 +50,7 @@ export { PermanentMessageError } from './consumer/errors.js';
 export { INBOX_TABLE, Inbox } from './consumer/inbox.js';
 export { InboxHandler, type InboxHandlerOptions, inboxHandler } from './consumer/inboxHandler.js';
 export { Journal, type JournalEntry, type JournalSink } from './consumer/journal.js';
+export { publishParkRefused } from './consumer/metrics.js';
 export { matches, overRedriveLimit, pacer, redriveLimitReason } from './consumer/parking.js';
 export { type PeekedEnvelope, peekEnvelope } from './consumer/peek.js';
 export { DEFERRED_ERROR, RetryPolicy, type Setback, windowStart } from './consumer/retryPolicy.js';
@@ -56,7 +64,16 @@ export {
   UniqueViolationError,
 } from './db/errors.js';
 export { type LibraryMigrationsOptions, libraryMigrations } from './db/libraryMigrations.js';
+export {
+  checkUsername,
+  type DbLogin,
+  ensureLogin,
+  parseDbSecret,
+  retireLogin,
+} from './db/logins.js';
 export { loadMigrations, type MigrateResult, type Migration, migrate } from './db/migrate.js';
+export { databaseResumeReporter } from './db/resumeMetrics.js';
+export { type DeadlineAware, isDeadlineAware } from './db/transactionBounds.js';
 export type {
   QueryResult,
   ResultLimits,
@@ -80,7 +97,7 @@ export {
 } from './envelope/envelope.js';
 export { EnvelopeError } from './envelope/errors.js';
 export { currentTraceId, newTraceId } from './envelope/trace.js';
-export type { Logger } from './logger.js';
+export { createLogger, type Logger } from './logger.js';
 // ─── The outbox and its relay ───────────────────────────────────────────────────────────────
 export {
   isDrainEvent,
@@ -97,6 +114,7 @@ export {
   type RelaySummary,
   relayLambdaHandler,
 } from './outbox/lambdaHandler.js';
+export { type InvocationCounts, publishOutboxMetrics } from './outbox/metrics.js';
 export {
   type ClaimCounts,
   type DrainOptions,
@@ -115,6 +133,7 @@ export {
   type PublishFailure,
   type SetAsideRow,
 } from './outbox/OutboxStore.js';
+export { DEFAULT_RELAY_SETTINGS, type RelaySettings } from './outbox/relaySettings.js';
 export {
   MemoryRelayStateStore,
   type RelayState,
@@ -133,3 +152,5 @@ export {
   type TransportModule,
   topologySchema,
 } from './transport/module.js';
+// ─── Derived ids: the same input gives the same id (a redelivery derives no new one) ────────
+export { uuidV5 } from './util/uuid.js';

@@ -5,6 +5,7 @@ import type { Supervised } from '../devkit/processes.js';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { newEnvelope } from '../shared/envelope/envelope.js';
 import { OutboxStore } from '../shared/outbox/OutboxStore.js';
+import type { Service } from '../shared/pipeline/schema.js';
 import { between, pick, type Random, rng, uuidFrom } from './plan.js';
 import type { SoakTransport } from './transports.js';
 
@@ -104,9 +105,13 @@ export function startChaos(c: {
   o: ChaosOptions;
   transport: Pick<SoakTransport, 'brokerOutage' | 'outageLabel' | 'sqsFaults'>;
   roles: Roles;
-  /** The controller's pool, and the database whose connections are terminated. */
-  db: PgDatabase;
-  database: string;
+  /**
+   * The controller's pools on each service's database (the order service's outbox takes the bad
+   * rows; inventory's stock is locked to catch a batch), and the databases whose connections are
+   * terminated.
+   */
+  dbs: Readonly<Record<Service, PgDatabase>>;
+  databases: readonly string[];
   r: Random;
   count: Count;
   /** The cluster behind the roles' Data API endpoint (`db-pause`), when they use one. */
@@ -140,7 +145,7 @@ export function startChaos(c: {
   const rb = rng(o.seed ^ 0xbad);
   const bad = atMoments(o.badRows, o.badRows, 0.5, async (k) => {
     const spec = BAD_ROW_KINDS[(k - 1) % BAD_ROW_KINDS.length] as (typeof BAD_ROW_KINDS)[number];
-    const id = await writeBadRow(c.db, spec.edit, uuidFrom(rb));
+    const id = await writeBadRow(c.dbs.orders, spec.edit, uuidFrom(rb));
     badRows.push({ id, kind: spec.kind, reason: spec.reason });
     count('bad-outbox-row');
     o.progress(`[${o.transport}] fault: bad outbox row (${spec.kind}) ${id}`);
@@ -156,8 +161,8 @@ export function startChaos(c: {
         ? startedAt + (o.durationMs * (k + 0.5)) / terminations
         : Number.POSITIVE_INFINITY;
     const hit = await terminateConsumerSessions(
-      c.db,
-      c.database,
+      c.dbs.inventory,
+      c.databases,
       () => Date.now() >= Math.min(until, stoppedAt + LAST_TERMINATION_GRACE_MS),
     );
     count('db-terminate-consumer');
@@ -187,7 +192,7 @@ export function startChaos(c: {
       if (stopFaults) break;
       const kind = weighted(r() * total, KINDS);
       if (kind === 'db-terminate') {
-        const n = await terminateSessions(c.db, c.database, 'dev-%');
+        const n = await terminateSessions(c.dbs.orders, c.databases, 'dev-%');
         count('db-terminate');
         count('db-connections-terminated', n);
         continue;
@@ -284,11 +289,11 @@ const LAST_TERMINATION_GRACE_MS = 20_000;
  */
 async function terminateConsumerSessions(
   db: PgDatabase,
-  database: string,
+  databases: readonly string[],
   giveUp: () => boolean,
 ): Promise<{ terminated: number; midTransaction: boolean }> {
   const terminate = (inBatchOnly: boolean) =>
-    terminateSessions(db, database, 'dev-consumer', inBatchOnly);
+    terminateSessions(db, databases, 'dev-consumer', inBatchOnly);
   return db.transaction(async (tx) => {
     await tx.query('SELECT 1 FROM stock FOR UPDATE');
     while (!giveUp()) {
@@ -301,22 +306,22 @@ async function terminateConsumerSessions(
 }
 
 /**
- * Terminates the sessions on `database` of the processes `app` names (a LIKE pattern; their pools
- * reconnect); with `inBatchOnly`, only those inside a batch's transaction.
+ * Terminates the sessions on `databases` of the processes `app` names (a LIKE pattern; their
+ * pools reconnect); with `inBatchOnly`, only those inside a batch's transaction.
  */
 async function terminateSessions(
   db: PgDatabase,
-  database: string,
+  databases: readonly string[],
   app: string,
   inBatchOnly = false,
 ): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
     `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n
        FROM pg_stat_activity
-      WHERE datname = $1 AND application_name LIKE $2 AND pid <> pg_backend_pid()
+      WHERE datname = ANY(string_to_array($1, ',')) AND application_name LIKE $2 AND pid <> pg_backend_pid()
         AND (NOT $3::boolean OR (xact_start IS NOT NULL AND state <> 'idle'
              AND query ~ '(processed_messages|stock|reservations)'))`,
-    [database, app, inBatchOnly],
+    [databases.join(','), app, inBatchOnly],
   );
   return rows[0]?.n ?? 0;
 }

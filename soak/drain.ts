@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import type { Service } from '../shared/pipeline/schema.js';
 import type { Plan } from './plan.js';
 
 /**
@@ -10,7 +11,7 @@ import type { Plan } from './plan.js';
  */
 export async function drain(
   o: { transport: string; drainTimeoutMs: number; progress: (line: string) => void },
-  db: PgDatabase,
+  dbs: Readonly<Record<Service, PgDatabase>>,
   plan: Plan,
   queueDepth: () => Promise<number>,
 ): Promise<void> {
@@ -22,15 +23,21 @@ export async function drain(
   while (Date.now() < deadline) {
     let state: { unpublished: number; decided: number; depth: number };
     try {
-      const { rows } = await db.query<{ unpublished: number; decided: number }>(
-        `SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL AND needs_attention_at IS NULL)::int
-              + (SELECT count(*) FROM inventory_outbox
+      // each service's database: the order service's outbox; inventory's outbox and decisions
+      const orders = await dbs.orders.query<{ unpublished: number }>(
+        `SELECT count(*)::int AS unpublished FROM outbox
+          WHERE published_at IS NULL AND needs_attention_at IS NULL`,
+      );
+      const inventory = await dbs.inventory.query<{ unpublished: number; decided: number }>(
+        `SELECT (SELECT count(*) FROM inventory_outbox
                   WHERE published_at IS NULL AND needs_attention_at IS NULL)::int AS unpublished,
                 (SELECT count(*) FROM reservations)::int AS decided`,
       );
+      const o1 = orders.rows[0]?.unpublished;
+      const o2 = inventory.rows[0]?.unpublished;
       state = {
-        unpublished: rows[0]?.unpublished ?? -1,
-        decided: rows[0]?.decided ?? -1,
+        unpublished: o1 === undefined || o2 === undefined ? -1 : o1 + o2,
+        decided: inventory.rows[0]?.decided ?? -1,
         depth: await queueDepth(),
       };
     } catch (err) {

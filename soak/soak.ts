@@ -9,6 +9,7 @@ import {
 import { freePort } from '../devkit/freePort.js';
 import { type Exit, Supervised } from '../devkit/processes.js';
 import { createScratch, type ScratchEnvironment } from '../devkit/scratch.js';
+import { SERVICES } from '../shared/pipeline/schema.js';
 import { calm, dbPause, type Roles, startChaos } from './chaos.js';
 import { drain } from './drain.js';
 import { placeOrders, seedStock } from './load.js';
@@ -113,14 +114,16 @@ export async function runSoak(o: SoakOptions) {
       transports: [o.transport],
       poolSize: 4,
       keep: o.keep,
+      // each service in its own database, as they run
+      layout: 'services',
     },
   );
-  const db = scratch.database.db;
+  const dbs = { orders: scratch.databases.orders.db, inventory: scratch.databases.inventory.db };
   let transport: SoakTransport | undefined;
   let cluster: DataApiServer | undefined;
   const children: Supervised[] = [];
   try {
-    await seedStock(db, plan);
+    await seedStock(dbs.inventory, plan);
     transport = await SOAK_TRANSPORTS[o.transport](scratch, o, logDir);
 
     // --- the database through the Data API: one endpoint for every role, its cluster pausable
@@ -145,7 +148,8 @@ export async function runSoak(o: SoakOptions) {
       o,
       {
         ...(cluster ? { DATA_API_ENDPOINT: cluster.endpoint } : {}),
-        DATABASE_URL: scratch.database.url,
+        DATABASE_URL: scratch.databases.orders.url,
+        INVENTORY_DATABASE_URL: scratch.databases.inventory.url,
         RABBITMQ_MANAGEMENT_URL: o.services.managementUrl,
         POWERTOOLS_LOG_LEVEL: 'WARN',
         POWERTOOLS_DEV: 'false',
@@ -169,7 +173,7 @@ export async function runSoak(o: SoakOptions) {
     const load = placeOrders(
       o,
       plan,
-      db,
+      dbs.orders,
       `http://127.0.0.1:${apiPort}`,
       r,
       pausable
@@ -190,8 +194,8 @@ export async function runSoak(o: SoakOptions) {
       o: { ...o, consumerDbTerminations, dbPauses: o.dbPauses ?? 2 },
       transport,
       roles,
-      db,
-      database: scratch.name,
+      dbs,
+      databases: SERVICES.map((s) => scratch.databases[s].name),
       r,
       count,
       ...(cluster ? { cluster } : {}),
@@ -219,7 +223,7 @@ export async function runSoak(o: SoakOptions) {
 
     // --- drain: wait on the end state, or on quiescence (stuck), with a timeout
     const tDrain = Date.now();
-    await drain(o, db, plan, transport.queueDepth);
+    await drain(o, dbs, plan, transport.queueDepth);
     const drainMs = Date.now() - tDrain;
 
     // what the pauses did: resumes, and the calls refused while they ran
@@ -237,7 +241,7 @@ export async function runSoak(o: SoakOptions) {
     const parkedNow = await transport.parked();
     const journals = readJournals(roles.consumer.readAllLogs());
     const verdict = await verify({
-      db,
+      dbs,
       plan,
       parked: parkedNow,
       journals,

@@ -3,6 +3,7 @@ import type { PgDatabase } from '../shared/db/pg/PgDatabase.js';
 import { INVENTORY_CONSUMER } from '../shared/inventory/ReserveInventory.js';
 import { ORDER_RESULTS_CONSUMER } from '../shared/orders/OrderResults.js';
 import { SET_ASIDE_PREFIX } from '../shared/outbox/OutboxStore.js';
+import type { Service } from '../shared/pipeline/schema.js';
 import type { Diagnosis } from '../shared/port/types.js';
 import type { BadRow } from './chaos.js';
 import type { Plan } from './plan.js';
@@ -30,7 +31,8 @@ export function readJournals(logs: string): Journals {
 }
 
 interface VerifyInput {
-  db: PgDatabase;
+  /** Each service's database: each is read for its own tables only. */
+  dbs: Readonly<Record<Service, PgDatabase>>;
   plan: Plan;
   parked: Diagnosis[];
   journals: Journals;
@@ -51,7 +53,7 @@ interface VerifyInput {
  *   wrote: each set aside by the relay with its reason, never published, never consumed.
  */
 export async function verify(input: VerifyInput) {
-  const run = runFacts(input, await readEndState(input.db));
+  const run = runFacts(input, await readEndState(input.dbs));
   const found = new Findings();
   checkOrdersStored(run, found);
   const outcomes = checkOutcomes(run, found);
@@ -94,14 +96,14 @@ class Findings {
 /** The rows the checks read, all read once the run has drained. */
 type EndState = Awaited<ReturnType<typeof readEndState>>;
 
-async function readEndState(db: PgDatabase) {
-  const { rows: orders } = await db.query<{
+async function readEndState(dbs: Readonly<Record<Service, PgDatabase>>) {
+  const { rows: orders } = await dbs.orders.query<{
     id: string;
     sku: string;
     quantity: number;
     created_event_id: string;
   }>('SELECT id, sku, quantity, created_event_id FROM orders');
-  const { rows: reservations } = await db.query<{
+  const { rows: reservations } = await dbs.inventory.query<{
     order_id: string;
     sku: string;
     quantity: number;
@@ -109,10 +111,12 @@ async function readEndState(db: PgDatabase) {
     message_id: string;
     reason: string | null;
   }>('SELECT order_id, sku, quantity, status, message_id, reason FROM reservations');
-  const { rows: stock } = await db.query<{ sku: string; available: number; reserved: number }>(
-    'SELECT sku, available, reserved FROM stock',
-  );
-  const { rows: outbox } = await db.query<{
+  const { rows: stock } = await dbs.inventory.query<{
+    sku: string;
+    available: number;
+    reserved: number;
+  }>('SELECT sku, available, reserved FROM stock');
+  const { rows: outbox } = await dbs.orders.query<{
     id: string;
     aggregate_id: string;
     event_type: string;
@@ -123,7 +127,7 @@ async function readEndState(db: PgDatabase) {
     `SELECT id, aggregate_id, event_type, published_at IS NULL AS unpublished,
             needs_attention_at IS NOT NULL AS needs_attention, last_error FROM outbox`,
   );
-  const { rows: inventoryOutbox } = await db.query<{
+  const { rows: inventoryOutbox } = await dbs.inventory.query<{
     id: string;
     order_id: string;
     event_type: string;
@@ -133,14 +137,14 @@ async function readEndState(db: PgDatabase) {
     `SELECT id, payload ->> 'orderId' AS order_id, event_type, published_at IS NULL AS unpublished,
             needs_attention_at IS NOT NULL AS needs_attention FROM inventory_outbox`,
   );
-  // Inventory's claims; the order side's results consumer (`order-results`, run by the soak's
-  // consumer processes too) claims inventory's result events in the same table.
-  const { rows: claims } = await db.query<{ message_id: string; n: number }>(
+  // Inventory's claims, in its database; the order side's results consumer (`order-results`, run
+  // by the soak's consumer processes too) claims inventory's result events in the order service's.
+  const { rows: claims } = await dbs.inventory.query<{ message_id: string; n: number }>(
     `SELECT message_id, count(*)::int AS n FROM processed_messages
       WHERE consumer_name = $1 GROUP BY message_id`,
     [INVENTORY_CONSUMER],
   );
-  const { rows: resultClaims } = await db.query<{ message_id: string }>(
+  const { rows: resultClaims } = await dbs.orders.query<{ message_id: string }>(
     'SELECT message_id FROM processed_messages WHERE consumer_name = $1',
     [ORDER_RESULTS_CONSUMER],
   );

@@ -3,6 +3,7 @@ import type { DatabaseLogin } from '../../infra/stackOutputs.js';
 import { loadEnv } from '../../shared/config/env.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import type { SqlDatabase } from '../../shared/db/types.js';
+import { type Service, serviceDatabaseUrls } from '../../shared/pipeline/schema.js';
 import { describeStack, OperatorError, stackDatabase } from './stack.js';
 
 export const env = loadEnv();
@@ -14,23 +15,28 @@ export const list = (v: string) =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-/** Where a command's database is: a deployed stack's (as `login`), or `DATABASE_URL`. */
+/**
+ * Where a command's database is: a service's database of a deployed stack (as `login`), or
+ * locally (`DATABASE_URL` for orders, `INVENTORY_DATABASE_URL` for inventory).
+ */
 export interface DbTarget {
   /** `--stack <name>`: the stack's database through the Data API. */
   stack?: string | undefined;
   /** Whose login a deployed stack's database is reached with. */
   login: DatabaseLogin;
+  /** Whose database: each service owns one. */
+  service: Service;
 }
 
 /**
  * Runs `fn` with the command's database: a deployed stack's through the RDS Data API (with the
- * secret of `login`), or a one-connection pool on DATABASE_URL, exiting 2 with a clear line if
- * that is down.
+ * secret of `login`), or a one-connection pool on the service's local database, exiting 2 with a
+ * clear line if that is down.
  */
 export async function withDb<T>(target: DbTarget, fn: (db: SqlDatabase) => Promise<T>): Promise<T> {
   if (target.stack) {
     const stack = await describeStack(target.stack);
-    const { db, close } = stackDatabase(stack, target.login);
+    const { db, close } = stackDatabase(stack, target.login, target.service);
     try {
       return await fn(db);
     } catch (err) {
@@ -39,8 +45,9 @@ export async function withDb<T>(target: DbTarget, fn: (db: SqlDatabase) => Promi
       close();
     }
   }
-  await requireServices({ postgres: env.DATABASE_URL });
-  const db = new PgDatabase({ connectionString: env.DATABASE_URL, max: 1, applicationName: 'cli' });
+  const url = serviceDatabaseUrls(env)[target.service];
+  await requireServices({ postgres: url });
+  const db = new PgDatabase({ connectionString: url, max: 1, applicationName: 'cli' });
   try {
     return await fn(db);
   } finally {

@@ -3,6 +3,7 @@ import { LocalPipeline, synthesizedAssembly } from '../../devkit/lambda/localPip
 import { requireServices } from '../../devkit/preflight.js';
 import { localTransport } from '../../devkit/transports/index.js';
 import { loadEnv } from '../../shared/config/env.js';
+import { serviceDatabaseUrls } from '../../shared/pipeline/schema.js';
 import { vhostOf } from '../../shared/transport/rabbitmq/index.js';
 
 /**
@@ -41,6 +42,7 @@ export async function runBundles(opts: {
     name: 'rm_dev',
     services: {
       databaseUrl: env.DATABASE_URL,
+      inventoryDatabaseUrl: serviceDatabaseUrls(env).inventory,
       amqpUrl: env.AMQP_URL,
       managementUrl: env.RABBITMQ_MANAGEMENT_URL,
       sqsEndpoint: server?.config.endpoint as string | undefined,
@@ -70,7 +72,7 @@ export async function runBundles(opts: {
 
   const deployed = await pipeline.deploy();
   console.log(
-    `deploy: ${deployed.map((r) => `${r.request.LogicalResourceId} ${r.status}`).join(', ')} (database user ${pipeline.appUser})`,
+    `deploy: ${deployed.map((r) => `${r.request.LogicalResourceId} ${r.status}`).join(', ')} (database users ${Object.values(pipeline.dbUsers).join(', ')})`,
   );
   const d = pipeline.deployment;
   if (all || opts.role === 'api') {

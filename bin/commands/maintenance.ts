@@ -4,10 +4,11 @@ import { ConfigError } from '../../shared/config/env.js';
 import {
   DEFAULT_MAINTENANCE_BATCH_SIZE,
   loadRetention,
-  MAINTENANCE_TABLES,
   type MaintenanceResult,
+  maintenanceTablesOf,
   runMaintenance,
 } from '../../shared/maintenance/retention.js';
+import { SERVICES, type Service } from '../../shared/pipeline/schema.js';
 import { withDb } from './common.js';
 import { stackOption } from './stack.js';
 
@@ -33,30 +34,45 @@ export function registerMaintenanceCommands(program: Command): void {
         if (!Number.isSafeInteger(batchSize) || batchSize < 1) {
           program.error(`--batch-size must be a positive integer, got '${opts.batchSize}'`);
         }
-        let result: MaintenanceResult;
+        const results = {} as Record<Service, MaintenanceResult>;
         try {
           const retention = loadRetention();
           const budget = loadBudget(process.env, undefined, retention);
-          result = await withDb({ stack: opts.stack, login: 'maintenance' }, (db) =>
-            runMaintenance(db, { retention, budget, batchSize, dryRun: opts.dryRun === true }),
-          );
+          // each service's inbox and outbox, in its own database
+          for (const service of SERVICES) {
+            results[service] = await withDb(
+              { stack: opts.stack, login: 'maintenance', service },
+              (db) =>
+                runMaintenance(db, {
+                  retention,
+                  budget,
+                  batchSize,
+                  dryRun: opts.dryRun === true,
+                  tables: maintenanceTablesOf(service),
+                }),
+            );
+          }
         } catch (err) {
           if (err instanceof ConfigError) program.error(`refused: ${err.message}`);
           throw err;
         }
         if (opts.json) {
-          console.log(JSON.stringify(result, null, 2));
+          console.log(JSON.stringify(results, null, 2));
           return;
         }
+        const dryRun = opts.dryRun === true;
         console.table(
-          MAINTENANCE_TABLES.map((table) => ({
-            table,
-            [result.dryRun ? 'would delete' : 'deleted']: result.tables[table].deleted,
-            batches: result.tables[table].batches,
-            'older than': result.tables[table].cutoff,
-          })),
+          SERVICES.flatMap((service) =>
+            Object.entries(results[service].tables).map(([table, r]) => ({
+              database: service,
+              table,
+              [dryRun ? 'would delete' : 'deleted']: r.deleted,
+              batches: r.batches,
+              'older than': r.cutoff,
+            })),
+          ),
         );
-        if (result.dryRun) console.log('dry run: nothing was deleted');
+        if (dryRun) console.log('dry run: nothing was deleted');
       },
     );
 }

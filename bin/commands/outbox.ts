@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
 import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
+import { serviceOfOutbox } from '../../shared/pipeline/relays.js';
 import { list, withDb } from './common.js';
 import { stackOption } from './stack.js';
 
@@ -17,18 +18,23 @@ export function registerOutboxCommands(program: Command): void {
     .action(async (opts: { json?: boolean; limit: string; stack?: string }) => {
       const limit = Number.parseInt(opts.limit, 10);
       if (!Number.isInteger(limit) || limit < 0) program.error('--limit must be a whole number');
-      const statuses = await withDb({ stack: opts.stack, login: 'relay' }, (db) =>
-        Promise.all(
-          OUTBOX_TABLES.map(async (t) => {
-            const store = new OutboxStore(t);
-            const status = await store.status(db);
-            return {
-              ...status,
-              rows: status.needsAttention > 0 ? await store.needsAttention(db, limit) : [],
-            };
-          }),
-        ),
-      );
+      // each outbox in its service's database
+      const statuses = [];
+      for (const t of OUTBOX_TABLES) {
+        statuses.push(
+          await withDb(
+            { stack: opts.stack, login: 'relay', service: serviceOfOutbox(t) },
+            async (db) => {
+              const store = new OutboxStore(t);
+              const status = await store.status(db);
+              return {
+                ...status,
+                rows: status.needsAttention > 0 ? await store.needsAttention(db, limit) : [],
+              };
+            },
+          ),
+        );
+      }
       if (opts.json) {
         console.log(JSON.stringify(statuses, null, 2));
       } else {
@@ -79,11 +85,14 @@ export function registerOutboxCommands(program: Command): void {
         : [...OUTBOX_TABLES];
       if (tables.length === 0) program.error(`--table must be one of ${OUTBOX_TABLES.join(', ')}`);
       const ids = opts.ids === undefined ? undefined : list(opts.ids);
-      await withDb({ stack: opts.stack, login: 'relay' }, async (db) => {
-        for (const t of tables) {
-          const n = await new OutboxStore(t).retryNeedsAttention(db, ids);
-          console.log(`${t}: ${n} row(s) back in the batches`);
-        }
-      });
+      for (const t of tables) {
+        await withDb(
+          { stack: opts.stack, login: 'relay', service: serviceOfOutbox(t) },
+          async (db) => {
+            const n = await new OutboxStore(t).retryNeedsAttention(db, ids);
+            console.log(`${t}: ${n} row(s) back in the batches`);
+          },
+        );
+      }
     });
 }

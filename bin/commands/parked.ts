@@ -3,10 +3,10 @@ import { type Command, Option } from 'commander';
 import { requireServices } from '../../devkit/preflight.js';
 import { localTransport, SHARED_TRANSPORTS } from '../../devkit/transports/index.js';
 import { loadBudget } from '../../shared/config/budget.js';
-import { CODE_VERSION } from '../../shared/config/version.js';
 import { reservationQuarantineNotice } from '../../shared/inventory/quarantine.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
+import { CODE_VERSION } from '../../shared/pipeline/version.js';
 import type { Backend, Diagnosis, ParkingLot, RedriveSelection } from '../../shared/port/types.js';
 import {
   backendFromConfig,

@@ -8,6 +8,7 @@ import {
 } from '../../infra/stackOutputs.js';
 import { loadEnv, transactionTimeoutsOf } from '../../shared/config/env.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import type { Service } from '../../shared/pipeline/schema.js';
 
 /**
  * A deployment the CLI reaches with the operator's AWS credentials (the SDK's default chain) and
@@ -92,8 +93,9 @@ export function outputOf(stack: DeployedStack, key: string): string {
 }
 
 /**
- * The stack's database through the Data API, as `login` (the side whose tables the command reads
- * or changes): the cluster and database from the outputs, and that side's secret, which the Data
+ * A service's database of the stack through the Data API, as `login` (the side whose tables the
+ * command reads or changes): the cluster and the service's database from the outputs (each
+ * service owns a database in the one cluster), and that side's secret, which the Data
  * API reads on the caller's behalf (so the caller needs `secretsmanager:GetSecretValue` on it).
  * Every transaction is bounded as the functions' are, so an interrupted command leaves no locks
  * for the service's 3-minute expiry.
@@ -101,10 +103,14 @@ export function outputOf(stack: DeployedStack, key: string): string {
 export function stackDatabase(
   stack: DeployedStack,
   login: DatabaseLogin,
+  service: Service,
 ): { db: DataApiDatabase; close(): void } {
   const options = {
     resourceArn: outputOf(stack, STACK_OUTPUTS.databaseClusterArn),
-    database: outputOf(stack, STACK_OUTPUTS.databaseName),
+    database: outputOf(
+      stack,
+      service === 'orders' ? STACK_OUTPUTS.databaseName : STACK_OUTPUTS.inventoryDatabaseName,
+    ),
     secretArn: outputOf(stack, DATABASE_LOGIN_OUTPUTS[login]),
   };
   const client = new RDSDataClient({ region: stack.region });

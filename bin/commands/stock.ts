@@ -12,7 +12,7 @@ export function registerStockCommands(program: Command): void {
     .description('set the units on hand for a SKU')
     .addOption(stackOption())
     .action(async (sku: string, quantity: string, opts: { stack?: string }) => {
-      await withDb({ stack: opts.stack, login: 'inventory' }, async (db) => {
+      await withDb({ stack: opts.stack, login: 'inventory', service: 'inventory' }, async (db) => {
         try {
           const s = await setStock(db, sku, Number(quantity));
           console.log(`${s.sku}: available ${s.available}, reserved ${s.reserved}`);

@@ -22,7 +22,8 @@ import { closeServer, listen, readBody } from './httpApi.js';
  * the call's transaction), and the expiry of a transaction unused for 3 minutes (or older
  * than 24 hours): it is rolled back and its locks are released. `setResuming(true)` makes every
  * call answer `DatabaseResumingException` (HTTP 400), as a paused Aurora Serverless v2 cluster
- * does while it resumes. With `autoPause`, the cluster pauses by itself as Aurora Serverless v2
+ * does while it resumes. Like a cluster, it serves each call on the database its `database`
+ * parameter names (`databases`, or that database of `databaseUrl`'s server). With `autoPause`, the cluster pauses by itself as Aurora Serverless v2
  * at 0 ACU does: after `secondsUntilAutoPause` with no call running and no transaction open; the
  * next call starts a resume, and it and every call until the resume ends (`resumeMs`) answer
  * `DatabaseResumingException`. It listens on 127.0.0.1 only. Not reproduced: the 64 KB row limit,
@@ -51,7 +52,18 @@ export interface DataApiServer {
 }
 
 export interface DataApiServerOptions {
+  /**
+   * The server, and the database of a call that names none (or names this URL's database). A
+   * call naming another database is served on that database of the same server, as a cluster
+   * serves each of its databases (one that does not exist fails the call), unless `databases`
+   * maps the name elsewhere.
+   */
   databaseUrl: string;
+  /**
+   * Where a call naming a database (its `database` parameter) is served, by that name: the local
+   * stand-ins of a deployment's databases (`reliable_messaging` → a scratch database).
+   */
+  databases?: Readonly<Record<string, string>>;
   /** A transaction no call used for this long is rolled back (the service: 3 minutes). */
   transactionIdleTimeoutMs?: number;
   /** Larger requests are refused with 413 (the service: 4 MiB, headers included). */
@@ -247,10 +259,21 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
     options.transactionIdleTimeoutMs ?? DATA_API_LIMITS.transactionIdleTimeoutMs;
   const maxRequestBytes = options.maxRequestBytes ?? DATA_API_LIMITS.maxRequestBytes;
   const pools = new Map<string, pg.Pool>();
-  /** One pool per database user (`''`: the user of `databaseUrl`). */
-  const poolFor = (login?: { username: string; password: string }) =>
-    getOrSet(pools, login ? login.username : '', () => {
-      const url = new URL(options.databaseUrl);
+  const defaultDatabase = decodeURIComponent(new URL(options.databaseUrl).pathname.slice(1));
+  /** The URL a call naming `database` is served on (none: `databaseUrl`'s). */
+  const databaseUrlOf = (database: unknown): string => {
+    if (typeof database !== 'string' || database === '') return options.databaseUrl;
+    const mapped = options.databases && Object.hasOwn(options.databases, database);
+    if (mapped) return options.databases?.[database] as string;
+    if (database === defaultDatabase) return options.databaseUrl;
+    const url = new URL(options.databaseUrl);
+    url.pathname = `/${encodeURIComponent(database)}`;
+    return url.toString();
+  };
+  /** One pool per database and user (no login: the user of the database's URL). */
+  const poolFor = (databaseUrl: string, login?: { username: string; password: string }) =>
+    getOrSet(pools, `${databaseUrl}\n${login ? login.username : ''}`, () => {
+      const url = new URL(databaseUrl);
       if (login) {
         url.username = encodeURIComponent(login.username);
         url.password = encodeURIComponent(login.password);
@@ -267,10 +290,13 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
       pool.on('error', () => {});
       return pool;
     });
-  const pool = poolFor();
-  /** The pool of the call's user (the secret it names), when logins are read from secrets. */
+  /**
+   * The pool of the call's database (`database`) and user (the secret it names, when logins are
+   * read from secrets).
+   */
   const callPool = async (body: Record<string, unknown>) => {
-    if (!options.loginFor) return pool;
+    const databaseUrl = databaseUrlOf(body.database);
+    if (!options.loginFor) return poolFor(databaseUrl);
     let login: { username: string; password: string };
     try {
       login = await options.loginFor(String(body.secretArn ?? ''));
@@ -282,7 +308,7 @@ export async function startDataApiServer(options: DataApiServerOptions): Promise
         },
       );
     }
-    return poolFor(login);
+    return poolFor(databaseUrl, login);
   };
   const transactions = new Map<string, OpenTransaction>();
   let resuming = false;

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
+import { inventoryDatabaseUrl } from '../../shared/pipeline/schema.js';
 import { callLog, startCountingProxy } from '../emulators/countingProxy.js';
 import {
   type AutoPauseOptions,
@@ -37,8 +39,18 @@ export type { TemplateSecret } from './localSecrets.js';
 
 /** Where the local stand-ins of the deployment's AWS services and broker are. */
 export interface LocalServices {
-  /** The database the local RDS Data API endpoint serves (a scratch one in tests and the lab). */
+  /**
+   * The cluster's default database (the order service's: `DATA_API_DATABASE`) on the server the
+   * local RDS Data API endpoint serves (a scratch one in tests and the lab).
+   */
   databaseUrl: string;
+  /**
+   * The inventory service's database (`INVENTORY_DATA_API_DATABASE`), on the same server. Default
+   * `inventoryDatabaseUrl({ DATABASE_URL: databaseUrl })`: `<database>_inventory`. It need not
+   * exist: the migrate function creates it as deployed, and `stop()` drops it if it did not exist
+   * at the start.
+   */
+  inventoryDatabaseUrl?: string | undefined;
   /** The local broker (plain AMQP); its credentials are not used by the functions. */
   amqpUrl: string;
   /** The broker's management API. */
@@ -82,7 +94,10 @@ export interface LocalDeploymentOptions {
  * reference resolved to a local stand-in (secrets in moto's Secrets Manager, the RDS Data API on
  * the local endpoint over PostgreSQL, queues on the local SQS server, the Amazon MQ broker's
  * endpoints on the local RabbitMQ), and the AWS SDK pointed at those through
- * `AWS_ENDPOINT_URL_<SERVICE>`. What no stand-in exists for fails by name.
+ * `AWS_ENDPOINT_URL_<SERVICE>`. What no stand-in exists for fails by name. The cluster's databases
+ * the functions name (`DATA_API_DATABASE`, `INVENTORY_DATA_API_DATABASE`) are local databases:
+ * their variables name those (so the migrate function creates the inventory one under its local
+ * name), and the endpoint serves a call naming either, by its deployed or its local name, there.
  */
 export class LocalDeployment {
   readonly settings: DeployedSettings;
@@ -104,12 +119,15 @@ export class LocalDeployment {
   private lambdaInvoke!: LambdaInvokeServer;
   /** The endpoints the functions reach, per service (behind the counting proxies with `countCalls`). */
   private endpoints: Record<string, string> = {};
+  /** Each database name the template gives a Data API variable → its local database's URL. */
+  private readonly databases: Map<string, string>;
 
   private constructor(
     readonly assembly: DeployedAssembly,
     private readonly options: LocalDeploymentOptions,
   ) {
     this.settings = deployedSettings(assembly);
+    this.databases = deployedDatabases(assembly, options.services);
     this.resolver = new LocalResolver(assembly, this.region, options.services, {
       queue: (stackName, logicalId) => this.queues?.of(stackName, logicalId),
       topicArn: (stackName, logicalId) => this.topics?.of(stackName, logicalId),
@@ -140,6 +158,7 @@ export class LocalDeployment {
       await rm(this.workDir, { recursive: true, force: true });
     });
     await linkRuntimeSdk(join(this.workDir, 'runtime'));
+    await this.dropCreatedDatabasesAtStop();
     const secretsEndpoint = await this.secretsEndpoint();
     this.secrets = new LocalSecrets(this.region, secretsEndpoint, this.localPrefix);
     await this.secrets.create(this.assembly, this.resolver.resolve, this.options.secretValue);
@@ -180,12 +199,52 @@ export class LocalDeployment {
     return moto.endpoint;
   }
 
+  /**
+   * The local inventory database (and any other the deployment names but the cluster's default)
+   * is the migrate function's to create, as deployed: one that does not exist now is dropped at
+   * `stop()`, after the endpoint's connections are gone.
+   */
+  private async dropCreatedDatabasesAtStop(): Promise<void> {
+    const others = [...new Set(this.databases.values())].filter(
+      (url) => databaseNameOf(url) !== databaseNameOf(this.options.services.databaseUrl),
+    );
+    if (others.length === 0) return;
+    const missing = await onServer(this.options.services.databaseUrl, async (c) => {
+      const out: string[] = [];
+      for (const url of others) {
+        const name = databaseNameOf(url);
+        const { rows } = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+        if (rows.length === 0) out.push(name);
+      }
+      return out;
+    });
+    if (missing.length === 0) return;
+    this.stops.push(() =>
+      onServer(this.options.services.databaseUrl, async (c) => {
+        for (const name of missing) {
+          const { rows } = await c.query<{ sql: string }>(
+            "SELECT format('DROP DATABASE IF EXISTS %I WITH (FORCE)', $1::text) AS sql",
+            [name],
+          );
+          await c.query(rows[0]?.sql as string);
+        }
+      }),
+    );
+  }
+
   /** The Data API reads each call's database user from the secret it names, as the service does. */
   private async startDataApi(): Promise<void> {
     const logins = new Map<string, { username: string; password: string }>();
     const { autoPause } = this.options;
     this.dataApi = await startDataApiServer({
       databaseUrl: this.options.services.databaseUrl,
+      // each database by its deployed name and by its local one (what the variables name here)
+      databases: Object.fromEntries(
+        [...this.databases].flatMap(([name, url]) => [
+          [name, url],
+          [databaseNameOf(url), url],
+        ]),
+      ),
       autoPause: autoPause && this.autoPauseOf(autoPause),
       loginFor: async (arn) => {
         let login = logins.get(arn);
@@ -300,6 +359,8 @@ export class LocalDeployment {
       if (text === '/var/task' || text.startsWith('/var/task/')) {
         text = taskRoot + text.slice('/var/task'.length);
       }
+      const database = DATABASE_VARIABLES.has(name) ? this.databases.get(text) : undefined;
+      if (database) text = databaseNameOf(database);
       env[name] = this.options.environment?.[name] ?? text;
     }
     return env;
@@ -377,5 +438,50 @@ export class LocalDeployment {
     await this.parameters?.delete();
     await this.secrets?.delete();
     for (const stop of this.stops.reverse()) await stop().catch(() => {});
+  }
+}
+
+/** The variables that name a database of the cluster (the Data API's `database`). */
+const DATABASE_VARIABLES = new Set(['DATA_API_DATABASE', 'INVENTORY_DATA_API_DATABASE']);
+
+/** The database of a PostgreSQL URL. */
+function databaseNameOf(url: string): string {
+  return decodeURIComponent(new URL(url).pathname.slice(1));
+}
+
+/**
+ * The local database of each database name the template gives the functions: the cluster's
+ * default (`DATA_API_DATABASE`) → `databaseUrl`, the inventory service's
+ * (`INVENTORY_DATA_API_DATABASE`) → `inventoryDatabaseUrl`.
+ */
+function deployedDatabases(
+  assembly: DeployedAssembly,
+  services: LocalServices,
+): Map<string, string> {
+  const local: Record<string, string> = {
+    DATA_API_DATABASE: services.databaseUrl,
+    INVENTORY_DATA_API_DATABASE:
+      services.inventoryDatabaseUrl ?? inventoryDatabaseUrl({ DATABASE_URL: services.databaseUrl }),
+  };
+  const out = new Map<string, string>();
+  for (const fn of assembly.functions) {
+    for (const [variable, url] of Object.entries(local)) {
+      const name = fn.environment[variable];
+      if (typeof name === 'string' && name !== '' && !out.has(name)) out.set(name, url);
+    }
+  }
+  return out;
+}
+
+/** Runs `fn` connected to the `postgres` database of `url`'s server, as `url`'s user. */
+async function onServer<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
   }
 }

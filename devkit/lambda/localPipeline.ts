@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
+import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/pipeline/appRole.js';
 import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { withDatabase } from '../scratch.js';
 import { type DeployedAssembly, readAssembly } from './assembly.js';
@@ -14,10 +14,10 @@ import { type SynthOptions, type SynthResult, synthesize } from './synth.js';
  * This project's deployment stood up locally from `cdk synth`: the data stack and one pipeline
  * stack, with the secrets holding local identities of their own (so that parallel runs never share
  * a database login or a broker user) and cleaned up afterwards:
- * - the Aurora master secret → the user of `databaseUrl` (it creates roles, as the master does);
+ * - the Aurora master secret → the user of `databaseUrl` (it creates roles and the inventory
+ *   service's database, as the master does);
  * - each side's login secret (`orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn` in AWS) →
- *   `<name>_orders_fn`, …, and the legacy app secret (`pipeline_fn`) → `<name>_fn`, created by
- *   the migrate bundle;
+ *   `<name>_orders_fn`, …, created by the migrate bundle;
  * - the broker administrator (`admin`) → the local broker's user (guest);
  * - the broker's pipeline user (`pipeline`) → `<name>_pipeline`, created by broker-setup.
  */
@@ -31,8 +31,6 @@ export interface LocalPipelineOptions extends Omit<LocalDeploymentOptions, 'secr
 export class LocalPipeline {
   private constructor(
     readonly deployment: LocalDeployment,
-    /** The legacy login (the app secret's user). */
-    readonly appUser: string,
     /** Each side's login (its secret's user). */
     readonly dbUsers: Readonly<Record<DbSide, string>>,
     readonly brokerUser: string,
@@ -43,7 +41,6 @@ export class LocalPipeline {
     assembly: DeployedAssembly,
     options: LocalPipelineOptions,
   ): Promise<LocalPipeline> {
-    const appUser = `${options.name}_fn`;
     const dbUsers = Object.fromEntries(
       DB_SIDES.map((side) => [side, `${options.name}_${DB_ROLES[side].login}`]),
     ) as Record<DbSide, string>;
@@ -64,7 +61,6 @@ export class LocalPipeline {
             password: decodeURIComponent(db.password) || 'local',
           };
         }
-        if (path.endsWith('/AppSecret')) return { ...generated, username: appUser };
         // a side's login secret, known by the username the template gives it (`orders_fn`, …)
         const side = DB_SIDES.find((s) => generated.username === DB_ROLES[s].login);
         if (side) return { ...generated, username: dbUsers[side] };
@@ -78,13 +74,13 @@ export class LocalPipeline {
         return generated;
       },
     });
-    return new LocalPipeline(deployment, appUser, dbUsers, brokerUser, options);
+    return new LocalPipeline(deployment, dbUsers, brokerUser, options);
   }
 
   /**
-   * What `cdk deploy` runs before anything else: the migrations custom resource (schema, app
-   * user) and, on RabbitMQ, the broker topology custom resource (queues, policies, pipeline
-   * user). Throws when one fails.
+   * What `cdk deploy` runs before anything else: the migrations custom resource (the inventory
+   * service's database, both services' schemas, the sides' logins) and, on RabbitMQ, the broker
+   * topology custom resource (queues, policies, pipeline user). Throws when one fails.
    */
   async deploy(): Promise<CustomResourceResult[]> {
     const results = [await this.deployment.customResource('Migrations', 'Create')];
@@ -96,7 +92,10 @@ export class LocalPipeline {
     return results;
   }
 
-  /** Stops every function and stand-in, then removes the local database logins and broker user. */
+  /**
+   * Stops every function and stand-in (the deployment drops the inventory database its migrate
+   * function created), then removes the local database logins and broker user.
+   */
   async close(): Promise<void> {
     await this.deployment.stop();
     const admin = new pg.Client({
@@ -104,8 +103,8 @@ export class LocalPipeline {
     });
     try {
       await admin.connect();
-      // the scratch database (which holds the grants) must be dropped first
-      for (const user of [this.appUser, ...Object.values(this.dbUsers)]) {
+      // the logins hold no grants of their own (their group roles do): nothing to drop first
+      for (const user of Object.values(this.dbUsers)) {
         await admin.query(`DROP ROLE IF EXISTS ${user}`).catch(() => {});
       }
     } finally {

@@ -13,7 +13,7 @@ import type { Resolve } from './localReferences.js';
 export interface TemplateSecret {
   stackName: string;
   logicalId: string;
-  /** The construct path (`ReliableMessagingData/AppSecret`). */
+  /** The construct path (`ReliableMessagingData/OrdersDbSecret`). */
   path: string;
   /** The template's `SecretStringTemplate` fields plus a generated `GenerateStringKey`. */
   generated: Record<string, string>;

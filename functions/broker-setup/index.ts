@@ -1,6 +1,5 @@
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { loadEnv } from '../../shared/config/env.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger, loadEnv } from '../../shared/index.js';
 import { readBrokerSecret } from '../../shared/transport/rabbitmq/index.js';
 import { sharedRabbit } from '../commons/clients.js';
 import { createBrokerSetupHandler } from './handler.js';

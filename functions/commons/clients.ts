@@ -1,19 +1,27 @@
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { RDSDataClient } from '@aws-sdk/client-rds-data';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { loadBudget } from '../../shared/config/budget.js';
-import { ConfigError, type Env, loadEnv, transactionTimeoutsOf } from '../../shared/config/env.js';
-import { CODE_VERSION } from '../../shared/config/version.js';
-import { publishParkRefused } from '../../shared/consumer/metrics.js';
 import { DataApiDatabase, DEFAULT_RESUME_WAIT } from '../../shared/db/data-api/DataApiDatabase.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import { databaseResumeReporter } from '../../shared/db/resumeMetrics.js';
-import type { SqlDatabase } from '../../shared/db/types.js';
-import type { Logger } from '../../shared/logger.js';
+import {
+  type Backend,
+  ConfigError,
+  databaseResumeReporter,
+  type Env,
+  LambdaOutboxKick,
+  type Logger,
+  loadBudget,
+  loadEnv,
+  noKick,
+  type OutboxKick,
+  publishParkRefused,
+  type SqlDatabase,
+  transactionTimeoutsOf,
+} from '../../shared/index.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
-import { LambdaOutboxKick, noKick, type OutboxKick } from '../../shared/outbox/kick.js';
+import { type Service, serviceDatabaseUrls } from '../../shared/pipeline/schema.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { Backend } from '../../shared/port/types.js';
+import { CODE_VERSION } from '../../shared/pipeline/version.js';
 import {
   type BrokerCredentials,
   type RabbitMqBackend,
@@ -28,7 +36,7 @@ import { type SqsBackend, sqsModule } from '../../shared/transport/sqs/index.js'
  * Handlers' `create…Handler(deps)` factories take them explicitly, so tests and the local
  * runtime pass their own.
  */
-let db: SqlDatabase | undefined;
+const dbs: Partial<Record<Service, SqlDatabase>> = {};
 let rabbit: RabbitMqBackend | undefined;
 let sqs: SqsBackend | undefined;
 
@@ -52,14 +60,19 @@ export interface SharedDbOptions {
 }
 
 /**
- * node-postgres, or the RDS Data API when DB_DRIVER=data-api (no connection pool needed); every
- * transaction bounded by DB_LOCK_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS and
+ * A service's database (each service owns one: docs/design.md): node-postgres (`DATABASE_URL` for
+ * orders, `INVENTORY_DATABASE_URL` for inventory), or the RDS Data API when DB_DRIVER=data-api
+ * (`DATA_API_DATABASE`, `INVENTORY_DATA_API_DATABASE`: two databases of one cluster; no pool
+ * needed); every transaction bounded by DB_LOCK_TIMEOUT_MS, DB_STATEMENT_TIMEOUT_MS and
  * DB_IDLE_IN_TRANSACTION_TIMEOUT_MS (entry points add `transactionDeadline` for the invocation).
  * Through the Data API a call refused by a resuming cluster waits for it (`options`).
  */
-export function sharedDb(options?: SharedDbOptions): SqlDatabase {
+export function serviceDb(service: Service, options?: SharedDbOptions): SqlDatabase {
   const env = loadEnv();
-  if (!db && env.DB_DRIVER === 'data-api') {
+  const existing = dbs[service];
+  if (existing) return existing;
+  let db: SqlDatabase;
+  if (env.DB_DRIVER === 'data-api') {
     const wait = options?.waitForResume ?? true;
     db = new DataApiDatabase(
       {
@@ -71,7 +84,10 @@ export function sharedDb(options?: SharedDbOptions): SqlDatabase {
       {
         resourceArn: required(env, 'DATA_API_RESOURCE_ARN'),
         secretArn: required(env, 'DATA_API_SECRET_ARN'),
-        database: required(env, 'DATA_API_DATABASE'),
+        database: required(
+          env,
+          service === 'orders' ? 'DATA_API_DATABASE' : 'INVENTORY_DATA_API_DATABASE',
+        ),
       },
       {
         transactionTimeouts: transactionTimeoutsOf(env),
@@ -85,13 +101,20 @@ export function sharedDb(options?: SharedDbOptions): SqlDatabase {
           : {}),
       },
     );
+  } else {
+    db = new PgDatabase({
+      connectionString: serviceDatabaseUrls(env)[service],
+      max: env.DB_POOL_MAX,
+      transactionTimeouts: transactionTimeoutsOf(env),
+    });
   }
-  db ??= new PgDatabase({
-    connectionString: env.DATABASE_URL,
-    max: env.DB_POOL_MAX,
-    transactionTimeouts: transactionTimeoutsOf(env),
-  });
+  dbs[service] = db;
   return db;
+}
+
+/** The order service's database ({@link serviceDb}): the one a single-database function uses. */
+export function sharedDb(options?: SharedDbOptions): SqlDatabase {
+  return serviceDb('orders', options);
 }
 
 let brokerSecret: Promise<BrokerCredentials> | undefined;

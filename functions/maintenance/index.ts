@@ -1,12 +1,14 @@
-import { loadBudget } from '../../shared/config/budget.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger, loadBudget } from '../../shared/index.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
-import { sharedDb } from '../commons/clients.js';
+import { serviceDb } from '../commons/clients.js';
 import { createMaintenanceHandler } from './handler.js';
 
 const logger = createLogger('maintenance');
-const db = sharedDb({ service: 'maintenance', logger });
+const dbs = {
+  orders: serviceDb('orders', { service: 'maintenance', logger }),
+  inventory: serviceDb('inventory', { service: 'maintenance', logger }),
+};
 
 /**
  * Lambda entry point (EventBridge schedule, once a day). The deadline bounds its transactions and
@@ -14,8 +16,10 @@ const db = sharedDb({ service: 'maintenance', logger });
  */
 const retention = loadRetention();
 export const handler = createMaintenanceHandler({
-  db,
+  dbs,
   logger,
   retention,
   budget: loadBudget(process.env, undefined, retention),
-}).use(transactionDeadline({ db, logger }));
+})
+  .use(transactionDeadline({ db: dbs.orders, logger }))
+  .use(transactionDeadline({ db: dbs.inventory, logger }));

@@ -1,55 +1,57 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
-import {
-  APP_LOGIN_USER,
-  DB_SIDES,
-  type DbSide,
-  ensureAppLogin,
-  ensureServiceLogins,
-  GROUP_ROLES,
-} from '../../shared/db/appRole.js';
-import { type DbLogin, retireLogin } from '../../shared/db/logins.js';
-import { migrate } from '../../shared/db/migrate.js';
-import type { SqlDatabase } from '../../shared/db/types.js';
-import type { Logger } from '../../shared/logger.js';
+import { ConfigError, type DbLogin, type Logger, type SqlDatabase } from '../../shared/index.js';
+import { DB_SIDES, type DbSide, ensureServiceLogins } from '../../shared/pipeline/appRole.js';
+import { ensureDatabase, migrateService } from '../../shared/pipeline/schema.js';
 
 export interface MigrateResponse {
   PhysicalResourceId: string;
+  /** Flat, so that each value is a `Fn::GetAtt` attribute of the custom resource. */
   Data: {
-    applied: number;
-    skipped: number;
-    /** The legacy login user (`pipeline_fn`), or '' when there is none. */
-    appUser: string;
+    /** Migrations applied to the order service's database, and those it had already. */
+    ordersApplied: number;
+    ordersSkipped: number;
+    /** The same for the inventory service's database. */
+    inventoryApplied: number;
+    inventorySkipped: number;
+    /** Whether this run created the inventory service's database. */
+    inventoryCreated: boolean;
     /** The sides' login users, `orders,inventory,relay,maintenance` order, comma-separated. */
     logins: string;
   };
 }
 
 export interface MigrateDeps {
-  /** Connected as the migrating role (the Aurora master user when deployed). */
-  db: SqlDatabase;
+  /**
+   * The order service's database, the cluster's default (`DATA_API_DATABASE`), as the migrating
+   * role (the Aurora master user when deployed). The inventory database is created through it.
+   */
+  ordersDb: SqlDatabase;
+  /**
+   * The inventory service's database on the same cluster, as the same role: its name
+   * (`INVENTORY_DATA_API_DATABASE`), created when the cluster has none of that name, and the
+   * connection to it (`db`: nothing may reach it before it is created).
+   */
+  inventory: { name: string; db: SqlDatabase };
   logger: Logger;
   /**
    * Each side's login user from its secret, when deployed (`DB_LOGIN_SECRETS`, by group role): created or
    * updated after the migrations, a member of its side's group role only. Absent locally.
    */
   serviceLogins?: () => Promise<Partial<Record<DbSide, DbLogin>>>;
-  /**
-   * The legacy login (`pipeline_fn`, `APP_DB_SECRET_ARN`), kept up to date while functions deployed
-   * before the per-side logins may still use it.
-   */
-  appLogin?: () => Promise<DbLogin>;
-  /** A login to retire after the migrations (`RETIRED_DB_LOGIN`): no login, no groups. */
-  retiredLogin?: string;
 }
 
 /**
  * Applies the migrations on deploy: the `onEvent` handler of a CloudFormation custom resource
- * (CDK Provider framework). Create and Update apply what is pending (a re-run is a no-op), then
- * create or update the sides' login users (and the legacy one, or retire it); Delete keeps the
- * data. Through the Data API each statement is its own call, in one transaction per migration
- * (note: Aurora commits DDL implicitly, so a failing migration may leave part of it).
+ * (CDK Provider framework). Each service owns a database of the one cluster: Create and Update
+ * apply what is pending to the order service's (the cluster's default), create the inventory
+ * service's when missing and apply what is pending to it (a re-run is a no-op), then create or
+ * update the sides' login users (roles belong to the cluster: once for both). A database of the
+ * single-database layout is refused before anything changes (`migrateService`: docs/deploy.md,
+ * "Upgrading"). Delete keeps the data. Through the Data API each statement is its own call, in one
+ * transaction per migration (note: Aurora commits DDL implicitly, so a failing migration may leave
+ * part of it).
  */
 export function createMigrateHandler(deps: MigrateDeps) {
   return middy<CloudFormationCustomResourceEvent, MigrateResponse>()
@@ -58,32 +60,48 @@ export function createMigrateHandler(deps: MigrateDeps) {
       if (event.RequestType === 'Delete') {
         return {
           PhysicalResourceId: event.PhysicalResourceId,
-          Data: { applied: 0, skipped: 0, appUser: '', logins: '' },
+          Data: {
+            ordersApplied: 0,
+            ordersSkipped: 0,
+            inventoryApplied: 0,
+            inventorySkipped: 0,
+            inventoryCreated: false,
+            logins: '',
+          },
         };
       }
-      const { applied, skipped } = await migrate(deps.db);
-      deps.logger.info('migrations applied', { applied, skipped: skipped.length });
+      const orders = await migrateService(deps.ordersDb, 'orders');
+      deps.logger.info('migrations applied', {
+        database: 'orders',
+        applied: orders.applied,
+        skipped: orders.skipped.length,
+      });
+      const inventoryCreated = await ensureDatabase(deps.ordersDb, deps.inventory.name);
+      if (inventoryCreated) {
+        deps.logger.info('database created', { database: deps.inventory.name });
+      }
+      const inventory = await migrateService(deps.inventory.db, 'inventory');
+      deps.logger.info('migrations applied', {
+        database: 'inventory',
+        applied: inventory.applied,
+        skipped: inventory.skipped.length,
+      });
       let logins = '';
       if (deps.serviceLogins) {
-        const ready = await ensureServiceLogins(deps.db, await deps.serviceLogins(), {
-          legacy: APP_LOGIN_USER,
-        });
+        const ready = await ensureServiceLogins(deps.ordersDb, await deps.serviceLogins());
         logins = DB_SIDES.map((side) => ready[side]?.username ?? '').join(',');
         deps.logger.info('database logins ready', { logins: ready });
       }
-      let appUser = '';
-      if (deps.appLogin) {
-        const login = await ensureAppLogin(deps.db, await deps.appLogin());
-        appUser = login.username;
-        deps.logger.info('legacy database login ready', { ...login });
-      }
-      if (deps.retiredLogin) {
-        const retired = await retireLogin(deps.db, deps.retiredLogin, GROUP_ROLES);
-        deps.logger.info('database login retired', { username: deps.retiredLogin, retired });
-      }
       return {
         PhysicalResourceId: 'schema-migrations',
-        Data: { applied: applied.length, skipped: skipped.length, appUser, logins },
+        Data: {
+          ordersApplied: orders.applied.length,
+          ordersSkipped: orders.skipped.length,
+          inventoryApplied: inventory.applied.length,
+          inventorySkipped: inventory.skipped.length,
+          inventoryCreated,
+          logins,
+        },
       };
     });
 }

@@ -1,16 +1,31 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { ConfigError, loadEnv } from '../../shared/config/env.js';
-import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
-import { type DbLogin, parseDbSecret } from '../../shared/db/logins.js';
-import { createLogger } from '../../shared/logger.js';
+import {
+  ConfigError,
+  createLogger,
+  type DbLogin,
+  loadEnv,
+  parseDbSecret,
+} from '../../shared/index.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
-import { sharedDb } from '../commons/clients.js';
+import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/pipeline/appRole.js';
+import { inventoryDatabaseUrl } from '../../shared/pipeline/schema.js';
+import { required, serviceDb } from '../commons/clients.js';
 import { createMigrateHandler } from './handler.js';
 
-/** Lambda entry point (custom resource on deploy; migrations are bundled beside it). */
+/**
+ * Lambda entry point (custom resource on deploy; migrations are bundled beside it). It reaches
+ * both services' databases of the cluster as the master user (`DATA_API_SECRET_ARN`): the order
+ * service's (`DATA_API_DATABASE`) and the inventory service's (`INVENTORY_DATA_API_DATABASE`).
+ */
 const env = loadEnv();
 const logger = createLogger('migrate');
-const db = sharedDb({ service: 'migrate', logger });
+const ordersDb = serviceDb('orders', { service: 'migrate', logger });
+const inventoryDb = serviceDb('inventory', { service: 'migrate', logger });
+/** The inventory database's name: the Data API's, or (node-postgres) its URL's. */
+const inventoryName =
+  env.DB_DRIVER === 'data-api'
+    ? required(env, 'INVENTORY_DATA_API_DATABASE')
+    : decodeURIComponent(new URL(inventoryDatabaseUrl(env)).pathname.slice(1));
 const secrets = new SecretsManagerClient({ region: env.AWS_REGION });
 const readLogin = async (secretId: string, label: string): Promise<DbLogin> => {
   const out = await secrets.send(new GetSecretValueCommand({ SecretId: secretId }));
@@ -25,9 +40,9 @@ const sides = DB_SIDES.flatMap((side) => {
   const arn = env.DB_LOGIN_SECRETS?.[DB_ROLES[side].group];
   return arn ? [[side, arn] as const] : [];
 });
-const appSecretArn = env.APP_DB_SECRET_ARN;
 export const handler = createMigrateHandler({
-  db,
+  ordersDb,
+  inventory: { name: inventoryName, db: inventoryDb },
   logger,
   ...(sides.length > 0
     ? {
@@ -40,6 +55,6 @@ export const handler = createMigrateHandler({
         },
       }
     : {}),
-  ...(appSecretArn ? { appLogin: () => readLogin(appSecretArn, 'APP_DB_SECRET_ARN') } : {}),
-  ...(env.RETIRED_DB_LOGIN ? { retiredLogin: env.RETIRED_DB_LOGIN } : {}),
-}).use(transactionDeadline({ db, logger }));
+})
+  .use(transactionDeadline({ db: ordersDb, logger }))
+  .use(transactionDeadline({ db: inventoryDb, logger }));

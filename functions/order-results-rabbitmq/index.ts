@@ -1,5 +1,4 @@
-import { Journal } from '../../shared/consumer/journal.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger, Journal } from '../../shared/index.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { amazonMqLambdaHandler } from '../../shared/transport/rabbitmq/index.js';

@@ -8,14 +8,13 @@ import type {
   APIGatewayProxyStructuredResultV2,
   Context,
 } from 'aws-lambda';
-import { DatabaseResumingError, TransientDbError } from '../../shared/db/errors.js';
 import {
   HttpError,
   RESUMING_RETRY_AFTER_S,
   serviceUnavailable,
   TRANSIENT_RETRY_AFTER_S,
 } from '../../shared/http/errors.js';
-import type { Logger } from '../../shared/logger.js';
+import { DatabaseResumingError, type Logger, TransientDbError } from '../../shared/index.js';
 import { correlationId } from '../../shared/middleware/correlationId.js';
 import { httpBodyLimit } from '../../shared/middleware/httpBodyLimit.js';
 import { httpJsonErrors } from '../../shared/middleware/httpJsonErrors.js';

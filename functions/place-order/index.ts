@@ -1,8 +1,7 @@
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger, outboxKick } from '../../shared/index.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { outboxKick } from '../../shared/outbox/kick.js';
 import { sharedDb, sharedKick } from '../commons/clients.js';
 import { createPlaceOrderHandler } from './handler.js';
 

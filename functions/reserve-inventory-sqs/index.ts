@@ -1,15 +1,12 @@
-import { loadBudget } from '../../shared/config/budget.js';
-import { Journal } from '../../shared/consumer/journal.js';
+import { createLogger, Journal, loadBudget, outboxKick } from '../../shared/index.js';
 import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
 import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
-import { createLogger } from '../../shared/logger.js';
 import { transactionDeadline } from '../../shared/middleware/transactionDeadline.js';
-import { outboxKick } from '../../shared/outbox/kick.js';
 import { sqsLambdaHandler } from '../../shared/transport/sqs/index.js';
-import { sharedDb, sharedKick, sharedSqs } from '../commons/clients.js';
+import { serviceDb, sharedKick, sharedSqs } from '../commons/clients.js';
 
 const logger = createLogger('reserve-inventory-sqs');
-const db = sharedDb({ service: 'reserve-inventory-sqs', logger });
+const db = serviceDb('inventory', { service: 'reserve-inventory-sqs', logger });
 const journal = new Journal(logger);
 const useCase = new ReserveInventory({ db, logger, journal }, { budget: loadBudget() });
 // The deployed queue URLs come from the environment: no call to SQS here.

@@ -17,13 +17,17 @@ export interface DatabaseMigrationsProps
   timeoutSeconds?: number;
   /** The cluster: its Data API, as its master user (whose secret only this function reads). */
   cluster: DatabaseCluster;
-  /** The database the migrations apply to. */
+  /**
+   * The database the function reaches (`DATA_API_DATABASE`): the cluster's default, which the
+   * migrations apply to. A handler that migrates more databases of the cluster gets their names in
+   * `environment` (the master user reaches every one).
+   */
   databaseName: string;
   /**
    * Your migrations: a folder of `NNNN_name.sql` files, bundled beside the handler as
    * `migrations/` (`MIGRATIONS_DIR`); your handler applies the library's tables
    * (`libraryMigrations`) and these (`migrationsLambdaHandler`). The reference deployment passes
-   * its schema (`shared/db/migrations`).
+   * its services' schemas (`shared/pipeline/migrations`).
    */
   migrations?: string;
   /**
@@ -36,10 +40,6 @@ export interface DatabaseMigrationsProps
    * migrations (`DB_LOGIN_SECRETS`, read by `migrationsLambdaHandler`).
    */
   groupLogins?: Readonly<Record<string, ISecret>>;
-  /** The legacy login (`pipeline_fn`), kept up to date while it is kept. */
-  legacyLogin?: ISecret;
-  /** A login to retire after the migrations (no login, no groups). */
-  retiredLogin?: string;
 }
 
 /** The migration runner's pattern (shared/db/migrate.ts): other files are not applied. */
@@ -60,16 +60,7 @@ export class DatabaseMigrations extends NodeFunction {
   readonly customResource: CustomResource;
 
   constructor(scope: Construct, id: string, props: DatabaseMigrationsProps) {
-    const {
-      cluster,
-      databaseName,
-      migrations,
-      extraMigrations,
-      groupLogins,
-      legacyLogin,
-      retiredLogin,
-      ...fn
-    } = props;
+    const { cluster, databaseName, migrations, extraMigrations, groupLogins, ...fn } = props;
     const folders = [migrations, extraMigrations].filter((f): f is string => f !== undefined);
     const version = migrationsVersion(folders, Boolean(extraMigrations));
     super(scope, id, {
@@ -90,23 +81,25 @@ export class DatabaseMigrations extends NodeFunction {
                 ),
               }
             : {}),
-          ...(legacyLogin ? { appDbSecretArn: legacyLogin.secretArn } : {}),
-          ...(retiredLogin !== undefined ? { retiredDbLogin: retiredLogin } : {}),
         }),
         ...props.environment,
       },
     });
     cluster.grantDataApiAccess(this);
     cluster.secret?.grantRead(this);
-    const secrets = [...Object.values(groupLogins ?? {}), ...(legacyLogin ? [legacyLogin] : [])];
+    const secrets = Object.values(groupLogins ?? {});
     for (const secret of secrets) secret.grantRead(this);
     this.provider = deployProvider(scope, 'MigrationsProvider', this);
-    // Runs again when a migration is added and when the logins change (a secret replaced, the
-    // legacy login retired): the users in the database follow their secrets.
+    // Runs again when a migration is added, when the logins change (a secret replaced: the users
+    // in the database follow their secrets) and when your environment does (another database).
     this.customResource = new CustomResource(scope, 'Migrations', {
       serviceToken: this.provider.serviceToken,
       resourceType: 'Custom::Migrations',
-      properties: { version, logins: secrets.map((secret) => secret.secretArn) },
+      properties: {
+        version,
+        logins: secrets.map((secret) => secret.secretArn),
+        ...(props.environment ? { environment: props.environment } : {}),
+      },
     });
     this.customResource.node.addDependency(cluster);
   }

@@ -10,6 +10,7 @@ import { StringParameter } from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
+import { DEFAULT_RELAY_SETTINGS, type RelaySettings } from '../../shared/outbox/relaySettings.js';
 import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import { type AmazonMqAccess, amazonMqEnvironment } from './amazonMq.js';
 import { type DataApiLogin, dataApiEnvironment } from './databaseAccess.js';
@@ -21,7 +22,6 @@ import {
   type PipelineAlarms,
   relayMetric,
 } from './PipelineAlarms.js';
-import { DEFAULT_RELAY_SETTINGS, type RelaySettings } from './relaySettings.js';
 import { runbookSection } from './runbook.js';
 
 /** The outbox relay: your relay's handler, how it runs, what it reaches. */

@@ -54,7 +54,11 @@ export interface ServerlessDatabaseProps<Name extends string = string> {
   maxCapacity?: number;
   /** With a minimum of 0: idle seconds before the cluster pauses (300–86,400; default 300). */
   secondsUntilAutoPause?: number;
-  /** Default `reliable_messaging`. */
+  /**
+   * The cluster's default database, the one the Data API calls and the migrate function name
+   * (default `reliable_messaging`). Other databases of the cluster are your migrate function's to
+   * create (the master user may): give it their names in `migrate.environment`.
+   */
   databaseName?: string;
   /** Default on. */
   deletionProtection?: boolean;
@@ -66,17 +70,15 @@ export interface ServerlessDatabaseProps<Name extends string = string> {
    */
   logins: Readonly<Record<Name, { username: string; group: string }>>;
   /**
-   * A login kept for functions deployed before these (`AppSecret`, `APP_DB_SECRET_ARN`: the migrate
-   * function keeps its password up to date), or, with `keep: false`, retired (no login, no
-   * groups; docs/deploy.md, "Secret rotation"). Default: none.
-   */
-  legacyLogin?: { username: string; keep: boolean };
-  /**
    * The migrate function and the migrations it applies on deploy: `entry` (your handler, built
-   * like this repository's `functions/migrate`), and `extraMigrations`, a folder of yours applied
-   * with the library's. Its id is `migrate`, beside the cluster in `scope`.
+   * like this repository's `functions/migrate`), `extraMigrations`, a folder of yours applied
+   * with the library's, and `environment`, more of its variables (a changed value runs it again).
+   * Its id is `migrate`, beside the cluster in `scope`.
    */
-  migrate: Pick<DatabaseMigrationsProps, 'entry' | 'name' | 'migrations' | 'extraMigrations'>;
+  migrate: Pick<
+    DatabaseMigrationsProps,
+    'entry' | 'name' | 'migrations' | 'extraMigrations' | 'environment'
+  >;
 }
 
 /** `inventory` → `Inventory`, `shipping-service` → `ShippingService` (construct ids). */
@@ -93,19 +95,17 @@ const MANUAL_ROTATION = {
 
 /**
  * Aurora PostgreSQL Serverless v2 with the RDS Data API, the cluster being this construct, and
- * beside it in `scope`: its VPC (unless given), one login per side (`OrdersDbSecret`,
- * `InventoryDbSecret`, `RelayDbSecret`, `MaintenanceDbSecret`: generated, attached to the cluster,
- * created in the database by the migrate function as members of the group roles of migration
- * 0006) and the migrations applied on deploy (`DatabaseMigrations`). A function reaches the Data
- * API with its side's login (`login(side)`), never the master's. One per scope (fixed ids).
+ * beside it in `scope`: its VPC (unless given), one login per name (`<Name>DbSecret`, e.g.
+ * `OrdersDbSecret`: generated, attached to the cluster, created by the migrate function as a
+ * member of its group role, which your migrations create) and the migrations applied on deploy
+ * (`DatabaseMigrations`). A function reaches the Data API with its login (`login(name)`), never
+ * the master's. One per scope (fixed ids).
  */
 export class ServerlessDatabase<Name extends string = string> extends DatabaseCluster {
-  /** The database the Data API calls name. */
+  /** The cluster's default database (`databaseName`). */
   readonly databaseName: string;
-  /** Each login's secret, by name (default: `orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`). */
+  /** Each login's secret, by name (`logins`). */
   readonly dbSecrets: Readonly<Record<Name, ISecret>>;
-  /** The legacy login's secret while it is kept (`legacyLogin`). */
-  readonly appSecret: ISecret | undefined;
   /** The migrate function, run on deploy. */
   readonly migrations: DatabaseMigrations;
   /** How the functions reach it: the cluster's Data API, one login per name. */
@@ -157,8 +157,6 @@ export class ServerlessDatabase<Name extends string = string> extends DatabaseCl
         loginSecret(`${pascal(name)}DbSecret`, login.username),
       ]),
     ) as Record<Name, ISecret>;
-    const legacy = props.legacyLogin;
-    this.appSecret = legacy?.keep ? loginSecret('AppSecret', legacy.username) : undefined;
     // Migrations on deploy: they alone run as the master user.
     this.migrations = new DatabaseMigrations(scope, 'migrate', {
       ...props.migrate,
@@ -167,8 +165,6 @@ export class ServerlessDatabase<Name extends string = string> extends DatabaseCl
       groupLogins: Object.fromEntries(
         entries.map(([name, login]) => [login.group, this.dbSecrets[name]]),
       ),
-      ...(this.appSecret ? { legacyLogin: this.appSecret } : {}),
-      ...(legacy && !legacy.keep ? { retiredLogin: legacy.username } : {}),
     });
     // docs/deploy.md, "Secret rotation", is the procedure for every secret of the database.
     Validations.of(this).acknowledge(MANUAL_ROTATION);

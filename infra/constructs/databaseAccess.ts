@@ -73,9 +73,9 @@ export function dataApiEnvironment(login: DataApiLogin): FunctionEnvironment {
 }
 
 /**
- * The functions reach the cluster's Data API as their side's login (`secrets`: the data stack's
- * `dbSecrets`, each a member of its side's group role, migration 0006), never as the master
- * user, whose secret only the migrate function reads.
+ * The functions reach the cluster's Data API as their side's login (`secrets`: e.g.
+ * `ServerlessDatabase.dbSecrets`, each a member of one group role your migrations grant), never as
+ * the master user, whose secret only the migrate function reads.
  */
 export function dataApiAccess<Name extends string>(
   cluster: DatabaseCluster,

@@ -2,11 +2,12 @@ import { CfnOutput, Stack, type StackProps, Token } from 'aws-cdk-lib';
 import type { DatabaseCluster } from 'aws-cdk-lib/aws-rds';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { APP_LOGIN_USER, DB_ROLES, type DbSide } from '../../shared/db/appRole.js';
+import { DB_ROLES, type DbSide } from '../../shared/pipeline/appRole.js';
 import {
+  functionEnvironment,
   ServerlessDatabase,
   type ServerlessDatabaseProps,
-} from '../constructs/ServerlessDatabase.js';
+} from '../constructs/index.js';
 import { MIGRATIONS_SOURCE } from '../paths.js';
 
 export {
@@ -14,7 +15,18 @@ export {
   DEFAULT_CAPACITY,
   DEFAULT_SECONDS_UNTIL_AUTO_PAUSE,
   ENGINE_VERSION,
-} from '../constructs/ServerlessDatabase.js';
+} from '../constructs/index.js';
+
+/** The order service's database when not overridden: the cluster's default database. */
+export const DEFAULT_DATABASE_NAME = 'reliable_messaging';
+
+/**
+ * The inventory service's database beside the order service's `databaseName`: suffixed
+ * `_inventory`, the rule `inventoryDatabaseUrl` (shared/pipeline/schema.ts) applies locally.
+ */
+export function inventoryDatabaseNameOf(databaseName: string): string {
+  return `${databaseName}_inventory`;
+}
 
 /** The database's settings (`ServerlessDatabase`), from the app's context (infra/pipelineApp.ts). */
 export type DataStackProps = StackProps &
@@ -23,13 +35,16 @@ export type DataStackProps = StackProps &
     'minCapacity' | 'maxCapacity' | 'secondsUntilAutoPause' | 'databaseName' | 'deletionProtection'
   > & {
     /**
-     * Keep the legacy login `pipeline_fn` (`AppSecret`), which functions deployed before the
-     * per-side logins use. Default true; false retires it (docs/deploy.md, "Secret rotation").
+     * The inventory service's database in the same cluster (default `<databaseName>_inventory`),
+     * created by the migrate function on deploy.
      */
-    legacyAppLogin?: boolean;
+    inventoryDatabaseName?: string;
   };
 
-/** The reference deployment's logins: one per side, each in its side's group role (migration 0006). */
+/**
+ * The reference deployment's logins: one per side, each in its side's group role (the services'
+ * `_roles` migrations).
+ */
 export const SIDE_LOGINS = Object.fromEntries(
   Object.entries(DB_ROLES).map(([side, role]) => [
     side,
@@ -38,44 +53,53 @@ export const SIDE_LOGINS = Object.fromEntries(
 ) as Record<DbSide, { username: string; group: string }>;
 
 /**
- * The database: Aurora PostgreSQL Serverless v2 with the RDS Data API, in a VPC of its own, and
- * this repository's migrations applied on deploy (`ServerlessDatabase`). The functions reach it
- * over the Data API (HTTPS), so they need no VPC, no NAT and no pool.
+ * The database: Aurora PostgreSQL Serverless v2 with the RDS Data API, in a VPC of its own
+ * (`ServerlessDatabase`). One cluster, one database per service: the order service's is the
+ * cluster's default (`databaseName`), the inventory service's (`inventoryDatabaseName`) is created
+ * by the migrate function, which applies each service's migrations to its database on deploy. The
+ * functions reach them over the Data API (HTTPS), so they need no VPC, no NAT and no pool.
  */
 export class DataStack extends Stack {
   readonly cluster: DatabaseCluster;
+  /** The order service's database: the cluster's default. */
   readonly databaseName: string;
+  /** The inventory service's database in the same cluster. */
+  readonly inventoryDatabaseName: string;
   /**
    * Each side's database login (`orders_fn`, `inventory_fn`, `relay_fn`, `maintenance_fn`, members
-   * of the group roles of migration 0006): a function reaches the Data API with its side's secret,
-   * never the master's.
+   * of the sides' group roles): a function reaches the Data API with its side's secret, never the
+   * master's. Roles belong to the cluster, so one login reaches each database its group is
+   * granted.
    */
   readonly dbSecrets: Record<DbSide, ISecret>;
-  /**
-   * The legacy login (`pipeline_fn`, migration 0005's app role), kept for functions deployed
-   * before the per-side logins; undefined once retired (`legacyAppLogin: false`).
-   */
-  readonly appSecret: ISecret | undefined;
 
   constructor(scope: Construct, id: string, props: DataStackProps = {}) {
     super(scope, id, props);
+    const databaseName = props.databaseName ?? DEFAULT_DATABASE_NAME;
+    const inventoryDatabaseName =
+      props.inventoryDatabaseName ?? inventoryDatabaseNameOf(databaseName);
+    if (inventoryDatabaseName === databaseName) {
+      throw new Error(
+        `DataStack: inventoryDatabaseName ${inventoryDatabaseName} is the order service's database: each service owns one`,
+      );
+    }
     const db = new ServerlessDatabase<DbSide>(this, 'Db', {
       minCapacity: props.minCapacity,
       maxCapacity: props.maxCapacity,
       secondsUntilAutoPause: props.secondsUntilAutoPause,
-      databaseName: props.databaseName,
+      databaseName,
       deletionProtection: props.deletionProtection,
       logins: SIDE_LOGINS,
-      legacyLogin: { username: APP_LOGIN_USER, keep: props.legacyAppLogin ?? true },
-      migrate: { name: 'migrate', migrations: MIGRATIONS_SOURCE },
+      migrate: {
+        name: 'migrate',
+        migrations: MIGRATIONS_SOURCE,
+        environment: functionEnvironment({ inventoryDataApiDatabase: inventoryDatabaseName }),
+      },
     });
     this.cluster = db;
     this.databaseName = db.databaseName;
+    this.inventoryDatabaseName = inventoryDatabaseName;
     this.dbSecrets = db.dbSecrets;
-    this.appSecret = db.appSecret;
-    // The legacy login, while kept: exported explicitly, so that a pipeline stack deployed before
-    // the per-side logins (which imports it) keeps working until it is updated.
-    if (this.appSecret) this.exportValue(this.appSecret.secretArn);
     new CfnOutput(this, 'MigrateFunction', { value: db.migrations.functionName });
   }
 

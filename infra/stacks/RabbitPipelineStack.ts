@@ -7,43 +7,48 @@ import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { rabbitRetryDelays } from '../../shared/config/budget.js';
-import {
-  type FunctionSettings,
-  functionEnvironment,
-} from '../../shared/config/functionEnvironment.js';
-import type { DbSide } from '../../shared/db/appRole.js';
+import type { DbSide } from '../../shared/pipeline/appRole.js';
 import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { RABBITMQ_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { QUEUE_BOUNDS, QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
-import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
-import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
-import { AmazonMqConsumer } from '../constructs/AmazonMqConsumer.js';
-import type { AmazonMqAccess } from '../constructs/amazonMq.js';
-import { BrokerSetup } from '../constructs/BrokerSetup.js';
-import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import {
+  declaredTopology,
+  QUEUE_BOUNDS,
+  QUEUE_METRICS,
+  rabbitRetryDelays,
+} from '../../shared/transport/rabbitmq/index.js';
+import { type BrokerSettings, DEFAULT_BROKER, type PipelineConfig } from '../config.js';
+import {
+  type AmazonMqAccess,
+  AmazonMqConsumer,
+  addFlowLogs,
+  addQueueBoundAlarms,
+  BrokerSetup,
   type DatabaseAccess,
   dataApiLogin,
   dataApiSettings,
-} from '../constructs/databaseAccess.js';
-import { addFlowLogs } from '../constructs/flowLogs.js';
-import { NodeFunction } from '../constructs/NodeFunction.js';
-import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
-import { OutboxRelayFunction } from '../constructs/OutboxRelayFunction.js';
-import {
   FROM_BROKER,
+  type FunctionSettings,
+  functionEnvironment,
   functionValues,
+  NodeFunction,
+  OutboxRelayFunction,
   PipelineAlarms,
+  recursiveLoop,
   relayMetric,
-} from '../constructs/PipelineAlarms.js';
-import { addQueueBoundAlarms } from '../constructs/QueueBoundAlarms.js';
-import { recursiveLoop } from '../constructs/recursiveLoop.js';
+} from '../constructs/index.js';
+import { addDatabaseOutputs } from '../pipeline/DatabaseOutputs.js';
+import { OrdersHttpApi } from '../pipeline/OrdersHttpApi.js';
 
 export interface RabbitPipelineStackProps extends StackProps {
   config: PipelineConfig;
+  /** The cluster, the order service's database (the cluster's default) and each side's login. */
   database: DatabaseAccess<DbSide>;
+  /**
+   * The inventory service's database in the same cluster: reserve-inventory's, and the relay's
+   * and maintenance's besides the order service's (`INVENTORY_DATA_API_DATABASE`).
+   */
+  inventoryDatabaseName: string;
   broker?: Partial<BrokerSettings>;
   /** Default on. */
   alarms?: boolean;
@@ -70,6 +75,8 @@ export class RabbitPipelineStack extends Stack {
   constructor(scope: Construct, id: string, props: RabbitPipelineStackProps) {
     super(scope, id, props);
     const { config, database } = props;
+    // what the functions that reach the inventory service's database add to their environment
+    const inventoryDb: FunctionSettings = { inventoryDataApiDatabase: props.inventoryDatabaseName };
     const settings = { ...DEFAULT_BROKER, ...props.broker };
 
     const vpc = new Vpc(this, 'Vpc', {
@@ -209,19 +216,25 @@ export class RabbitPipelineStack extends Stack {
     };
     // each function reaches the database as its side's login (docs/design.md §9), or not at all;
     // place-order and maintenance need only the Data API and stay outside the VPC
-    const fn = (name: string, timeoutSeconds: number, side: DbSide) => {
+    const fn = (
+      name: string,
+      timeoutSeconds: number,
+      side: DbSide,
+      extra: FunctionSettings = {},
+    ) => {
       const f = new NodeFunction(this, name, {
         name,
         timeoutSeconds,
         environment: functionEnvironment({
           ...common,
+          ...extra,
           dataApi: dataApiSettings(database, side),
         }),
       });
       database.grant(f, side);
       return f;
     };
-    addDatabaseOutputs(this, database);
+    addDatabaseOutputs(this, database, props.inventoryDatabaseName);
 
     // The topology and policies, applied on deploy by broker-setup through a custom resource whose
     // version is a digest of what it declares (a changed retry ladder re-applies). broker-setup
@@ -251,7 +264,8 @@ export class RabbitPipelineStack extends Stack {
       settings: config.relay,
       database: dataApiLogin(database, 'relay'),
       broker: pipelineUser,
-      environment: functionEnvironment(common),
+      // each outbox is in its service's database
+      environment: functionEnvironment({ ...common, ...inventoryDb }),
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
 
@@ -275,6 +289,7 @@ export class RabbitPipelineStack extends Stack {
       parkingQueue: config.rabbitmq.parkingQueue,
       triggerId: 'ReserveTrigger',
       database: dataApiLogin(database, 'inventory'),
+      environment: functionEnvironment(inventoryDb),
     });
     relay.addProducer(placeOrder);
     relay.addProducer(reserve);
@@ -296,7 +311,13 @@ export class RabbitPipelineStack extends Stack {
     // tracks): the chain ends at the kicked relay, and detection stays on for a real loop.
     recursiveLoop(RecursiveLoop.TERMINATE, [relay, reserve, orderResults]);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, 'maintenance');
+    // both services' databases: their inboxes and outboxes
+    const maintenance = fn(
+      'maintenance',
+      config.timeoutsSeconds.maintenance,
+      'maintenance',
+      inventoryDb,
+    );
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],

@@ -5,33 +5,39 @@ import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { RecursiveLoop } from 'aws-cdk-lib/aws-lambda';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import {
-  type FunctionSettings,
-  functionEnvironment,
-} from '../../shared/config/functionEnvironment.js';
-import type { DbSide } from '../../shared/db/appRole.js';
+import type { DbSide } from '../../shared/pipeline/appRole.js';
 import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { snsTopicName } from '../../shared/transport/sqs/constants.js';
+import { snsTopicName } from '../../shared/transport/sqs/index.js';
 import type { PipelineConfig } from '../config.js';
-import { addDatabaseOutputs } from '../constructs/DatabaseOutputs.js';
 import {
+  addQueueBoundAlarms,
   type DatabaseAccess,
   dataApiLogin,
   dataApiSettings,
-} from '../constructs/databaseAccess.js';
-import { eventTopic, subscribeQueue } from '../constructs/EventTopic.js';
-import { NodeFunction } from '../constructs/NodeFunction.js';
-import { OrdersHttpApi } from '../constructs/OrdersHttpApi.js';
-import { OutboxRelayFunction } from '../constructs/OutboxRelayFunction.js';
-import { PipelineAlarms } from '../constructs/PipelineAlarms.js';
-import { addQueueBoundAlarms } from '../constructs/QueueBoundAlarms.js';
-import { recursiveLoop } from '../constructs/recursiveLoop.js';
-import { SqsConsumer, sqsEventSource } from '../constructs/SqsConsumer.js';
+  eventTopic,
+  type FunctionSettings,
+  functionEnvironment,
+  NodeFunction,
+  OutboxRelayFunction,
+  PipelineAlarms,
+  recursiveLoop,
+  SqsConsumer,
+  sqsEventSource,
+  subscribeQueue,
+} from '../constructs/index.js';
+import { addDatabaseOutputs } from '../pipeline/DatabaseOutputs.js';
+import { OrdersHttpApi } from '../pipeline/OrdersHttpApi.js';
 
 export interface SqsPipelineStackProps extends StackProps {
   config: PipelineConfig;
+  /** The cluster, the order service's database (the cluster's default) and each side's login. */
   database: DatabaseAccess<DbSide>;
+  /**
+   * The inventory service's database in the same cluster: reserve-inventory's, and the relay's
+   * and maintenance's besides the order service's (`INVENTORY_DATA_API_DATABASE`).
+   */
+  inventoryDatabaseName: string;
   /** Off where the target cannot create them (moto has no CloudWatch alarms). Default on. */
   alarms?: boolean;
   /** Off where the target has no API Gateway v2. Default on. */
@@ -52,6 +58,8 @@ export class SqsPipelineStack extends Stack {
   constructor(scope: Construct, id: string, props: SqsPipelineStackProps) {
     super(scope, id, props);
     const { config, database } = props;
+    // what the functions that reach the inventory service's database add to their environment
+    const inventoryDb: FunctionSettings = { inventoryDataApiDatabase: props.inventoryDatabaseName };
 
     const resultsParking = new Queue(this, 'ResultsParking', {
       queueName: `${config.names.inventoryResultsQueue}-parking`,
@@ -108,7 +116,7 @@ export class SqsPipelineStack extends Stack {
       retention: config.retention,
       database: dataApiLogin(database, 'inventory'),
       sendsTo: [inventoryEvents],
-      environment: functionEnvironment({ sqs: { topicArns } }),
+      environment: functionEnvironment({ ...inventoryDb, sqs: { topicArns } }),
     });
     this.source = reserve.queue;
     this.parking = reserve.parkingQueue;
@@ -142,7 +150,7 @@ export class SqsPipelineStack extends Stack {
       database.grant(f, side);
       return f;
     };
-    addDatabaseOutputs(this, database);
+    addDatabaseOutputs(this, database, props.inventoryDatabaseName);
 
     const placeOrder = fn('place-order', config.timeoutsSeconds.placeOrder, 'orders');
     if (props.httpApi !== false) {
@@ -158,7 +166,12 @@ export class SqsPipelineStack extends Stack {
       database: dataApiLogin(database, 'relay'),
       publishesTo: [this.source, inventoryEvents],
       producers: [placeOrder, reserve],
-      environment: functionEnvironment({ ...common, sqs: { ...common.sqs, topicArns } }),
+      // each outbox is in its service's database
+      environment: functionEnvironment({
+        ...common,
+        ...inventoryDb,
+        sqs: { ...common.sqs, topicArns },
+      }),
     });
     new CfnOutput(this, 'RelayFunction', { value: relay.functionName });
 
@@ -177,7 +190,13 @@ export class SqsPipelineStack extends Stack {
     // nothing back into it.
     recursiveLoop(RecursiveLoop.ALLOW, [relay, reserve, orderResults]);
 
-    const maintenance = fn('maintenance', config.timeoutsSeconds.maintenance, 'maintenance');
+    // both services' databases: their inboxes and outboxes
+    const maintenance = fn(
+      'maintenance',
+      config.timeoutsSeconds.maintenance,
+      'maintenance',
+      inventoryDb,
+    );
     new Rule(this, 'MaintenanceSchedule', {
       schedule: Schedule.rate(Duration.days(1)),
       targets: [new LambdaFunction(maintenance)],

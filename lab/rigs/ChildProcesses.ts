@@ -42,7 +42,10 @@ export class ChildProcesses {
     return {
       role,
       transport: this.rig.configuration.transport,
-      databaseUrl: overrides.databaseUrl ?? this.rig.scratch.database.url,
+      // the consumer is inventory's (its database); the relay publishes the order service's outbox
+      databaseUrl:
+        overrides.databaseUrl ??
+        this.rig.scratch.databases[role === 'consumer' ? 'inventory' : 'orders'].url,
       backend: {
         ...this.rig.childBackend(),
         ...overrides.backend,

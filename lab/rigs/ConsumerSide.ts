@@ -17,7 +17,7 @@ import type { ConsumerOptions } from './types.js';
 export class ConsumerSide {
   constructor(private readonly rig: Rig) {}
 
-  useCase(db: SqlDatabase = this.rig.db): ReserveInventory {
+  useCase(db: SqlDatabase = this.rig.inventoryDb): ReserveInventory {
     return new ReserveInventory(
       { db, journal: this.rig.run.journal, logger: log() },
       { budget: this.rig.budget },

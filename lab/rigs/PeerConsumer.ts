@@ -48,7 +48,7 @@ export class PeerConsumer {
 
   /** A peer's handler writes its effects beside ours. */
   prepare(): Promise<void> {
-    return ensurePeerSchema(this.rig.db);
+    return ensurePeerSchema(this.rig.inventoryDb);
   }
 
   async start(options: ConsumerOptions): Promise<void> {
@@ -56,7 +56,7 @@ export class PeerConsumer {
     if (!peer) throw new Error(`unknown peer ${this.id}`);
     const broker = this.rig.peerBroker();
     this.rig.onClose(() => this.close());
-    const db = (options.db ?? this.rig.db) as PgDatabase;
+    const db = (options.db ?? this.rig.inventoryDb) as PgDatabase;
     const journal = new Journal();
     journal.addSink((e) => this.rig.run.journal.record(e));
     this.running = await peer.start({
@@ -169,7 +169,7 @@ export class PeerConsumer {
    */
   async parked(limit: number): Promise<ParkedSummary[]> {
     if (!this.running || !this.queue) return [];
-    const own = (await this.running.parked?.(this.rig.db)) ?? [];
+    const own = (await this.running.parked?.(this.rig.inventoryDb)) ?? [];
     const setAside = own.map((p) => ({
       messageId: p.messageId,
       reason: p.reason,

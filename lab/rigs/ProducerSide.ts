@@ -34,7 +34,10 @@ export class ProducerSide {
       return this.apiUrl;
     }
     const api = await startHttpApi(
-      createPlaceOrderHandler({ orders: new OrderService({ db: this.rig.db }), logger: log() }),
+      createPlaceOrderHandler({
+        orders: new OrderService({ db: this.rig.ordersDb }),
+        logger: log(),
+      }),
       { port: 0 },
     );
     this.rig.onClose(() => api.close());
@@ -82,13 +85,13 @@ export class ProducerSide {
 
   /** The unpublished envelopes in the outbox (oldest first), as the relay will publish them. */
   outboxEnvelopes(): Promise<Envelope[]> {
-    return this.rig.db.transaction(async (tx) =>
+    return this.rig.ordersDb.transaction(async (tx) =>
       (await new OutboxStore('outbox').claim(tx, 100_000)).map((r) => r.envelope),
     );
   }
 
   async unpublished(): Promise<number> {
-    const { rows } = await this.rig.db.query<{ n: number }>(
+    const { rows } = await this.rig.ordersDb.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM outbox WHERE published_at IS NULL',
     );
     return rows[0]?.n ?? 0;
@@ -97,7 +100,7 @@ export class ProducerSide {
   /** The outbox relay on this transport (small row backoff, so a fixed route is seen quickly). */
   relay(publisher: Publisher = this.publisher()): OutboxRelay {
     return new OutboxRelay(
-      { db: this.rig.db, publisher, logger: log() },
+      { db: this.rig.ordersDb, publisher, logger: log() },
       { table: 'outbox', ...RELAY_OPTIONS },
     );
   }

@@ -54,6 +54,8 @@ export async function createRig(
   const scratch = await createScratch(services, `lab_${label}`, {
     poolSize: 5,
     transports: [configuration.transport],
+    // each service in its own database, as they run
+    layout: 'services',
   });
   const create = RIGS[configuration.transport];
   if (!create) {

@@ -61,7 +61,7 @@ export abstract class Rig {
   readonly peer: PeerConsumer | undefined;
   /** Our consumer or the relay in a process of its own. */
   readonly children: ChildProcesses;
-  /** Stock, reservation failures, pools through a proxy. */
+  /** The inventory database's controls: stock, reservation failures, pools through a proxy. */
   readonly database: DatabaseControls;
 
   constructor(
@@ -73,8 +73,10 @@ export abstract class Rig {
   ) {
     this.budget = { ...settings.budget, ...options.budget };
     this.run = new RunJournal(settings.waitMs);
-    this.database = new DatabaseControls(scratch.database.db, scratch.database.url, (close) =>
-      this.onClose(close),
+    this.database = new DatabaseControls(
+      scratch.databases.inventory.db,
+      scratch.databases.inventory.url,
+      (close) => this.onClose(close),
     );
     // each part reaches what it needs of the rig when it is used (the backend is built later)
     this.peer = configuration.peer ? new PeerConsumer(configuration.peer, this) : undefined;
@@ -244,7 +246,13 @@ export abstract class Rig {
     await this.scratch.close().catch(() => {});
   }
 
-  get db(): PgDatabase {
-    return this.scratch.database.db;
+  /** The order service's database (orders, its outbox). */
+  get ordersDb(): PgDatabase {
+    return this.scratch.databases.orders.db;
+  }
+
+  /** The inventory service's database (stock, reservations, its inbox and outbox). */
+  get inventoryDb(): PgDatabase {
+    return this.scratch.databases.inventory.db;
   }
 }

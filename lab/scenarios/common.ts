@@ -65,7 +65,7 @@ export const PRODUCER_SIDE_IS_OURS = {
 };
 
 export async function stockOf(rig: Rig, sku: string) {
-  const { rows } = await rig.db.query<{ available: number; reserved: number }>(
+  const { rows } = await rig.inventoryDb.query<{ available: number; reserved: number }>(
     'SELECT available, reserved FROM stock WHERE sku = $1',
     [sku],
   );
@@ -77,7 +77,7 @@ export async function stockOf(rig: Rig, sku: string) {
  * `v2`): released at version 2, nothing held, v1 applied before v2, whatever the arrival order.
  */
 export async function releasedInOrder(rig: Rig, m: Measurements, sku: string): Promise<Check[]> {
-  const { rows } = await rig.db.query<{ status: string; order_version: number }>(
+  const { rows } = await rig.inventoryDb.query<{ status: string; order_version: number }>(
     'SELECT status, order_version FROM reservations WHERE order_id = $1',
     [String(rig.facts.orderId)],
   );
@@ -144,7 +144,7 @@ export async function placeOrders(
  * effect rows, once per event); `agree` checks the reserved totals against the orders.
  */
 export async function reservedTotals(rig: Rig) {
-  const { rows } = await rig.db.query<{
+  const { rows } = await rig.inventoryDb.query<{
     sku: string;
     reserved: number;
     sum: number;

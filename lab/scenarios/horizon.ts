@@ -30,7 +30,7 @@ async function phase(rig: Rig, sku: string): Promise<Phase> {
   }
   const ids = placed.map((p) => p.eventId);
   await rig.waitSettled(ids);
-  const { rows } = await rig.db.query<{ lag: number }>(
+  const { rows } = await rig.ordersDb.query<{ lag: number }>(
     `SELECT extract(epoch FROM (published_at - occurred_at)) * 1000 AS lag
        FROM outbox WHERE id::text = ANY(string_to_array($1, ',')) AND published_at IS NOT NULL`,
     [ids.join(',')],
@@ -49,8 +49,8 @@ async function phase(rig: Rig, sku: string): Promise<Phase> {
 
 /** Dead tuples in `outbox` after a VACUUM: the ones it could not remove. */
 async function deadAfterVacuum(rig: Rig): Promise<number> {
-  await rig.db.query('VACUUM outbox');
-  const { rows } = await rig.db.query<{ n: string }>(
+  await rig.ordersDb.query('VACUUM outbox');
+  const { rows } = await rig.ordersDb.query<{ n: string }>(
     "SELECT n_dead_tup AS n FROM pg_stat_user_tables WHERE relname = 'outbox'",
   );
   return Number(rows[0]?.n ?? 0);
@@ -68,7 +68,7 @@ export const pinnedXmin: Scenario = {
     await rig.database.stock('SKU-X', 10_000);
     await rig.startConsumer();
     const relay = rig.producer.relayLoop(rig.producer.relay(), rig.settings.waitMs * 4);
-    const pin = new pg.Client({ connectionString: rig.scratch.database.url });
+    const pin = new pg.Client({ connectionString: rig.scratch.databases.orders.url });
     await pin.connect();
     try {
       rig.run.begin();

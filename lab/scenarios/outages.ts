@@ -191,7 +191,7 @@ export const slowProcessing: Scenario = {
   invariant: 'However many deliveries run at once, one reservation.',
   async run(rig) {
     await startWithStock(rig, 'SKU-W', 10, { concurrency: 2 });
-    const release = await holdStockLock(rig.db, 'SKU-W');
+    const release = await holdStockLock(rig.inventoryDb, 'SKU-W');
     rig.run.mark('stock row locked: processing blocks');
     try {
       const { eventId } = await rig.producer.placeOrder('SKU-W', 1);

@@ -45,7 +45,7 @@ async function settledCount(rig: Rig, count: () => number, quietMs: number): Pro
 }
 
 const inboxRows = async (rig: Rig) => {
-  const { rows } = await rig.db.query<{ n: number }>(
+  const { rows } = await rig.inventoryDb.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM processed_messages',
   );
   return rows[0]?.n ?? 0;
@@ -66,7 +66,7 @@ export const consumerPausedPastLease: Scenario = {
     await rig.database.stock('SKU-P', 10);
     const a = await rig.children.startConsumer('consumer A', rig.consumerLease().child);
     rig.run.begin();
-    const release = await holdStockLock(rig.db, 'SKU-P');
+    const release = await holdStockLock(rig.inventoryDb, 'SKU-P');
     rig.run.mark('stock row locked: processing blocks');
     let b: LabProcess | undefined;
     let eventId: string;
@@ -207,7 +207,7 @@ export const relayKilledMidWindow: Scenario = {
     const received = () => ids.filter((id) => rig.run.linesOf(id, 'received').length > 0).length;
     await rig.run.waitFor(() => received() > 0, 'part of the window delivered');
     const arrived = await settledCount(rig, received, 500);
-    const { rows } = await rig.db.query<{ id: string }>(
+    const { rows } = await rig.ordersDb.query<{ id: string }>(
       'SELECT id FROM outbox WHERE published_at IS NULL',
     );
     const unconfirmed = rows

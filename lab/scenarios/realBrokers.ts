@@ -192,7 +192,7 @@ export const publishPartiallyFailed: Scenario = {
   },
   async check(rig, m) {
     const round = rig.facts.round as RoundResult;
-    const { rows } = await rig.db.query<{ n: number }>(
+    const { rows } = await rig.inventoryDb.query<{ n: number }>(
       "SELECT count(*)::int AS n FROM reservations WHERE status = 'released'",
     );
     return [
@@ -304,7 +304,7 @@ export const staleAck: Scenario = {
     const { proxy } = via;
     await rig.children.startConsumer('consumer', via.child);
     rig.run.begin();
-    const release = await holdStockLock(rig.db, 'SKU-SA');
+    const release = await holdStockLock(rig.inventoryDb, 'SKU-SA');
     rig.run.mark('stock row locked: processing blocks');
     let eventId: string;
     try {

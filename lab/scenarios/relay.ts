@@ -25,7 +25,7 @@ export const unroutable: Scenario = {
     const { eventId } = await rig.producer.placeOrder('SKU-U', 1);
     const round: RoundResult = await rig.producer.relay().runOnce();
     rig.facts.round = round;
-    const { rows } = await rig.db.query<{ attempts: number; last_error: string | null }>(
+    const { rows } = await rig.ordersDb.query<{ attempts: number; last_error: string | null }>(
       'SELECT attempts, last_error FROM outbox WHERE id = $1',
       [eventId],
     );

@@ -11,11 +11,3 @@ export const CONSUMER_PREFETCH = 100;
 
 /** The CloudWatch namespace of every metric the pipeline publishes. */
 export const METRICS_NAMESPACE = 'ReliableMessaging';
-
-/**
- * The sides of the pipeline that reach the database, each with a login of its own (migration
- * 0006): the order service (place-order, order-results), inventory (reserve-inventory), the
- * outbox relay and maintenance. migrate runs as the master user; broker-setup has no database.
- */
-export const DB_SIDES = ['orders', 'inventory', 'relay', 'maintenance'] as const;
-export type DbSide = (typeof DB_SIDES)[number];

@@ -1,4 +1,3 @@
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { CONSUMER_PREFETCH } from './constants.js';
 import { ConfigError } from './errors.js';
@@ -141,9 +140,6 @@ function transactionTimeoutsFrom(e: {
   };
 }
 
-/** The migrations beside the migration runner: `shared/db/migrations` of this checkout. */
-export const DEFAULT_MIGRATIONS_DIR = fileURLToPath(new URL('../db/migrations', import.meta.url));
-
 /** `name=value` pairs, comma separated (`inventory_outbox=arn:…,shipping_outbox=arn:…`), as a record. */
 const namePairs = (what: string) =>
   z
@@ -186,7 +182,13 @@ const msAtLeast = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.coerce.number().int().min(min).max(max);
 
 const envObject = z.object({
+  /** The order service's database (node-postgres); a single-service function's own. */
   DATABASE_URL: z.string().url().default('postgres://postgres@127.0.0.1:5432/test'),
+  /**
+   * The inventory service's database (node-postgres). Unset: `<DATABASE_URL's database>_inventory`
+   * on the same server (`inventoryDatabaseUrl`).
+   */
+  INVENTORY_DATABASE_URL: z.string().url().optional(),
   AMQP_URL: z.string().url().default('amqp://guest:guest@127.0.0.1:5672'),
   RABBITMQ_MANAGEMENT_URL: z.string().url().default('http://guest:guest@127.0.0.1:15672'),
   PORT: intFrom(0, 65_535).default(3000),
@@ -281,18 +283,10 @@ const envObject = z.object({
   DB_DRIVER: z.enum(['pg', 'data-api']).default('pg'),
   DATA_API_RESOURCE_ARN: z.string().optional(),
   DATA_API_SECRET_ARN: z.string().optional(),
+  /** The order service's database through the Data API (a single-service function's own). */
   DATA_API_DATABASE: z.string().optional(),
-  /**
-   * The migrate function only: the secret (`{"username","password"}`) of the legacy login
-   * (`pipeline_fn`), kept up to date while it is kept (the others: `DB_LOGIN_SECRETS`). Unset
-   * locally.
-   */
-  APP_DB_SECRET_ARN: z.string().optional(),
-  /** The migrate function only: a login user to retire (no login, no groups), `pipeline_fn`. */
-  RETIRED_DB_LOGIN: z
-    .string()
-    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'a lower-case identifier (a-z, 0-9, _)')
-    .optional(),
+  /** The inventory service's database through the Data API, in the same cluster. */
+  INVENTORY_DATA_API_DATABASE: z.string().optional(),
   /** Data API endpoint override (the local endpoint); unset = AWS. */
   DATA_API_ENDPOINT: z.string().url().optional(),
   /** Queue URLs of a deployed SQS pipeline. */
@@ -344,7 +338,7 @@ const envObject = z.object({
   /** See {@link DEFAULT_REDRIVE_LIMIT}. */
   REDRIVE_LIMIT: intFrom(0, 100).default(DEFAULT_REDRIVE_LIMIT),
   /** SQL migrations (`NNNN_name.sql`); a Lambda bundle ships them at `/var/task/migrations`. */
-  MIGRATIONS_DIR: z.string().min(1).default(DEFAULT_MIGRATIONS_DIR),
+  MIGRATIONS_DIR: z.string().min(1).optional(),
 });
 
 /** Every variable the schema reads. */

@@ -18,6 +18,8 @@ export interface FunctionSettings {
   transport?: Env['TRANSPORT'];
   /** The database through the RDS Data API (sets `DB_DRIVER=data-api`). */
   dataApi?: { resourceArn: string; secretArn: string; database: string };
+  /** The inventory service's database in the same cluster, for a function that reaches it too. */
+  inventoryDataApiDatabase?: string;
   budget?: RetryBudget;
   retention?: Retention;
   relay?: {
@@ -41,12 +43,8 @@ export interface FunctionSettings {
   functionTimeoutMs?: number;
   /** An Amazon MQ broker: the secret's ARN (never its value) and the endpoints it reports. */
   broker?: { secretArn: string; amqpEndpoint: string; managementEndpoint: string; vhost: string };
-  /** migrate: the legacy database login (`pipeline_fn`) to create or update (its secret's ARN). */
-  appDbSecretArn?: string;
   /** migrate (a service of yours): each login's secret ARN, by the group role it joins. */
   groupLoginSecretArns?: Readonly<Record<string, string>>;
-  /** migrate: a database login to retire (`pipeline_fn` once no function uses it). */
-  retiredDbLogin?: string;
   /** broker-setup: the pipeline broker user to create or update (its secret's ARN). */
   brokerPipelineSecretArn?: string;
   migrationsDir?: string;
@@ -110,11 +108,12 @@ export function functionEnvironment(settings: FunctionSettings): FunctionEnviron
     env.BROKER_VHOST = broker.vhost;
   }
   if (settings.migrationsDir !== undefined) env.MIGRATIONS_DIR = settings.migrationsDir;
-  if (settings.appDbSecretArn !== undefined) env.APP_DB_SECRET_ARN = settings.appDbSecretArn;
+  if (settings.inventoryDataApiDatabase !== undefined) {
+    env.INVENTORY_DATA_API_DATABASE = settings.inventoryDataApiDatabase;
+  }
   if (settings.groupLoginSecretArns !== undefined) {
     env.DB_LOGIN_SECRETS = pairs(settings.groupLoginSecretArns);
   }
-  if (settings.retiredDbLogin !== undefined) env.RETIRED_DB_LOGIN = settings.retiredDbLogin;
   if (settings.brokerPipelineSecretArn !== undefined) {
     env.BROKER_PIPELINE_SECRET_ARN = settings.brokerPipelineSecretArn;
   }

@@ -1,26 +1,22 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DEFAULT_MIGRATIONS_DIR, loadEnv } from '../config/env.js';
 import { DbError } from './errors.js';
 import { splitStatements } from './statements.js';
 import type { SqlDatabase } from './types.js';
 
 export interface Migration {
-  /** File name without extension, e.g. `0001_orders_and_outbox`; applied in lexical order. */
+  /** File name without extension, e.g. `0001_shipments`; applied in lexical order. */
   name: string;
   sql: string;
   checksum: string;
 }
 
 /**
- * This checkout's migrations (`shared/db/migrations`), the default of `MIGRATIONS_DIR`. The
- * directory in force is `loadEnv().MIGRATIONS_DIR` (a Lambda bundle ships them elsewhere).
+ * The migrations in `dir`: its files `NNNN_<name>.sql` (lower case, digits, `_`), in lexical order.
+ * A Lambda bundle built with `NodeFunction`'s `migrations` finds them at `MIGRATIONS_DIR`.
  */
-export const MIGRATIONS_DIR = DEFAULT_MIGRATIONS_DIR;
-
-/** The migrations in `dir` (default: `MIGRATIONS_DIR` of the configuration, read when called). */
-export async function loadMigrations(dir = loadEnv().MIGRATIONS_DIR): Promise<Migration[]> {
+export async function loadMigrations(dir: string): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
   return Promise.all(
     files.map(async (file) => {
@@ -43,11 +39,6 @@ export interface MigrateResult {
 const MIGRATION_LOCK_KEY = 727_274_101;
 
 /**
- * Applies pending migrations in order, each in its own transaction together with its
- * `schema_migrations` row. Re-running is a no-op. A recorded migration whose file changed since
- * it was applied is refused: migrations are append-only.
- */
-/**
  * Migrations run unbounded: a second runner waits on the advisory lock for the first, and DDL on
  * a large table may take long (the migrate function's own timeout still ends it).
  */
@@ -55,8 +46,15 @@ const UNBOUNDED = {
   timeouts: { lockTimeoutMs: 0, statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 },
 };
 
-export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promise<MigrateResult> {
-  const all = migrations ?? (await loadMigrations());
+/**
+ * Applies pending migrations in order, each in its own transaction together with its
+ * `schema_migrations` row. Re-running is a no-op. A recorded migration whose file changed since
+ * it was applied is refused: migrations are append-only.
+ */
+export async function migrate(
+  db: SqlDatabase,
+  migrations: readonly Migration[],
+): Promise<MigrateResult> {
   const result: MigrateResult = { applied: [], skipped: [] };
   await db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -66,7 +64,7 @@ export async function migrate(db: SqlDatabase, migrations?: Migration[]): Promis
       applied_at timestamptz NOT NULL DEFAULT now()
     )`);
   }, UNBOUNDED);
-  for (const m of all) {
+  for (const m of migrations) {
     await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
       const { rows } = await tx.query<{ checksum: string }>(

@@ -1,14 +1,22 @@
-import type { RetryBudget } from '../config/budget.js';
-import { fault } from '../config/faults.js';
-import { isInfrastructureError, shortError } from '../consumer/classify.js';
-import { decodeMessage } from '../consumer/decode.js';
-import { PermanentMessageError } from '../consumer/errors.js';
-import { Inbox } from '../consumer/inbox.js';
-import type { Journal } from '../consumer/journal.js';
-import { RetryPolicy } from '../consumer/retryPolicy.js';
-import type { SqlDatabase, SqlExecutor } from '../db/types.js';
-import { type Envelope, newEnvelope } from '../envelope/envelope.js';
-import type { Logger } from '../logger.js';
+import {
+  decodeMessage,
+  type Envelope,
+  fault,
+  type InboundMessage,
+  Inbox,
+  isInfrastructureError,
+  type Journal,
+  type Logger,
+  newEnvelope,
+  type Outcome,
+  PermanentMessageError,
+  type RetryBudget,
+  RetryPolicy,
+  type SqlDatabase,
+  type SqlExecutor,
+  shortError,
+  uuidV5,
+} from '../index.js';
 import { EVENT_TYPES, PRODUCERS } from '../pipeline/constants.js';
 import {
   dataSchemaFor,
@@ -18,8 +26,6 @@ import {
   type ReservationRejectedData,
   type ReservedData,
 } from '../pipeline/events.js';
-import type { InboundMessage, Outcome } from '../port/types.js';
-import { uuidV5 } from '../util/uuid.js';
 import { type Decision, decideBatch, type OrderEvent, type ReservationResult } from './decide.js';
 import { InventoryStore } from './store.js';
 

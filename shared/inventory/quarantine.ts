@@ -1,9 +1,14 @@
-import { peekEnvelope } from '../consumer/peek.js';
-import { type Envelope, newEnvelope } from '../envelope/envelope.js';
+import {
+  type Diagnosis,
+  type Envelope,
+  newEnvelope,
+  type ParkedEntry,
+  type ParkNotices,
+  peekEnvelope,
+  uuidV5,
+} from '../index.js';
 import { EVENT_TYPES, PRODUCERS } from '../pipeline/constants.js';
 import type { ReservationQuarantinedData } from '../pipeline/events.js';
-import type { Diagnosis, ParkedEntry, ParkNotices } from '../port/types.js';
-import { uuidV5 } from '../util/uuid.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ORDER_EVENTS = new Set<string>([EVENT_TYPES.orderCreated, EVENT_TYPES.orderCancelled]);

@@ -1,5 +1,4 @@
-import { ConstraintViolationError } from '../db/errors.js';
-import type { SqlExecutor } from '../db/types.js';
+import { ConstraintViolationError, type SqlExecutor } from '../index.js';
 import { StockError } from './errors.js';
 
 export interface StockLevel {

@@ -1,7 +1,4 @@
-import type { Inbox } from '../consumer/inbox.js';
-import type { SqlExecutor } from '../db/types.js';
-import type { Envelope } from '../envelope/envelope.js';
-import { OutboxStore } from '../outbox/OutboxStore.js';
+import { type Envelope, type Inbox, OutboxStore, type SqlExecutor } from '../index.js';
 import type { LockedBatch, ReservationState } from './decide.js';
 import type { StockLevel } from './stock.js';
 

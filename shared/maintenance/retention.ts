@@ -1,9 +1,15 @@
-import { type Retention, type RetryBudget, validateBudget } from '../config/budget.js';
-import { loadEnv, retentionOf } from '../config/env.js';
-import type { SqlExecutor } from '../db/types.js';
+import {
+  loadEnv,
+  type Retention,
+  type RetryBudget,
+  retentionOf,
+  type SqlExecutor,
+  validateBudget,
+} from '../index.js';
 import { OUTBOX_TABLES } from '../pipeline/constants.js';
+import { OUTBOX_OF, type Service } from '../pipeline/schema.js';
 
-export { RETENTION_ENV } from '../config/env.js';
+export { RETENTION_ENV } from '../index.js';
 
 /**
  * Retention maintenance: the tables that grow with every message are trimmed by age, once a day,
@@ -31,6 +37,11 @@ export { RETENTION_ENV } from '../config/env.js';
 export const MAINTENANCE_TABLES = ['processed_messages', ...OUTBOX_TABLES] as const;
 export type MaintenanceTable = (typeof MAINTENANCE_TABLES)[number];
 
+/** The tables of a service's database maintenance trims: its inbox and its outbox. */
+export function maintenanceTablesOf(service: Service): readonly MaintenanceTable[] {
+  return ['processed_messages', OUTBOX_OF[service]];
+}
+
 export const DEFAULT_MAINTENANCE_BATCH_SIZE = 5_000;
 
 /**
@@ -53,6 +64,11 @@ export interface MaintenanceOptions {
   dryRun?: boolean;
   /** The reference time for the cutoffs (default: now). */
   now?: Date;
+  /**
+   * The tables of this database to trim, in `MAINTENANCE_TABLES` order (default: every one, both
+   * services' schemas in one database); a service's own: `maintenanceTablesOf(service)`.
+   */
+  tables?: readonly MaintenanceTable[];
 }
 
 export interface TableMaintenanceResult {
@@ -67,7 +83,8 @@ export interface TableMaintenanceResult {
 export interface MaintenanceResult {
   dryRun: boolean;
   batchSize: number;
-  tables: Record<MaintenanceTable, TableMaintenanceResult>;
+  /** Per table trimmed. */
+  tables: Partial<Record<MaintenanceTable, TableMaintenanceResult>>;
 }
 
 /**
@@ -122,8 +139,9 @@ export async function runMaintenance(
     inventory_outbox: new Date(now.getTime() - retention.publishedOutboxMs),
   };
 
-  const tables = {} as Record<MaintenanceTable, TableMaintenanceResult>;
-  for (const table of MAINTENANCE_TABLES) {
+  const tables: Partial<Record<MaintenanceTable, TableMaintenanceResult>> = {};
+  const chosen = options.tables ?? MAINTENANCE_TABLES;
+  for (const table of MAINTENANCE_TABLES.filter((t) => chosen.includes(t))) {
     const cutoff = cutoffs[table];
     const result: TableMaintenanceResult = {
       deleted: 0,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { MiddlewareObj, Request } from '@middy/core';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../index.js';
 
 const VALID = /^[A-Za-z0-9._:-]{1,128}$/;
 

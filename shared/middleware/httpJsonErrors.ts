@@ -1,5 +1,5 @@
 import type { MiddlewareObj, Request } from '@middy/core';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../index.js';
 
 interface ErrorLike {
   statusCode?: number;

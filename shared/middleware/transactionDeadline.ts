@@ -1,8 +1,6 @@
 import type { MiddlewareObj, Request } from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { isDeadlineAware } from '../db/transactionBounds.js';
-import type { SqlDatabase } from '../db/types.js';
-import type { Logger } from '../logger.js';
+import { isDeadlineAware, type Logger, type SqlDatabase } from '../index.js';
 
 export interface TransactionDeadlineOptions {
   db: SqlDatabase;

@@ -1,11 +1,16 @@
-import { shortError } from '../consumer/classify.js';
-import { decodeMessage } from '../consumer/decode.js';
-import { PermanentMessageError } from '../consumer/errors.js';
-import { Inbox } from '../consumer/inbox.js';
-import type { Journal } from '../consumer/journal.js';
-import type { SqlDatabase, SqlExecutor } from '../db/types.js';
-import type { Envelope } from '../envelope/envelope.js';
-import type { Logger } from '../logger.js';
+import {
+  decodeMessage,
+  type Envelope,
+  type InboundMessage,
+  Inbox,
+  type Journal,
+  type Logger,
+  type Outcome,
+  PermanentMessageError,
+  type SqlDatabase,
+  type SqlExecutor,
+  shortError,
+} from '../index.js';
 import { EVENT_TYPES } from '../pipeline/constants.js';
 import {
   dataSchemaFor,
@@ -13,7 +18,6 @@ import {
   type ReservationRejectedData,
   type ReservedData,
 } from '../pipeline/events.js';
-import type { InboundMessage, Outcome } from '../port/types.js';
 import type { ReservationStatus } from './OrderService.js';
 
 /** The inbox's consumer name of the order side's results consumer (`processed_messages`). */

@@ -1,8 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { fault } from '../config/faults.js';
-import type { SqlDatabase, SqlExecutor } from '../db/types.js';
-import { newEnvelope } from '../envelope/envelope.js';
-import { OutboxStore } from '../outbox/OutboxStore.js';
+import { fault, newEnvelope, OutboxStore, type SqlDatabase, type SqlExecutor } from '../index.js';
 import { AGGREGATE_TYPES, EVENT_TYPES, PRODUCERS } from '../pipeline/constants.js';
 import { OrderConflictError, OrderNotFoundError } from './errors.js';
 

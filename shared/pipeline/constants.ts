@@ -26,3 +26,12 @@ export const PRODUCERS = {
 
 export const OUTBOX_TABLES = ['outbox', 'inventory_outbox'] as const;
 export type OutboxTable = (typeof OUTBOX_TABLES)[number];
+
+/**
+ * The sides of the pipeline that reach a database, each with a login of its own (the services'
+ * `*_roles` migrations): the order service (place-order, order-results) in its database,
+ * inventory (reserve-inventory) in its own, the outbox relay and maintenance in both. migrate runs
+ * as the master user; broker-setup has no database.
+ */
+export const DB_SIDES = ['orders', 'inventory', 'relay', 'maintenance'] as const;
+export type DbSide = (typeof DB_SIDES)[number];

@@ -1,4 +1,4 @@
-import type { Topology } from '../port/types.js';
+import type { Topology } from '../index.js';
 import { EVENT_TYPES } from './constants.js';
 
 /**

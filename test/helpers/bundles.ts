@@ -10,20 +10,29 @@ import { createScratchVhost } from '../../devkit/transports/rabbitmq.js';
 import type { ScratchVhost } from '../../devkit/transports/types.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { APP_GROUP_ROLE, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
+import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
+import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/pipeline/appRole.js';
+import { inventoryDatabaseUrl } from '../../shared/pipeline/schema.js';
 import { AMQP_URL, DATABASE_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from './services.js';
 
 /**
  * The deployed bundles of one transport stood up for one test file: `cdk synth` (cached by
- * source digest, shared by every file of the run), a database and (RabbitMQ) a virtual host of
- * their own, queues with the file's prefix on the run's fauxqs, secrets in the run's moto (or one
- * of its own when moto is not on PATH), and the journal lines every function logs.
+ * source digest, shared by every file of the run), the two services' databases and (RabbitMQ) a
+ * virtual host of their own, queues with the file's prefix on the run's fauxqs, secrets in the
+ * run's moto (or one of its own when moto is not on PATH), and the journal lines every function
+ * logs.
  */
 export interface BundleRig {
   pipeline: LocalPipeline;
   deployment: LocalDeployment;
+  /** The order service's database (the cluster's default, deployed). */
   db: ScratchDatabase;
+  /**
+   * The inventory service's database (stock, reservations, `inventory_outbox`): `<db>_inventory`,
+   * created by the migrate bundle (`pipeline.deploy()`), dropped at close.
+   */
+  inventoryDb: PgDatabase;
   vhost: ScratchVhost | undefined;
   journal: JournalRecorder;
   /** Every line each function wrote (its CloudWatch Logs, EMF metrics included). */
@@ -69,10 +78,12 @@ export async function bundleRig(
     if (vhost) closers.push(() => vhost.delete());
     const journal = new JournalRecorder();
     const logs = new Map<string, string[]>();
+    const inventoryUrl = inventoryDatabaseUrl({ DATABASE_URL: db.url });
     const pipeline = await LocalPipeline.start(assembly, {
       name,
       services: {
         databaseUrl: db.url,
+        inventoryDatabaseUrl: inventoryUrl,
         amqpUrl: AMQP_URL,
         managementUrl: RABBITMQ_MANAGEMENT_URL,
         sqsEndpoint: options.sqs?.endpoint ?? servers.find((s) => s.name === 'fauxqs')?.endpoint,
@@ -91,11 +102,16 @@ export async function bundleRig(
       },
     });
     // before the database goes: the functions hold connections to it through the Data API
+    // (the deployment drops the inventory database its migrate bundle created)
     closers.push(() => pipeline.close());
+    // connects on first use, once the migrate bundle created the database
+    const inventoryDb = new PgDatabase({ connectionString: inventoryUrl, max: 4 });
+    closers.push(() => inventoryDb.close());
     return {
       pipeline,
       deployment: pipeline.deployment,
       db,
+      inventoryDb,
       vhost,
       journal,
       logs,
@@ -120,8 +136,8 @@ export async function dataApiLoginOf(f: BundleRig, fnId: string): Promise<string
 }
 
 /**
- * Each database login of the deployment is a member of its side's group role (migration 0006)
- * and of nothing else, and the legacy one of `pipeline_app`.
+ * Each database login of the deployment is a member of its side's group role (the services'
+ * `_roles` migrations) and of nothing else.
  */
 export async function expectLoginsReady(f: BundleRig): Promise<void> {
   const { rows } = await f.db.db.query<{ user: string; groups: string[]; login: boolean }>(
@@ -129,18 +145,15 @@ export async function expectLoginsReady(f: BundleRig): Promise<void> {
             ARRAY(SELECT g.rolname::text FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
                    WHERE m.member = r.oid ORDER BY 1) AS groups
        FROM pg_roles r WHERE r.rolname = ANY (ARRAY(SELECT jsonb_array_elements_text($1::jsonb)))`,
-    [JSON.stringify([...Object.values(f.pipeline.dbUsers), f.pipeline.appUser])],
+    [JSON.stringify(Object.values(f.pipeline.dbUsers))],
   );
   const byUser = (a: { user: string }, b: { user: string }) => (a.user < b.user ? -1 : 1);
   expect(rows.sort(byUser)).toEqual(
-    [
-      ...DB_SIDES.map((side) => ({
-        user: f.pipeline.dbUsers[side],
-        login: true,
-        groups: [DB_ROLES[side].group],
-      })),
-      { user: f.pipeline.appUser, login: true, groups: [APP_GROUP_ROLE] },
-    ].sort(byUser),
+    DB_SIDES.map((side) => ({
+      user: f.pipeline.dbUsers[side],
+      login: true,
+      groups: [DB_ROLES[side].group],
+    })).sort(byUser),
   );
 }
 

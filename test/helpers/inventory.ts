@@ -85,7 +85,8 @@ export abstract class ConsumerRig<B extends Backend = Backend> extends JournalRe
 
   /** What an `npm run dev` consumer needs to consume this rig's queue with its database. */
   devEnv(): Record<string, string> {
-    return { DATABASE_URL: this.t.url, ...this.cliEnv() };
+    // both services' schemas are in the rig's one database
+    return { DATABASE_URL: this.t.url, INVENTORY_DATABASE_URL: this.t.url, ...this.cliEnv() };
   }
 
   /** Copies of order events a tap kept besides the consumer's queue (RabbitMQ: audit.orders). */

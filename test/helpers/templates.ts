@@ -14,8 +14,13 @@ export function synthPipelines(config: PipelineConfig = pipelineConfig()) {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
   const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
-  const rabbit = new RabbitPipelineStack(app, 'Rabbit', { config, database });
-  const sqs = new SqsPipelineStack(app, 'Sqs', { config, database });
+  const { inventoryDatabaseName } = data;
+  const rabbit = new RabbitPipelineStack(app, 'Rabbit', {
+    config,
+    database,
+    inventoryDatabaseName,
+  });
+  const sqs = new SqsPipelineStack(app, 'Sqs', { config, database, inventoryDatabaseName });
   return {
     data: Template.fromStack(data),
     rabbit: Template.fromStack(rabbit),

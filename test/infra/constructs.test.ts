@@ -298,7 +298,7 @@ describe('the CDK constructs refuse what would not work', () => {
             extraMigrations: MIGRATIONS_SOURCE,
           },
         }),
-    ).toThrow(/0001_orders_and_outbox\.sql is in/);
+    ).toThrow(/0001_inventory_tables\.sql is in/);
   });
 });
 
@@ -431,7 +431,7 @@ describe('bundled: your handler, and your migrations and logins beside the migra
     const shipped = readdirSync(join(assetOf(db.migrations), 'migrations')).sort();
     expect(shipped).toEqual(['1001_shipments.sql']);
     expect(existsSync(join(assetOf(db.migrations), 'index.mjs'))).toBe(true);
-    // your login, by its group role; none of the reference deployment's, no legacy login
+    // your login, by its group role; none of the reference deployment's
     const variables = (id: string) =>
       (
         template.Resources[id] as unknown as {

@@ -10,7 +10,7 @@ import {
 } from '../../bench/atRest.js';
 import { PRICES } from '../../bench/prices.js';
 import { BROKER_PRESETS } from '../../infra/config.js';
-import { DB_SIDES } from '../../shared/db/appRole.js';
+import { DB_SIDES } from '../../shared/pipeline/appRole.js';
 
 /**
  * The month at rest (bench/atRest.ts) counts what the synthesized templates bill for, and
@@ -29,8 +29,8 @@ beforeAll(async () => {
 }, 180_000);
 
 describe('a month at rest, counted from the templates', () => {
-  it('counts every secret: the master, one login per side and the legacy login; the broker’s two users on RabbitMQ', () => {
-    const data = 1 + DB_SIDES.length + 1;
+  it('counts every secret: the master and one login per side; the broker’s two users on RabbitMQ', () => {
+    const data = 1 + DB_SIDES.length;
     expect(byId('sqs').counts.secrets).toBe(data);
     expect(byId('rabbitmq').counts.secrets).toBe(data + 2);
     expect(byId('rabbitmq-production').counts.secrets).toBe(data + 2);

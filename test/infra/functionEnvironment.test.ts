@@ -22,7 +22,7 @@ import {
   retentionOf,
   transactionTimeoutsOf,
 } from '../../shared/config/env.js';
-import { DB_ROLES, DB_SIDES } from '../../shared/db/appRole.js';
+import { DB_ROLES, DB_SIDES } from '../../shared/pipeline/appRole.js';
 
 /**
  * What infra writes is what the runtime reads: every synthesized function's environment parses
@@ -105,10 +105,11 @@ function synth(transport: 'sqs' | 'rabbitmq', config: PipelineConfig) {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
   const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
+  const { inventoryDatabaseName } = data;
   const pipeline =
     transport === 'sqs'
-      ? new SqsPipelineStack(app, 'Sqs', { config, database })
-      : new RabbitPipelineStack(app, 'Rabbit', { config, database });
+      ? new SqsPipelineStack(app, 'Sqs', { config, database, inventoryDatabaseName })
+      : new RabbitPipelineStack(app, 'Rabbit', { config, database, inventoryDatabaseName });
   return { data: functionsOf(data), pipeline: functionsOf(pipeline) };
 }
 
@@ -178,6 +179,15 @@ describe.each([
             expect(env[k], `${fn.service} ${k}`).toBeDefined();
           }
           expect(env.DATA_API_DATABASE, fn.service).toBe('reliable_messaging');
+          // the functions that reach the inventory service's database: reserve-inventory's own,
+          // the relay's and maintenance's besides the order service's
+          const reachesInventory =
+            fn.service.startsWith('reserve-inventory-') ||
+            fn.service === 'outbox-relay' ||
+            fn.service === 'maintenance';
+          expect(env.INVENTORY_DATA_API_DATABASE, fn.service).toBe(
+            reachesInventory ? 'reliable_messaging_inventory' : undefined,
+          );
         }
         if (fn.service === 'outbox-relay') {
           expect(env.RELAY_DRAIN_BUDGET_MS).toBe(config.relay.drainBudgetMs);
@@ -223,10 +233,11 @@ describe('function environments: data stack and the rules at synth', () => {
     expect(fn.variables.FUNCTION_TIMEOUT_MS).toBe(String(fn.timeout * 1000));
     expect(env.DB_DRIVER).toBe('data-api');
     expect(env.MIGRATIONS_DIR).toBe('/var/task/migrations');
-    // each side's login secret, and the legacy one while it is kept
-    expect(fn.deployTime).toEqual(
-      expect.arrayContaining(['DB_LOGIN_SECRETS', 'APP_DB_SECRET_ARN']),
-    );
+    // both services' databases of the cluster, as the master user
+    expect(env.DATA_API_DATABASE).toBe('reliable_messaging');
+    expect(env.INVENTORY_DATA_API_DATABASE).toBe('reliable_messaging_inventory');
+    // each side's login secret
+    expect(fn.deployTime).toEqual(expect.arrayContaining(['DB_LOGIN_SECRETS']));
     expect(Object.keys(env.DB_LOGIN_SECRETS ?? {}).sort()).toEqual(
       DB_SIDES.map((side) => DB_ROLES[side].group).sort(),
     );

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { App, CfnOutput, CfnResource, Stack } from 'aws-cdk-lib';
+import { App, CfnResource, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type { IConstruct } from 'constructs';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { type DatabaseAccess, dataApiAccess } from '../../infra/constructs/datab
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
-import { APP_LOGIN_USER, DB_ROLES, DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
+import { DB_ROLES, DB_SIDES, type DbSide } from '../../shared/pipeline/appRole.js';
 
 /**
  * Least privilege in the templates: only migrate reads the Aurora master secret; every other
@@ -87,10 +87,18 @@ function synth() {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const data = new DataStack(app, 'Data');
   const database = dataApiAccess(data.cluster, data.databaseName, data.dbSecrets);
-  const sqs = new SqsPipelineStack(app, 'Sqs', { config: pipelineConfig(), database });
-  const rabbit = new RabbitPipelineStack(app, 'Rabbit', { config: pipelineConfig(), database });
+  const { inventoryDatabaseName } = data;
+  const sqs = new SqsPipelineStack(app, 'Sqs', {
+    config: pipelineConfig(),
+    database,
+    inventoryDatabaseName,
+  });
+  const rabbit = new RabbitPipelineStack(app, 'Rabbit', {
+    config: pipelineConfig(),
+    database,
+    inventoryDatabaseName,
+  });
   const master = logicalIds(data.cluster.node.findChild('Secret'));
-  const appSecret = logicalIds(data.node.tryFindChild('AppSecret'));
   const sides = Object.fromEntries(
     DB_SIDES.map((side) => [side, logicalIds(data.dbSecrets[side].node.scope)]),
   ) as Record<DbSide, string[]>;
@@ -98,7 +106,6 @@ function synth() {
     data,
     rabbit,
     master,
-    appSecret,
     sides,
     templates: {
       data: Template.fromStack(data),
@@ -148,7 +155,6 @@ describe('CDK: least privilege', () => {
         const side = SIDE_OF[f.service];
         const reads = DB_SIDES.filter((s) => mentions(f.text, t.sides[s]));
         expect(reads, `${stack}/${f.service}`).toEqual(side ? [side] : []);
-        expect(mentions(f.text, t.appSecret), `${stack}/${f.service} (legacy)`).toBe(false);
         expect(f.text.includes('rds-data:'), `${stack}/${f.service} rds-data`).toBe(side !== null);
         expect(/DATA_API_|DB_DRIVER/.test(f.text), `${stack}/${f.service} variables`).toBe(
           side !== null,
@@ -157,21 +163,31 @@ describe('CDK: least privilege', () => {
     }
   });
 
-  it('migrate gets every login secret (and the legacy one) to create the users, as the master user', () => {
+  it('migrate gets every login secret to create the users, as the master user, and both databases', () => {
     const migrate = functionsOf(t.templates.data).find((f) => f.service === 'migrate');
     for (const side of DB_SIDES) {
       expect(migrate?.text, side).toContain(`${DB_ROLES[side].group}=`);
       expect(mentions(migrate?.text ?? '', t.sides[side]), side).toBe(true);
     }
-    expect(migrate?.text).toContain('APP_DB_SECRET_ARN');
-    expect(mentions(migrate?.text ?? '', t.appSecret)).toBe(true);
-    expect(migrate?.text).not.toContain('RETIRED_DB_LOGIN');
+    expect(migrate?.text).toContain('"DATA_API_DATABASE":"reliable_messaging"');
+    expect(migrate?.text).toContain('"INVENTORY_DATA_API_DATABASE":"reliable_messaging_inventory"');
+    // no login but the sides' (the single-database layout's legacy login is gone)
+    // the master's and one per side: no other login (the single-database layout's is gone)
+    const secrets = Object.keys(t.templates.data.findResources('AWS::SecretsManager::Secret'));
+    expect(secrets).toHaveLength(1 + DB_SIDES.length);
+    const sides = new Set(DB_SIDES.flatMap((s) => t.sides[s]));
+    expect(secrets.filter((id) => !sides.has(id))).toEqual([
+      expect.stringMatching(/^DataDbSecret/),
+    ]);
+    // what the data stack exports: what the pipeline stacks import (the cluster, the sides' secrets)
+    expect(JSON.stringify(t.templates.data.toJSON().Outputs ?? {})).not.toMatch(/AppSecret/);
   });
 
-  it("both pipeline stacks output the cluster, the database and each side's secret for the operator", () => {
+  it("both pipeline stacks output the cluster, each service's database and each side's secret for the operator", () => {
     for (const stack of ['sqs', 'rabbit'] as const) {
       const outputs = t.templates[stack].toJSON().Outputs as Record<string, { Value: unknown }>;
       expect(outputs.DatabaseName?.Value, stack).toBe('reliable_messaging');
+      expect(outputs.InventoryDatabaseName?.Value, stack).toBe('reliable_messaging_inventory');
       expect(JSON.stringify(outputs.DatabaseClusterArn?.Value), stack).toContain(':cluster:');
       for (const [side, key] of [
         ['orders', 'OrdersDbSecretArn'],
@@ -185,39 +201,13 @@ describe('CDK: least privilege', () => {
     }
   });
 
-  it('the data stack keeps exporting the legacy secret under the name pipeline stacks deployed before import', () => {
-    // a stack referencing the legacy secret as the pipeline stacks did: CDK imports it by this name
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-    const data = new DataStack(app, 'Data');
-    const before = new Stack(app, 'Before');
-    new CfnOutput(before, 'Legacy', { value: data.appSecret?.secretArn ?? '' });
-    const imported = JSON.stringify(Template.fromStack(before).toJSON().Outputs);
-    const name = /"Fn::ImportValue":"([^"]+)"/.exec(imported)?.[1];
-    expect(name).toMatch(/AppSecretAttachment/);
-    const exports = Object.values(t.templates.data.toJSON().Outputs ?? {}).map((o) =>
-      JSON.stringify((o as { Export?: unknown }).Export),
-    );
-    expect(exports).toContain(JSON.stringify({ Name: name }));
-  });
-
-  it('-c legacyAppLogin=false: no legacy secret or export; migrate retires pipeline_fn', () => {
-    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-    const data = new DataStack(app, 'Data', { legacyAppLogin: false });
-    expect(data.appSecret).toBeUndefined();
-    expect(data.node.tryFindChild('AppSecret')).toBeUndefined();
-    const template = Template.fromStack(data);
-    expect(JSON.stringify(template.toJSON().Outputs ?? {})).not.toContain('AppSecret');
-    const migrate = functionsOf(template).find((f) => f.service === 'migrate');
-    expect(migrate?.text).toContain(`"RETIRED_DB_LOGIN":"${APP_LOGIN_USER}"`);
-    expect(migrate?.text).not.toContain('APP_DB_SECRET_ARN');
-  });
-
   it('reserve-inventory-sqs may send to its own source queue only in resend mode (and to parking in both)', () => {
     const sends = (config: PipelineConfig) => {
       const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
       const stack = new SqsPipelineStack(app, 'Sqs', {
         config,
         database: STAND_IN_DATABASE,
+        inventoryDatabaseName: 'reliable_messaging_inventory',
         alarms: false,
         httpApi: false,
       });
@@ -320,11 +310,12 @@ describe('cdk-nag acknowledgments that point at docs/deploy.md', () => {
     for (const secret of [
       'Aurora master user',
       'Side logins',
-      'Legacy app user',
       'Broker `pipeline` user',
       'Broker `admin` user',
     ]) {
       expect(rotation).toContain(`_${secret}`);
     }
+    // the single-database layout's legacy login is gone
+    expect(rotation).not.toMatch(/pipeline_fn|legacyAppLogin/);
   });
 });

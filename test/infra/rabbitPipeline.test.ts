@@ -30,6 +30,7 @@ function synth(broker?: Partial<BrokerSettings>) {
   const pipeline = new RabbitPipelineStack(app, 'Rabbit', {
     config,
     database: dataApiAccess(data.cluster, data.databaseName, data.dbSecrets),
+    inventoryDatabaseName: data.inventoryDatabaseName,
     broker,
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
@@ -121,6 +122,7 @@ describe('CDK: Amazon MQ (RabbitMQ) pipeline stack', () => {
       const stack = new RabbitPipelineStack(app, 'Rabbit', {
         config: pipelineConfig({ ...config.budget, ladderMs: budgetLadder }),
         database: dataApiAccess(data.cluster, data.databaseName, data.dbSecrets),
+        inventoryDatabaseName: data.inventoryDatabaseName,
       });
       const [resource] = Object.values(
         Template.fromStack(stack).findResources('Custom::BrokerTopology'),

@@ -21,6 +21,7 @@ function synth() {
   const pipeline = new SqsPipelineStack(app, 'Sqs', {
     config,
     database: dataApiAccess(data.cluster, data.databaseName, data.dbSecrets),
+    inventoryDatabaseName: data.inventoryDatabaseName,
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return { app, data: Template.fromStack(data), sqs: Template.fromStack(pipeline) };

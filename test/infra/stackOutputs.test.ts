@@ -4,14 +4,14 @@ import { synthPipelines } from '../helpers/templates.js';
 
 /**
  * The outputs `cli … --stack <name>` reads (docs/cli.md), on both pipeline stacks: the HTTP API,
- * the relay, and the database as the functions reach it through the Data API (cluster, database,
- * one secret per side's login, the one that side's functions use).
+ * the relay, and the databases as the functions reach them through the Data API (cluster, each
+ * service's database, one secret per side's login, the one that side's functions use).
  */
 describe('CDK: the pipeline stacks name what the CLI reaches', () => {
   const t = synthPipelines();
 
   it.each(['sqs', 'rabbit'] as const)(
-    "%s: ApiUrl, RelayFunction, the cluster, database and each side's login",
+    "%s: ApiUrl, RelayFunction, the cluster, each service's database and each side's login",
     (which) => {
       const template = t[which];
       const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
@@ -27,8 +27,14 @@ describe('CDK: the pipeline stacks name what the CLI reaches', () => {
         placeOrder.DATA_API_RESOURCE_ARN,
       );
       expect(outputs[STACK_OUTPUTS.databaseName]?.Value).toEqual(placeOrder.DATA_API_DATABASE);
-      // each side's output is the secret that side's function logs in with
       const reserve = which === 'sqs' ? 'reserve-inventory-sqs' : 'reserve-inventory-rabbitmq';
+      expect(outputs[STACK_OUTPUTS.inventoryDatabaseName]?.Value).toEqual(
+        env(reserve).INVENTORY_DATA_API_DATABASE,
+      );
+      expect(outputs[STACK_OUTPUTS.inventoryDatabaseName]?.Value).not.toEqual(
+        outputs[STACK_OUTPUTS.databaseName]?.Value,
+      );
+      // each side's output is the secret that side's function logs in with
       const byLogin = {
         orders: 'place-order',
         inventory: reserve,

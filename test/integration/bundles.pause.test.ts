@@ -9,9 +9,9 @@ import {
 } from '../../devkit/lambda/eventSources.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { loadMigrations } from '../../shared/db/migrate.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { KICK_SOURCE } from '../../shared/outbox/kick.js';
+import { serviceMigrations } from '../../shared/pipeline/schema.js';
 import { sleep } from '../../shared/util/async.js';
 import { type BundleRig, bundleRig } from '../helpers/bundles.js';
 import { AMQP_URL } from '../helpers/services.js';
@@ -115,7 +115,7 @@ async function consumersRideOutAResume(
 
   // the order event is published while the cluster runs
   db.setAutoPause(undefined);
-  await f.db.db.query(
+  await f.inventoryDb.query(
     "INSERT INTO stock (sku, available) VALUES ('SKU-PAUSE', 10) ON CONFLICT (sku) DO NOTHING",
   );
   const order = await new OrderService({ db: f.db.db }).place({
@@ -135,7 +135,7 @@ async function consumersRideOutAResume(
   // reserve kicked the relay: the result is in the results queue once its row is published
   const result = await waitFor(
     async () => {
-      const { rows } = await f.db.db.query<{ id: string; published: boolean }>(
+      const { rows } = await f.inventoryDb.query<{ id: string; published: boolean }>(
         `SELECT id, published_at IS NOT NULL AS published FROM inventory_outbox
           WHERE payload->>'orderId' = $1`,
         [order.orderId],
@@ -148,12 +148,17 @@ async function consumersRideOutAResume(
 
   pause();
   await ridesOut(resultsFn, result.id);
-  const { rows } = await f.db.db.query(
-    `SELECT o.reservation_status, r.status, r.quantity
-       FROM orders o JOIN reservations r ON r.order_id = o.id WHERE o.id = $1`,
+  // each side in its service's database
+  const { rows: orders } = await f.db.db.query(
+    'SELECT reservation_status FROM orders WHERE id = $1',
     [order.orderId],
   );
-  expect(rows).toEqual([{ reservation_status: 'reserved', status: 'reserved', quantity: 2 }]);
+  expect(orders).toEqual([{ reservation_status: 'reserved' }]);
+  const { rows } = await f.inventoryDb.query(
+    'SELECT status, quantity FROM reservations WHERE order_id = $1',
+    [order.orderId],
+  );
+  expect(rows).toEqual([{ status: 'reserved', quantity: 2 }]);
 }
 
 describe('the SQS deployment with a cluster that pauses', () => {
@@ -184,11 +189,14 @@ describe('the SQS deployment with a cluster that pauses', () => {
     );
     for (const file of await readdir(bundled))
       await copyFile(join(bundled, file), join(migrationsDir, file));
-    // the first deploy, on a running cluster: the schema and the app login
+    // the first deploy, on a running cluster: both services' schemas and the logins
     f.deployment.database.setAutoPause(undefined);
     expect(await f.deployment.customResource('Migrations', 'Create')).toMatchObject({
       status: 'SUCCESS',
-      data: { applied: (await loadMigrations()).length },
+      data: {
+        ordersApplied: (await serviceMigrations('orders')).length,
+        inventoryApplied: (await serviceMigrations('inventory')).length,
+      },
     });
   }, 300_000);
 
@@ -213,8 +221,9 @@ describe('the SQS deployment with a cluster that pauses', () => {
   });
 
   it('a migration added while the cluster is paused deploys: Custom::Migrations Update succeeds after waiting out a 15 s resume', async () => {
+    // a migration of the order service (its name says whose)
     await writeFile(
-      join(migrationsDir, '9999_pause_probe.sql'),
+      join(migrationsDir, '9999_orders_pause_probe.sql'),
       'CREATE TABLE pause_probe (id integer PRIMARY KEY);\n',
     );
     // paused (as after 5 idle minutes); a resume takes AWS's 15 s, and the idle period is the
@@ -229,7 +238,10 @@ describe('the SQS deployment with a cluster that pauses', () => {
     const updated = await f.deployment.customResource('Migrations', 'Update', {
       physicalResourceId: 'schema-migrations',
     });
-    expect(updated).toMatchObject({ status: 'SUCCESS', data: { applied: 1 } });
+    expect(updated).toMatchObject({
+      status: 'SUCCESS',
+      data: { ordersApplied: 1, inventoryApplied: 0 },
+    });
     expect(f.deployment.database.pauseStats().resumes - before.resumes).toBe(1);
     expect(resumesMet(f, 'migrate', logged)).toBeGreaterThan(0);
     const { rows } = await f.db.db.query("SELECT to_regclass('public.pause_probe') AS t");

@@ -7,9 +7,9 @@ import {
 } from '../../devkit/lambda/eventSources.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
-import { loadMigrations } from '../../shared/db/migrate.js';
+import { DB_SIDES, type DbSide } from '../../shared/pipeline/appRole.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
+import { serviceMigrations } from '../../shared/pipeline/schema.js';
 import { RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, testConnection } from '../helpers/amqp.js';
 import {
@@ -54,12 +54,13 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
 
   const vhost = () => encodeURIComponent(f.vhost?.vhost as string);
 
-  it("migrate on deploy: schema and every side's login (and the legacy one)", async () => {
+  it("migrate on deploy: the inventory database, each service's schema in its own, and every side's login", async () => {
     expect(await f.deployment.customResource('Migrations', 'Create')).toMatchObject({
       status: 'SUCCESS',
       data: {
-        applied: (await loadMigrations()).length,
-        appUser: f.pipeline.appUser,
+        ordersApplied: (await serviceMigrations('orders')).length,
+        inventoryApplied: (await serviceMigrations('inventory')).length,
+        inventoryCreated: true,
         logins: DB_SIDES.map((side) => f.pipeline.dbUsers[side]).join(','),
       },
     });
@@ -117,7 +118,7 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
   });
 
   it('place-order behind the HTTP API routes commits the order and its outbox row', async () => {
-    await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-R', 5)");
+    await f.inventoryDb.query("INSERT INTO stock (sku, available) VALUES ('SKU-R', 5)");
     const res = await fetch(`${api.url}/orders`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -161,7 +162,8 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
       functionTimeoutMs: 30_000,
     });
     await f.journal.waitForLine(order.eventId, 'acked', 1, 30_000);
-    const { rows } = await f.db.db.query(
+    // in the inventory service's database
+    const { rows } = await f.inventoryDb.query(
       `SELECT r.status, s.reserved,
               (SELECT count(*)::int FROM processed_messages p WHERE p.message_id = r.message_id) AS inbox,
               (SELECT array_agg(event_type) FROM inventory_outbox) AS results
@@ -236,12 +238,14 @@ describe('the RabbitMQ deployment, run from its bundles', () => {
     );
     const out = await f.deployment
       .fn('maintenance')
-      .invokeOrThrow<{ tables: Record<string, { deleted: number }> }>(
+      .invokeOrThrow<
+        Record<'orders' | 'inventory', { tables: Record<string, { deleted: number }> }>
+      >(
         scheduledEvent({
           ruleArn: 'arn:aws:events:us-east-1:000000000000:rule/MaintenanceSchedule',
         }),
       );
-    expect(out.tables.outbox?.deleted).toBe(1);
+    expect(out.orders.tables.outbox?.deleted).toBe(1);
   });
 
   it('a scheduled tick reads nothing from the database and publishes the queue metrics; once a sweep is due, it publishes what a lost kick left', async () => {

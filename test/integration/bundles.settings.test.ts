@@ -22,7 +22,7 @@ describe('trigger settings come from the synthesized template', () => {
   /** The deployment deployed, ORDERS order events in its source queue, its consumer started. */
   async function consume(f: BundleRig) {
     await f.pipeline.deploy();
-    await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-S', 100)");
+    await f.inventoryDb.query("INSERT INTO stock (sku, available) VALUES ('SKU-S', 100)");
     const queues = {
       source: f.deployment.queue('inventory-orders').url,
       parking: f.deployment.queue('inventory-orders-parking').url,

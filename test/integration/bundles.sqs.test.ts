@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEventSource, startSqsEventSource } from '../../devkit/lambda/eventSources.js';
 import { scheduledEvent } from '../../devkit/triggers/scheduleTrigger.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DB_SIDES, type DbSide } from '../../shared/db/appRole.js';
-import { loadMigrations } from '../../shared/db/migrate.js';
+import { DB_SIDES, type DbSide } from '../../shared/pipeline/appRole.js';
+import { serviceMigrations } from '../../shared/pipeline/schema.js';
 import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import {
   type BundleRig,
@@ -22,8 +22,8 @@ import {
  * Every function of the SQS deployment run from the bundle `cdk synth` wrote, in a Lambda-shaped
  * Node 24 process, wired by the synthesized template (environment, event source mappings, HTTP
  * API routes, schedule, custom resource) against the real PostgreSQL (through the local Data API
- * endpoint, each function as its side's login) and the run's SQS server: each step checked by its effects in the
- * database and the queues, in deployment order.
+ * endpoint, each function as its side's login, on its service's database) and the run's SQS
+ * server: each step checked by its effects in the databases and the queues, in deployment order.
  */
 describe('the SQS deployment, run from its bundles', () => {
   let f: BundleRig;
@@ -57,29 +57,48 @@ describe('the SQS deployment, run from its bundles', () => {
     );
   };
 
-  it('migrate (Custom::Migrations through the Provider framework): Create applies the schema and creates the app login; Update is a no-op; Delete keeps the data', async () => {
+  it("migrate (Custom::Migrations through the Provider framework): Create creates the inventory database, applies each service's schema to its own and creates the logins; Update is a no-op; Delete keeps the data", async () => {
     const created = await f.deployment.customResource('Migrations', 'Create');
     expect(created).toMatchObject({
       status: 'SUCCESS',
       physicalResourceId: 'schema-migrations',
       data: {
-        applied: (await loadMigrations()).length,
-        skipped: 0,
-        appUser: f.pipeline.appUser,
+        ordersApplied: (await serviceMigrations('orders')).length,
+        ordersSkipped: 0,
+        inventoryApplied: (await serviceMigrations('inventory')).length,
+        inventorySkipped: 0,
+        inventoryCreated: true,
         logins: DB_SIDES.map((side) => f.pipeline.dbUsers[side]).join(','),
       },
     });
-    const { rows: tables } = await f.db.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'
-          AND table_name IN ('orders', 'outbox', 'stock', 'reservations', 'processed_messages', 'inventory_outbox')`,
-    );
-    expect(tables[0]?.n).toBe(6);
+    const tablesOf = async (db: BundleRig['inventoryDb']) =>
+      (
+        await db.query<{ t: string }>(
+          `SELECT table_name::text AS t FROM information_schema.tables
+            WHERE table_schema = 'public' AND table_name <> 'schema_migrations' ORDER BY 1`,
+        )
+      ).rows.map((r) => r.t);
+    expect(await tablesOf(f.db.db)).toEqual([
+      'order_results_set_aside',
+      'orders',
+      'outbox',
+      'processed_messages',
+    ]);
+    expect(await tablesOf(f.inventoryDb)).toEqual([
+      'inventory_outbox',
+      'processed_messages',
+      'reservations',
+      'stock',
+    ]);
     await expectLoginsReady(f);
     expect(
       await f.deployment.customResource('Migrations', 'Update', {
         physicalResourceId: 'schema-migrations',
       }),
-    ).toMatchObject({ status: 'SUCCESS', data: { applied: 0 } });
+    ).toMatchObject({
+      status: 'SUCCESS',
+      data: { ordersApplied: 0, inventoryApplied: 0, inventoryCreated: false },
+    });
     expect(
       await f.deployment.customResource('Migrations', 'Delete', {
         physicalResourceId: 'schema-migrations',
@@ -107,7 +126,7 @@ describe('the SQS deployment, run from its bundles', () => {
   });
 
   it("place-order behind the template's HTTP API routes: POST /orders commits the order and its outbox row, as the orders login", async () => {
-    await f.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-B', 10)");
+    await f.inventoryDb.query("INSERT INTO stock (sku, available) VALUES ('SKU-B', 10)");
     const res = await fetch(`${api.url}/orders`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-correlation-id': 'bundles-sqs' },
@@ -186,7 +205,8 @@ describe('the SQS deployment, run from its bundles', () => {
       functionTimeoutMs: 30_000,
     });
     await f.journal.waitForLine(order.eventId, 'acked', 1, 30_000);
-    const { rows } = await f.db.db.query(
+    // in the inventory service's database
+    const { rows } = await f.inventoryDb.query(
       `SELECT r.status, r.quantity, s.reserved,
               (SELECT count(*)::int FROM processed_messages p WHERE p.message_id = r.message_id) AS inbox,
               (SELECT array_agg(event_type) FROM inventory_outbox) AS results
@@ -234,26 +254,33 @@ describe('the SQS deployment, run from its bundles', () => {
     expect(await depth('inventory-orders-parking')).toBe(1);
   });
 
-  it('maintenance on its daily scheduled event deletes inbox and published outbox rows past their retention', async () => {
-    const old = randomUUID();
-    await f.db.db.query(
-      `INSERT INTO processed_messages (consumer_name, message_id, processed_at)
-       VALUES ('old-consumer', $1, now() - interval '60 days')`,
-      [old],
-    );
+  it("maintenance on its daily scheduled event deletes inbox and published outbox rows past their retention, in each service's database", async () => {
+    const old = { orders: randomUUID(), inventory: randomUUID() };
+    const dbs = { orders: f.db.db, inventory: f.inventoryDb };
+    for (const service of ['orders', 'inventory'] as const) {
+      await dbs[service].query(
+        `INSERT INTO processed_messages (consumer_name, message_id, processed_at)
+         VALUES ('old-consumer', $1, now() - interval '60 days')`,
+        [old[service]],
+      );
+    }
     const out = await f.deployment
       .fn('maintenance')
-      .invokeOrThrow<{ tables: Record<string, { deleted: number }> }>(
+      .invokeOrThrow<
+        Record<'orders' | 'inventory', { tables: Record<string, { deleted: number }> }>
+      >(
         scheduledEvent({
           ruleArn: 'arn:aws:events:us-east-1:000000000000:rule/MaintenanceSchedule',
         }),
       );
-    expect(out.tables.processed_messages?.deleted).toBe(1);
-    const { rows } = await f.db.db.query(
-      'SELECT count(*)::int AS n FROM processed_messages WHERE message_id = $1',
-      [old],
-    );
-    expect(rows[0]).toEqual({ n: 0 });
+    for (const service of ['orders', 'inventory'] as const) {
+      expect(out[service].tables.processed_messages?.deleted, service).toBe(1);
+      const { rows } = await dbs[service].query(
+        'SELECT count(*)::int AS n FROM processed_messages WHERE message_id = $1',
+        [old[service]],
+      );
+      expect(rows[0], service).toEqual({ n: 0 });
+    }
   });
 
   it('a scheduled tick with nothing left reads nothing from the database; once a sweep is due, it publishes what a lost kick left', async () => {

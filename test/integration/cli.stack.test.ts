@@ -169,7 +169,7 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     f.deployment.calls.reset();
     const out = await cli(['stock', 'set', 'SKU-1', '100', '--stack', stackName]);
     expect(out).toMatchObject({ code: 0, stdout: 'SKU-1: available 100, reserved 0\n' });
-    const { rows } = await f.db.db.query("SELECT available FROM stock WHERE sku = 'SKU-1'");
+    const { rows } = await f.inventoryDb.query("SELECT available FROM stock WHERE sku = 'SKU-1'");
     expect(rows).toEqual([{ available: 100 }]);
     expect(f.deployment.calls.counts()['rds-data:Execute']).toBeGreaterThan(0);
   });
@@ -234,7 +234,7 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     await waitFor(
       async () =>
         (
-          await f.db.db.query<{ n: number }>(
+          await f.inventoryDb.query<{ n: number }>(
             'SELECT count(*)::int AS n FROM inventory_outbox WHERE published_at IS NULL',
           )
         ).rows[0]?.n === 1,
@@ -310,9 +310,10 @@ describe('the CLI against a deployed stack (--stack), the SQS stack stood up loc
     );
     const out = await cli(['maintenance', 'run', '--json', '--stack', stackName]);
     expect(out.code, out.stderr).toBe(0);
+    // each service's database (the old row is in the order service's)
     expect(JSON.parse(out.stdout)).toMatchObject({
-      dryRun: false,
-      tables: { processed_messages: { deleted: 1 } },
+      orders: { dryRun: false, tables: { processed_messages: { deleted: 1 } } },
+      inventory: { dryRun: false, tables: { processed_messages: { deleted: 0 } } },
     });
   });
 

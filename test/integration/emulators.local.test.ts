@@ -1,6 +1,7 @@
 import { networkInterfaces } from 'node:os';
 import {
   BeginTransactionCommand,
+  CommitTransactionCommand,
   ExecuteStatementCommand,
   RDSDataClient,
 } from '@aws-sdk/client-rds-data';
@@ -186,6 +187,54 @@ describe('the local Data API endpoint', () => {
     await expect(
       client.send(new ExecuteStatementCommand({ ...ARNS, sql: 'SELECT 1' })),
     ).resolves.toBeDefined();
+  });
+
+  it('serves each call on the database its `database` names, as a cluster serves its databases: a mapped name on its URL, another that database of the server; one that does not exist fails', async () => {
+    const other = await createTestDatabase('data_api_other_db', { migrated: false });
+    await other.db.query(
+      "CREATE TABLE cells (id int PRIMARY KEY, v text); INSERT INTO cells VALUES (1, 'other')",
+    );
+    const routed = await startDataApiServer({
+      databaseUrl: t.url,
+      databases: { deployed_name: other.url },
+    });
+    const c = new RDSDataClient({
+      endpoint: routed.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+      maxAttempts: 1,
+    });
+    try {
+      const mine = (await t.db.query<{ v: string }>('SELECT v FROM cells WHERE id = 1')).rows[0]?.v;
+      const v = async (database?: string, transactionId?: string) =>
+        (
+          await c.send(
+            new ExecuteStatementCommand({
+              ...ARNS,
+              ...(database ? { database } : {}),
+              ...(transactionId ? { transactionId } : {}),
+              sql: 'SELECT v FROM cells WHERE id = 1',
+            }),
+          )
+        ).records?.[0]?.[0]?.stringValue;
+      expect(await v()).toBe(mine);
+      expect(await v(t.name)).toBe(mine);
+      expect(await v('deployed_name')).toBe('other');
+      expect(await v(other.name)).toBe('other');
+      await expect(v(`${t.name}_missing`)).rejects.toMatchObject({
+        name: 'DatabaseErrorException',
+      });
+      // a transaction runs in the database it was begun in
+      const { transactionId } = await c.send(
+        new BeginTransactionCommand({ ...ARNS, database: 'deployed_name' }),
+      );
+      expect(await v(undefined, transactionId)).toBe('other');
+      await c.send(new CommitTransactionCommand({ ...ARNS, transactionId }));
+    } finally {
+      c.destroy();
+      await routed.close();
+      await other.drop();
+    }
   });
 });
 

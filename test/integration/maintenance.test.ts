@@ -12,6 +12,7 @@ import {
   runMaintenance,
 } from '../../shared/maintenance/retention.js';
 import type { OutboxTable } from '../../shared/pipeline/constants.js';
+import type { Service } from '../../shared/pipeline/schema.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 const DAY = 24 * 3600 * 1000;
@@ -154,6 +155,21 @@ describe('retention maintenance', () => {
     inventory_outbox: { 'old-unpublished': 2, 'old-needs-attention': 1, 'recent-published': 3 },
   });
 
+  /**
+   * What one service's run trims on this file's database, which holds both services' schemas:
+   * the order service's run takes every expired inbox row (both consumers'), inventory's none.
+   */
+  function expectServiceCounts(result: Record<Service, MaintenanceResult>): void {
+    expect(result.orders.tables).toEqual({
+      processed_messages: expect.objectContaining({ deleted: 20, batches: 3 }),
+      outbox: expect.objectContaining({ deleted: 16, batches: 3 }),
+    });
+    expect(result.inventory.tables).toEqual({
+      processed_messages: expect.objectContaining({ deleted: 0, batches: 1 }),
+      inventory_outbox: expect.objectContaining({ deleted: 14, batches: 3 }),
+    });
+  }
+
   function expectCounts(result: MaintenanceResult): void {
     expect(result.tables.processed_messages).toMatchObject({ deleted: 20, batches: 3 });
     expect(result.tables.outbox).toMatchObject({ deleted: 16, batches: 3 });
@@ -173,10 +189,10 @@ describe('retention maintenance', () => {
     expect(result.dryRun).toBe(false);
     expect(result.batchSize).toBe(BATCH);
     expectCounts(result);
-    expect(result.tables.processed_messages.cutoff).toBe(
+    expect(result.tables.processed_messages?.cutoff).toBe(
       new Date(now.getTime() - 3 * DAY).toISOString(),
     );
-    expect(result.tables.outbox.cutoff).toBe(new Date(now.getTime() - 2 * DAY).toISOString());
+    expect(result.tables.outbox?.cutoff).toBe(new Date(now.getTime() - 2 * DAY).toISOString());
     expect(await snapshot()).toEqual(afterRun());
 
     // nothing left to do: one batch per table, deleting nothing
@@ -191,9 +207,9 @@ describe('retention maintenance', () => {
     const later = new Date(Date.now() + 365 * DAY);
     const result = await runMaintenance(t.db, { retention, budget, batchSize: BATCH, now: later });
 
-    expect(result.tables.processed_messages.deleted).toBe(25);
-    expect(result.tables.outbox.deleted).toBe(20);
-    expect(result.tables.inventory_outbox.deleted).toBe(17);
+    expect(result.tables.processed_messages?.deleted).toBe(25);
+    expect(result.tables.outbox?.deleted).toBe(20);
+    expect(result.tables.inventory_outbox?.deleted).toBe(17);
     expect(await snapshot()).toEqual({
       processed_messages: {},
       outbox: { 'old-unpublished': 3, 'old-needs-attention': 2 },
@@ -281,7 +297,7 @@ describe('retention maintenance', () => {
       const logger = createLogger('maintenance-test');
       const info = vi.spyOn(logger, 'info');
       const handler = createMaintenanceHandler({
-        db: t.db,
+        dbs: { orders: t.db, inventory: t.db },
         logger,
         retention,
         budget,
@@ -289,11 +305,13 @@ describe('retention maintenance', () => {
       });
       const result = await handler(scheduledEvent, localLambdaContext('maintenance'));
 
-      expectCounts(result);
+      expectServiceCounts(result);
       expect(await snapshot()).toEqual(afterRun());
       expect(info).toHaveBeenCalledWith(
         'maintenance done',
-        expect.objectContaining({ tables: result.tables }),
+        expect.objectContaining({
+          databases: { orders: result.orders.tables, inventory: result.inventory.tables },
+        }),
       );
     });
 
@@ -301,7 +319,7 @@ describe('retention maintenance', () => {
       const logger = createLogger('maintenance-test');
       const error = vi.spyOn(logger, 'error');
       const handler = createMaintenanceHandler({
-        db: t.db,
+        dbs: { orders: t.db, inventory: t.db },
         logger,
         retention: { ...retention, inboxMs: DAY },
         budget,
@@ -319,6 +337,7 @@ describe('retention maintenance', () => {
     async function cli(args: string[], env: Record<string, string> = {}): Promise<string> {
       // bin/commands/common.ts reads DATABASE_URL when first imported: stub it first
       vi.stubEnv('DATABASE_URL', t.url);
+      vi.stubEnv('INVENTORY_DATABASE_URL', t.url);
       vi.stubEnv('INBOX_RETENTION_MS', String(retention.inboxMs));
       vi.stubEnv('PARKING_RETENTION_MS', String(retention.parkingMs));
       vi.stubEnv('PUBLISHED_OUTBOX_RETENTION_MS', String(retention.publishedOutboxMs));
@@ -340,17 +359,17 @@ describe('retention maintenance', () => {
 
     it('--dry-run prints what would be deleted and deletes nothing', async () => {
       const out = await cli(['--dry-run', '--json']);
-      const result = JSON.parse(out) as MaintenanceResult;
-      expect(result.dryRun).toBe(true);
-      expect(result.tables.processed_messages.deleted).toBe(20);
-      expect(result.tables.outbox.deleted).toBe(16);
-      expect(result.tables.inventory_outbox.deleted).toBe(14);
+      const result = JSON.parse(out) as Record<Service, MaintenanceResult>;
+      expect(result.orders.dryRun).toBe(true);
+      expect(result.orders.tables.processed_messages?.deleted).toBe(20);
+      expect(result.orders.tables.outbox?.deleted).toBe(16);
+      expect(result.inventory.tables.inventory_outbox?.deleted).toBe(14);
       expect(await snapshot()).toEqual(seeded());
     });
 
     it('--batch-size N deletes in batches of N and prints the counts', async () => {
       const out = await cli(['--batch-size', String(BATCH), '--json']);
-      expectCounts(JSON.parse(out) as MaintenanceResult);
+      expectServiceCounts(JSON.parse(out) as Record<Service, MaintenanceResult>);
       expect(await snapshot()).toEqual(afterRun());
     });
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConstraintViolationError, UniqueViolationError } from '../../shared/db/errors.js';
-import { loadMigrations, migrate } from '../../shared/db/migrate.js';
+import { migrate } from '../../shared/db/migrate.js';
+import { bothServicesMigrations, migrateService } from '../../shared/pipeline/schema.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 describe('migrations', () => {
@@ -11,15 +12,15 @@ describe('migrations', () => {
   afterAll(() => t.drop());
 
   it('apply to an empty database and a second run changes nothing', async () => {
-    const all = await loadMigrations();
-    const first = await migrate(t.db);
+    const all = await bothServicesMigrations();
+    const first = await migrate(t.db, all);
     expect(first.applied).toEqual(all.map((m) => m.name));
 
     const schemaBefore = await t.db.query(
       `SELECT table_name, column_name, data_type FROM information_schema.columns
         WHERE table_schema = 'public' ORDER BY 1, 2`,
     );
-    const second = await migrate(t.db);
+    const second = await migrate(t.db, all);
     expect(second.applied).toEqual([]);
     expect(second.skipped).toEqual(all.map((m) => m.name));
     const schemaAfter = await t.db.query(
@@ -45,7 +46,7 @@ describe('migrations', () => {
   });
 
   it('refuses a migration whose file changed after it was applied', async () => {
-    const all = await loadMigrations();
+    const all = await bothServicesMigrations();
     const tampered = all.map((m, i) => (i === 0 ? { ...m, checksum: 'different' } : m));
     await expect(migrate(t.db, tampered)).rejects.toThrow(/was changed after it was applied/);
   });
@@ -56,7 +57,7 @@ describe('migrations', () => {
       sql: 'CREATE TABLE half_done (id int); SELECT 1/0;',
       checksum: 'x',
     };
-    await expect(migrate(t.db, [...(await loadMigrations()), bad])).rejects.toThrow(
+    await expect(migrate(t.db, [...(await bothServicesMigrations()), bad])).rejects.toThrow(
       /division by zero/,
     );
     const { rows } = await t.db.query(
@@ -95,5 +96,53 @@ describe('migrations', () => {
       t.db.query(`INSERT INTO orders (id, sku, quantity, created_event_id, correlation_id)
                   VALUES (gen_random_uuid(), 'sku-1', 0, gen_random_uuid(), 'c')`),
     ).rejects.toBeInstanceOf(ConstraintViolationError);
+  });
+});
+
+describe("each service's own database", () => {
+  const dbs: TestDatabase[] = [];
+  afterAll(async () => {
+    for (const d of dbs) await d.drop();
+  });
+
+  const tablesOf = async (d: TestDatabase) =>
+    (
+      await d.db.query<{ t: string }>(
+        "SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' ORDER BY 1",
+      )
+    ).rows.map((r) => r.t);
+
+  it('holds that service’s tables and the library’s, nothing of the other service', async () => {
+    const orders = await createTestDatabase('migrations_orders', { migrated: false });
+    const inventory = await createTestDatabase('migrations_inventory', { migrated: false });
+    dbs.push(orders, inventory);
+    await migrateService(orders.db, 'orders');
+    await migrateService(inventory.db, 'inventory');
+    expect(await tablesOf(orders)).toEqual([
+      'order_results_set_aside',
+      'orders',
+      'outbox',
+      'processed_messages',
+      'schema_migrations',
+    ]);
+    expect(await tablesOf(inventory)).toEqual([
+      'inventory_outbox',
+      'processed_messages',
+      'reservations',
+      'schema_migrations',
+      'stock',
+    ]);
+    // a second run changes nothing
+    expect((await migrateService(orders.db, 'orders')).applied).toEqual([]);
+  });
+
+  it('refuses a database of the single-database layout, before changing anything', async () => {
+    const old = await createTestDatabase('migrations_single', { migrated: false });
+    dbs.push(old);
+    await migrate(old.db, [
+      { name: '0001_orders_and_outbox', sql: 'CREATE TABLE orders (id uuid)', checksum: 'x' },
+    ]);
+    await expect(migrateService(old.db, 'inventory')).rejects.toThrow(/single-database layout/);
+    expect(await tablesOf(old)).toEqual(['orders', 'schema_migrations']);
   });
 });

@@ -128,7 +128,7 @@ async function expectOneRoundSetsAsideAndPublishes(
 
 const cli = (args: string[], databaseUrl: string) =>
   promisify(execFile)(process.execPath, ['--import', 'tsx', 'bin/cli.ts', ...args], {
-    env: { ...process.env, DATABASE_URL: databaseUrl },
+    env: { ...process.env, DATABASE_URL: databaseUrl, INVENTORY_DATABASE_URL: databaseUrl },
   });
 
 describe('outbox relay: a row that cannot be published is set aside (RabbitMQ)', () => {

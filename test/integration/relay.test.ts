@@ -155,6 +155,7 @@ describe.each(RELAY_RIGS)('outbox relay → $name', { concurrent: true }, (h) =>
       const child = await runDev(['--transport', rig.backend.transport, '--role', 'relay'], {
         FAULTS: 'relay.after-publish:exit',
         DATABASE_URL: t.url,
+        INVENTORY_DATABASE_URL: t.url,
         ...rig.devEnv,
       });
       expect(child.signal, child.stderr).toBe('SIGKILL');

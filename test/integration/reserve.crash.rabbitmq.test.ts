@@ -21,6 +21,7 @@ describe('reserve inventory on RabbitMQ: the consumer process dies with a retry 
     const child0 = startDev(['--role', 'consumer'], {
       FAULTS: 'reserve.after-retry-publish:exit',
       DATABASE_URL: viaProxy.toString(),
+      INVENTORY_DATABASE_URL: viaProxy.toString(),
       AMQP_URL: b.vhost.amqpUrl,
     });
     await child0.output(/consumer: worker/);

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withDatabase } from '../../devkit/scratch.js';
-import { DB_ROLES, DB_SIDES, ensureServiceLogins } from '../../shared/db/appRole.js';
-import { migrate } from '../../shared/db/migrate.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { scramSha256Verifier } from '../../shared/db/scram.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
+import { DB_ROLES, DB_SIDES, ensureServiceLogins } from '../../shared/pipeline/appRole.js';
+import { migrateService, type Service } from '../../shared/pipeline/schema.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { type PrivatePostgres, startPrivatePostgres } from '../helpers/privatePostgres.js';
 import { DATABASE_URL, uniqueName } from '../helpers/services.js';
@@ -13,8 +13,8 @@ import { DATABASE_URL, uniqueName } from '../helpers/services.js';
  * The verifier the migrate function stores is the one PostgreSQL computes, and a login with the
  * password works through SCRAM-SHA-256: on a server of this file's own whose every connection
  * must authenticate that way (the shared local server trusts every connection and must not be
- * reconfigured). The same server shows that databases migrating at once create the cluster-wide
- * roles of migrations 0005 and 0006 without failing.
+ * reconfigured). The same server shows that both services' databases migrating at once create
+ * the cluster-wide group roles of their `_roles` migrations without failing.
  */
 describe('SCRAM-SHA-256 passwords', () => {
   it('PostgreSQL computes the same verifier for the same password and salt (a role created and rolled back)', async () => {
@@ -65,7 +65,7 @@ describe('SCRAM-SHA-256 passwords', () => {
       await server?.stop();
     }, 60_000);
 
-    it('databases migrating at once create the cluster-wide roles once, without failing', async (ctx) => {
+    it("both services' databases migrating at once create the cluster-wide roles once, without failing", async (ctx) => {
       if (!server) return ctx.skip(skip);
       const admin = new PgDatabase({ connectionString: server.url, max: 1 });
       for (const d of databases) await admin.query(`CREATE DATABASE ${d}`);
@@ -74,14 +74,16 @@ describe('SCRAM-SHA-256 passwords', () => {
         (d) => new PgDatabase({ connectionString: withDatabase(server?.url ?? '', d), max: 2 }),
       );
       try {
-        const results = await Promise.all(dbs.map((db) => migrate(db)));
+        // the order service's schema in rm_scram_a and _c, inventory's in _b and _d
+        const services: Service[] = ['orders', 'inventory', 'orders', 'inventory'];
+        const results = await Promise.all(
+          dbs.map((db, i) => migrateService(db, services[i] as Service)),
+        );
         for (const r of results) expect(r.skipped).toEqual([]);
         const { rows } = await (dbs[0] as PgDatabase).query<{ rolname: string }>(
           `SELECT rolname::text FROM pg_roles WHERE rolname LIKE '%\\_app' ORDER BY 1`,
         );
-        expect(rows.map((r) => r.rolname)).toEqual(
-          [...DB_SIDES.map((s) => DB_ROLES[s].group), 'pipeline_app'].sort(),
-        );
+        expect(rows.map((r) => r.rolname)).toEqual(DB_SIDES.map((s) => DB_ROLES[s].group).sort());
       } finally {
         for (const db of dbs) await db.close();
       }

@@ -187,7 +187,7 @@ describe.skipIf(!moto || !fauxqs)(
     it('an order reserved by the reference deployment is shipped once by the second service, which publishes its own event; the order side got the result too', {
       timeout: 180_000,
     }, async () => {
-      await reference.db.db.query("INSERT INTO stock (sku, available) VALUES ('SKU-S', 10)");
+      await reference.inventoryDb.query("INSERT INTO stock (sku, available) VALUES ('SKU-S', 10)");
       const res = await fetch(`${api.url}/orders`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-correlation-id': 'shipping-deployed' },

@@ -10,14 +10,7 @@ import {
   loadBudget,
   TEST_RETRY_BUDGET,
 } from '../../shared/config/budget.js';
-import {
-  budgetOf,
-  ConfigError,
-  DEFAULT_MIGRATIONS_DIR,
-  ENV_NAMES,
-  loadEnv,
-  retentionOf,
-} from '../../shared/config/env.js';
+import { budgetOf, ConfigError, ENV_NAMES, loadEnv, retentionOf } from '../../shared/config/env.js';
 import { parseFaults } from '../../shared/config/faults.js';
 import {
   type FunctionSettings,
@@ -26,6 +19,7 @@ import {
 import { inboxRetentionRule, visibilityTimeoutRule } from '../../shared/config/rules.js';
 import { loadMigrations } from '../../shared/db/migrate.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
+import { SERVICE_MIGRATIONS_DIR, serviceMigrations } from '../../shared/pipeline/schema.js';
 
 const DAY = 24 * 3600 * 1000;
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -93,10 +87,10 @@ describe('configuration: defaults', () => {
     );
   });
 
-  it('MIGRATIONS_DIR defaults to shared/db/migrations of this checkout', () => {
-    expect(DEFAULT_MIGRATIONS_DIR).toBe(join(ROOT, 'shared', 'db', 'migrations'));
-    expect(loadEnv({}).MIGRATIONS_DIR).toBe(DEFAULT_MIGRATIONS_DIR);
-    expect(readdirSync(DEFAULT_MIGRATIONS_DIR)).toContain('0001_orders_and_outbox.sql');
+  it("MIGRATIONS_DIR has no default in the library; the services' migrations are in shared/pipeline/migrations", () => {
+    expect(loadEnv({}).MIGRATIONS_DIR).toBeUndefined();
+    expect(SERVICE_MIGRATIONS_DIR).toBe(join(ROOT, 'shared', 'pipeline', 'migrations'));
+    expect(readdirSync(SERVICE_MIGRATIONS_DIR)).toContain('0001_orders_tables.sql');
     expect(loadEnv({ MIGRATIONS_DIR: '/var/task/migrations' }).MIGRATIONS_DIR).toBe(
       '/var/task/migrations',
     );
@@ -312,13 +306,26 @@ describe('configuration: MIGRATIONS_DIR', () => {
     vi.unstubAllEnvs();
   });
 
-  it('is read when migrations are loaded, not when the module was imported', async () => {
+  it("is read when a service's migrations are loaded, not when the module was imported", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'migrations-'));
-    writeFileSync(join(dir, '0001_only.sql'), 'SELECT 1;');
+    writeFileSync(join(dir, '0001_orders_only.sql'), 'SELECT 1;');
     vi.stubEnv('MIGRATIONS_DIR', dir);
-    expect((await loadMigrations()).map((m) => m.name)).toEqual(['0001_only']);
+    expect((await serviceMigrations('orders')).map((m) => m.name)).toEqual([
+      '0000_rms_inbox',
+      '0000_rms_outbox_outbox',
+      '0001_orders_only',
+    ]);
+    await expect(serviceMigrations('inventory')).rejects.toThrow(
+      /no migrations of the inventory service/,
+    );
     vi.unstubAllEnvs();
-    expect((await loadMigrations()).map((m) => m.name)).toContain('0001_orders_and_outbox');
+    expect((await serviceMigrations('orders')).map((m) => m.name)).toContain('0001_orders_tables');
+    expect((await loadMigrations(SERVICE_MIGRATIONS_DIR)).map((m) => m.name)).toEqual([
+      '0001_inventory_tables',
+      '0001_orders_tables',
+      '0002_inventory_roles',
+      '0002_orders_roles',
+    ]);
   });
 });
 

@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Every Lambda entry point that opens transactions on the shared database rolls them back before
- * the function times out (`transactionDeadline`): a timed-out invocation runs nothing of ours, and
- * through the Data API its transaction and row locks would stay for the Data API's timeout.
+ * Every Lambda entry point that opens transactions on a service's database rolls them back before
+ * the function times out (`transactionDeadline`, once per database it reaches): a timed-out
+ * invocation runs nothing of ours, and through the Data API its transaction and row locks would
+ * stay for the Data API's timeout.
  */
 const FUNCTIONS = join(import.meta.dirname, '..', '..', 'functions');
 
@@ -29,14 +30,24 @@ describe('function entry points', () => {
     );
   });
 
-  it.each(entries.filter((e) => /sharedDb\(\)/.test(e.source)).map((e) => [e.name, e.source]))(
-    '%s rolls back its open transactions before the function times out',
+  const onDatabase = entries.filter((e) => /\b(sharedDb|serviceDb)\(/.test(e.source));
+
+  it('finds the entry points that reach a database', () => {
+    expect(onDatabase.map((e) => e.name)).toEqual(
+      expect.arrayContaining(['outbox-relay', 'place-order', 'reserve-inventory-sqs']),
+    );
+  });
+
+  it.each(onDatabase.map((e) => [e.name, e.source]))(
+    '%s rolls back its open transactions before the function times out, on each database',
     (name, source) => {
       if (name in NO_TRANSACTIONS) {
         expect(source).not.toMatch(/transaction\(/);
         return;
       }
-      expect(source).toMatch(/\.use\(\s*transactionDeadline\(\{ db: sharedDb\(\)/);
+      const databases = source.match(/\b(sharedDb|serviceDb)\(/g)?.length ?? 0;
+      const deadlines = source.match(/\.use\(\s*transactionDeadline\(\{ db/g)?.length ?? 0;
+      expect(deadlines).toBe(databases);
     },
   );
 });

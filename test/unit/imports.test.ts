@@ -13,11 +13,16 @@ import { describe, expect, it } from 'vitest';
  *   nor beside it, so there is no circle between folders; the port imports only the envelope;
  * - outside a backend's folder (`shared/transport/<backend>/`) and `test/`, only that backend's
  *   `index.ts` (its module and public surface) and `constants.ts` (its pinned names, no I/O, so
- *   that the configuration and the stacks can read them without loading the backend's client)
+ *   that the constructs and the tooling can read them without loading the backend's client)
  *   are imported; the tests of a backend's parts (`test/`) import its other files directly;
  * - the package's entry points (`exports`, `bin` and the build's roots) reach none of the example's
  *   use cases or event schemas;
- * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`;
+ * - the example (its folders of `shared/`, `functions/`, and `infra/` but for `infra/constructs/`)
+ *   imports the library (the rest of `shared/`, and `infra/constructs/`) only through the
+ *   package's entry points (the sources of `exports`): it uses nothing a user of the package
+ *   could not import;
+ * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`
+ *   (the library's) or `infra/pipeline/` (the example's);
  * - the package's CDK entry (`infra/constructs/index.ts`) reaches only `infra/constructs/` and
  *   `shared/`, never what finds this repository's files (`infra/paths.ts`), its settings
  *   (`infra/config.ts`) or a stack: it runs from the package's `dist/`;
@@ -43,11 +48,12 @@ const LAYERS: readonly (readonly string[])[] = [
   ['consumer'],
   ['transport/module.ts'],
   BACKENDS.map((b) => `transport/${b}`),
-  ['transport/index.ts', 'outbox', 'http'],
-  ['middleware'],
+  ['transport/index.ts', 'outbox'],
   // the library's entry points: they never export the example's use cases
   ['index.ts', 'testing'],
-  // the example's streams and subscriptions, then its use cases
+  // the example: its HTTP errors and middleware, its streams and subscriptions, then its use cases
+  ['http'],
+  ['middleware'],
   ['pipeline'],
   ['orders', 'inventory', 'maintenance'],
   // the library's core entry point: it re-exports from the layers below
@@ -61,6 +67,16 @@ function groupOf(path: string): string {
 }
 
 const layerOf = (group: string) => LAYERS.findIndex((l) => l.includes(group));
+
+/** The example's folders of `shared/`: its use cases, event schemas, HTTP layer and pipeline. */
+const EXAMPLE_SHARED = /^shared\/(orders|inventory|maintenance|http|middleware|pipeline)\//;
+/** The example: those, its functions and its CDK app (all of `infra/` but the constructs). */
+const isExample = (path: string) =>
+  EXAMPLE_SHARED.test(path) ||
+  (/^(functions|infra)\//.test(path) && !path.startsWith('infra/constructs/'));
+/** The library: the rest of `shared/`, and the constructs. */
+const isLibrary = (path: string) =>
+  /^(shared|infra\/constructs)\/.*\.ts$/.test(path) && !isExample(path);
 const TESTS_OF_LAB_AND_SOAK =
   /^test\/((integration|infra)\/lab\.[^/]+\.test\.ts|unit\/lab\.[^/]+\.test\.ts|integration\/soak\.smoke\.test\.ts|unit\/soakVerify\.test\.ts|helpers\/lab\.ts)$/;
 
@@ -102,6 +118,23 @@ const packageName = (spec: string) =>
 const all = trackedFiles().flatMap((file) =>
   importsOf(file, readFileSync(join(ROOT, file), 'utf8')),
 );
+
+interface PackageJson {
+  exports: Record<string, string | { default: string }>;
+  bin?: Record<string, string>;
+  devDependencies: Record<string, string>;
+}
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as PackageJson;
+/** The source file of a built path: `./dist/shared/index.js` → `shared/index.ts`. */
+const source = (built: string) => built.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts');
+/** The sources of the package's `exports` (its public entry points). */
+const EXPORTED = new Set(
+  Object.values(pkg.exports).flatMap((t) => (typeof t === 'string' ? [] : [source(t.default)])),
+);
+
+/** Imports of a file of the example that reach into the library past its entry points. */
+const pastTheEntryPoints = (imports: readonly Import[]) =>
+  imports.filter((i) => isExample(i.file) && isLibrary(i.target) && !EXPORTED.has(i.target));
 const show = (list: Import[]) => list.map((i) => `${i.file}:${i.line} → ${i.target}`);
 const top = (path: string) => path.split('/')[0] as string;
 
@@ -119,9 +152,6 @@ describe('the import rules', () => {
   });
 
   it('shared/ imports nothing outside shared/, no devDependency and no node:child_process', () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
-      devDependencies: Record<string, string>;
-    };
     const dev = new Set(Object.keys(pkg.devDependencies));
     const bad = all.filter((i) => {
       if (!i.file.startsWith('shared/')) return false;
@@ -173,24 +203,12 @@ describe('the import rules', () => {
   });
 
   it("the package's entry points reach none of the example's use cases or event schemas", () => {
-    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
-      exports: Record<string, string | { default: string }>;
-      bin?: Record<string, string>;
-    };
     const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8')) as {
       files: string[];
     };
-    const source = (built: string) => built.replace(/^\.\/dist\//, '').replace(/\.js$/, '.ts');
     const entries = [
-      ...new Set([
-        ...Object.values(pkg.exports).flatMap((t) =>
-          typeof t === 'string' ? [] : [source(t.default)],
-        ),
-        ...Object.values(pkg.bin ?? {}).map(source),
-        ...build.files,
-      ]),
+      ...new Set([...EXPORTED, ...Object.values(pkg.bin ?? {}).map(source), ...build.files]),
     ];
-    const example = /^shared\/(orders|inventory|maintenance|http|middleware|pipeline)\//;
     const byFile = new Map<string, Import[]>();
     for (const i of all) byFile.set(i.file, [...(byFile.get(i.file) ?? []), i]);
     const reached = new Set<string>();
@@ -209,7 +227,34 @@ describe('the import rules', () => {
     }
     expect(entries.length).toBeGreaterThan(5);
     expect(reached.size).toBeGreaterThan(50);
-    expect([...reached].filter((f) => example.test(f)).map((f) => path.get(f))).toEqual([]);
+    expect([...reached].filter((f) => EXAMPLE_SHARED.test(f)).map((f) => path.get(f))).toEqual([]);
+  });
+
+  it("the example imports the library only through the package's entry points", () => {
+    // the rule: a module past the entry points is caught; an entry point or the example's own is not
+    const probe = importsOf(
+      'functions/x/index.ts',
+      [
+        "import { createLogger } from '../../shared/logger.js';",
+        "import { OutboxStore } from '../../shared/index.js';",
+        "import { sqsModule } from '../../shared/transport/sqs/index.js';",
+        "import { EVENT_TYPES } from '../../shared/pipeline/constants.js';",
+      ].join('\n'),
+    );
+    expect(show(pastTheEntryPoints(probe))).toEqual(['functions/x/index.ts:1 → shared/logger.ts']);
+    expect(
+      pastTheEntryPoints(
+        importsOf(
+          'infra/stacks/X.ts',
+          "import { NodeFunction } from '../constructs/NodeFunction.js';",
+        ),
+      ),
+    ).toHaveLength(1);
+    expect(EXPORTED).toContain('shared/index.ts');
+    expect(EXPORTED).toContain('infra/constructs/index.ts');
+    // the rule sees the example's imports of the library (its entry points, then)
+    expect(all.filter((i) => isExample(i.file) && isLibrary(i.target)).length).toBeGreaterThan(30);
+    expect(show(pastTheEntryPoints(all))).toEqual([]);
   });
 
   it('no stack imports another stack', () => {

@@ -143,7 +143,7 @@ function check(plan: Plan, w: World, badRows: BadRow[] = []) {
     },
   } as unknown as PgDatabase;
   return verify({
-    db,
+    dbs: { orders: db, inventory: db },
     plan,
     parked: w.parked,
     journals: readJournals(w.journal.join('\n')),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadMigrations } from '../../shared/db/migrate.js';
 import { splitStatements } from '../../shared/db/statements.js';
+import { bothServicesMigrations } from '../../shared/pipeline/schema.js';
 
 describe('splitStatements', () => {
   it('splits at semicolons outside quotes, comments and dollar quotes', () => {
@@ -19,7 +19,7 @@ SELECT ";odd;" FROM a;
   });
 
   it('every migration splits into statements with no stray semicolons', async () => {
-    for (const m of await loadMigrations()) {
+    for (const m of await bothServicesMigrations()) {
       const statements = splitStatements(m.sql);
       expect(statements.length, m.name).toBeGreaterThan(0);
       for (const s of statements) {

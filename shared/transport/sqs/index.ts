@@ -3,8 +3,10 @@ import { type SqsBackendConfig, sqsConfigFromEnv, sqsConfigSchema } from './conf
 import { type SqsBackend, sqsBackend, sqsCapabilities } from './SqsBackend.js';
 
 // What the functions (the Lambda SQS trigger's consumer) and the local tooling use of this
-// backend beyond its module. The pinned names are in `constants.ts`.
+// backend beyond its module. The pinned names are in `constants.ts`; a stack reads those it
+// deploys with from here (the topic of a stream).
 export { createSnsClient, createSqsClient } from './client.js';
+export { snsTopicName } from './constants.js';
 export { sqsLambdaHandler } from './lambdaHandler.js';
 export { toSqsRecord } from './record.js';
 export { SqsBackend } from './SqsBackend.js';

@@ -1,4 +1,5 @@
-// No CDK here: infra/config.ts (read by the lab and the CLI) takes the defaults from this module.
+// The relay's deployment settings: `OutboxRelayFunction` (`/cdk`) deploys with them; the core
+// entry point exports them too, so that a configuration reads the defaults without loading the CDK.
 
 /**
  * How the relay runs (docs/outbox-relay.md): kicked by the producers after COMMIT, each
