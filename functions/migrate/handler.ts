@@ -1,7 +1,7 @@
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import middy from '@middy/core';
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
-import { ConfigError, type DbLogin, type Logger, type SqlDatabase } from '../../shared/index.js';
+import type { DbLogin, Logger, SqlDatabase } from '../../shared/index.js';
 import { DB_SIDES, type DbSide, ensureServiceLogins } from '../../shared/pipeline/appRole.js';
 import { ensureDatabase, migrateService } from '../../shared/pipeline/schema.js';
 
