@@ -92,14 +92,20 @@ async function costOf(
     log: progress,
   });
   const name = scratchName(`bench_cost_${transport}`);
-  const { db, vhost, pipeline, closers } = await deployForBench(env, transport, assembly, name);
+  const { inventoryDb, vhost, pipeline, closers } = await deployForBench(
+    env,
+    transport,
+    assembly,
+    name,
+  );
   try {
     const d = pipeline.deployment;
     const api = await d.startHttpApi();
     const schedules = await startTriggers(d, env.AMQP_URL, vhost?.vhost as string, closers);
-    await seedStock(db.db);
+    // stock and reservations are the inventory service's, in its own database
+    await seedStock(inventoryDb);
     const orders = new OrderPlacer(api.url);
-    const settle = (expected: number) => settled(d, db.db, transport, expected);
+    const settle = (expected: number) => settled(d, inventoryDb, transport, expected);
 
     // warm up (cold starts happen once per environment; a steady state has them amortized)
     const warm = await Promise.all(

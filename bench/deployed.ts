@@ -5,6 +5,8 @@ import { createScratchDatabase, type ScratchDatabase } from '../devkit/scratch.j
 import { type DeployedConsumers, localTransport } from '../devkit/transports/index.js';
 import type { ScratchVhost } from '../devkit/transports/types.js';
 import type { Env } from '../shared/config/env.js';
+import { PgDatabase } from '../shared/db/pg/PgDatabase.js';
+import { inventoryDatabaseUrl } from '../shared/pipeline/schema.js';
 import { isTransportName } from '../shared/transport/index.js';
 
 /** The transports the stacks deploy (`-c transport=…`). */
@@ -34,7 +36,10 @@ export function ofService(counts: Record<string, number>, service: string): numb
 }
 
 export interface DeployedForBench {
+  /** The order service's database (the stack's default database). */
   db: ScratchDatabase;
+  /** The inventory service's, which the stack's migrate function created beside it. */
+  inventoryDb: PgDatabase;
   vhost: ScratchVhost | undefined;
   pipeline: LocalPipeline;
   /** Undoes everything, last first (the caller adds its own and runs them in reverse). */
@@ -81,7 +86,12 @@ export async function deployForBench(
     });
     closers.push(() => pipeline.close());
     await pipeline.deploy();
-    return { db, vhost: namespace.vhost, pipeline, closers };
+    const inventoryDb = new PgDatabase({
+      connectionString: inventoryDatabaseUrl({ DATABASE_URL: db.url }),
+      max: 4,
+    });
+    closers.push(() => inventoryDb.close());
+    return { db, inventoryDb, vhost: namespace.vhost, pipeline, closers };
   } catch (err) {
     for (const c of closers.reverse()) await c().catch(() => {});
     throw err;

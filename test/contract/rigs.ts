@@ -1,6 +1,7 @@
 import { startConsumer } from '../../devkit/consumers.js';
 import { deleteNatsStreams, NATS_URL } from '../../devkit/transports/nats.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION } from '../../shared/index.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { createBackend } from '../../shared/transport/index.js';
 import type { NatsBackendConfig } from '../../shared/transport/nats/index.js';

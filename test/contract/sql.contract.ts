@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ConstraintViolationError, UniqueViolationError } from '../../shared/db/errors.js';
-import type { SqlDatabase } from '../../shared/db/types.js';
+import type { SqlDatabase } from '../../shared/index.js';
+import { ConstraintViolationError, UniqueViolationError } from '../../shared/index.js';
 
 /**
  * The SQL port's contract, written once and run against every adapter (node-postgres, RDS Data

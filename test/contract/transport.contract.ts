@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
 import type {
   Backend,
   InboundMessage,
@@ -9,7 +8,8 @@ import type {
   Outcome,
   Publisher,
   RunningConsumer,
-} from '../../shared/port/types.js';
+} from '../../shared/index.js';
+import { type Envelope, newEnvelope } from '../../shared/index.js';
 
 /**
  * The transport contract (in the spirit of Watermill's universal pub/sub tests): what every

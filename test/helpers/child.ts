@@ -1,7 +1,7 @@
 import { templatesFor } from '../../devkit/lambda/synth.js';
 import { NodeProcess } from '../../devkit/processes.js';
 import { localTransport } from '../../devkit/transports/index.js';
-import type { JournalEntry } from '../../shared/consumer/journal.js';
+import type { JournalEntry } from '../../shared/index.js';
 import { RABBITMQ_MANAGEMENT_URL } from './services.js';
 
 export interface ChildResult {

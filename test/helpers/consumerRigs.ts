@@ -1,4 +1,5 @@
-import { type RetryBudget, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { RetryBudget } from '../../shared/index.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import { type ConsumerRig, InventoryRig } from './inventory.js';
 import { NatsInventoryRig } from './natsInventory.js';

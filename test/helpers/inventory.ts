@@ -10,25 +10,26 @@ import {
 } from '../../devkit/scratch.js';
 import type { TcpProxy } from '../../devkit/TcpProxy.js';
 import type { ScratchVhost } from '../../devkit/transports/types.js';
-import {
-  DEFAULT_RETENTION,
-  type RetryBudget,
-  TEST_RETRY_BUDGET,
-} from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { SqlDatabase } from '../../shared/db/types.js';
-import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
-import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
-import { setStock } from '../../shared/inventory/stock.js';
-import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
-import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type {
   Backend,
   MessageHandler,
   ParkedEntry,
   RunningConsumer,
-} from '../../shared/port/types.js';
+  SqlDatabase,
+} from '../../shared/index.js';
+import {
+  DEFAULT_RETENTION,
+  type Envelope,
+  newEnvelope,
+  type RetryBudget,
+} from '../../shared/index.js';
+import { INVENTORY_PARK_NOTICES } from '../../shared/inventory/quarantine.js';
+import { ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
+import { setStock } from '../../shared/inventory/stock.js';
+import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
+import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type {
   RabbitMqBackend,
   RabbitMqBackendConfig,

@@ -1,11 +1,8 @@
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
-import {
-  DEFAULT_RETENTION,
-  type RetryBudget,
-  TEST_RETRY_BUDGET,
-} from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { RunningConsumer } from '../../shared/index.js';
+import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/index.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { RunningConsumer } from '../../shared/port/types.js';
 import type { NatsBackend, NatsBackendConfig } from '../../shared/transport/nats/index.js';
 import { ConsumerRig, RIG_CONSUMER, type RigConsumerOptions } from './inventory.js';
 import { SERVICES } from './services.js';

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { ParkedEntry } from '../../shared/port/types.js';
+import type { ParkedEntry } from '../../shared/index.js';
 import type { ConsumerRig } from './inventory.js';
 
 export interface CliRun {

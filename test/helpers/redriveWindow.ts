@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { ParkedEntry } from '../../shared/port/types.js';
+import type { ParkedEntry } from '../../shared/index.js';
 import type { ConsumerRig } from './inventory.js';
 
 /**

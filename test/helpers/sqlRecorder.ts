@@ -1,4 +1,4 @@
-import type { QueryResult, SqlExecutor, SqlParam } from '../../shared/db/types.js';
+import type { QueryResult, SqlExecutor, SqlParam } from '../../shared/index.js';
 
 /** An executor that records the statements it is given and answers none (no database). */
 export function sqlRecorder(): {

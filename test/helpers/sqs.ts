@@ -6,11 +6,8 @@ import {
 } from '@aws-sdk/client-sqs';
 import { inject } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import {
-  DEFAULT_RETENTION,
-  type RetryBudget,
-  TEST_RETRY_BUDGET,
-} from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/index.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';
 import { type SqsPipelineQueues, sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';

@@ -1,15 +1,10 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { RawMessage } from '../../devkit/rawMessages.js';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
-import {
-  DEFAULT_RETENTION,
-  type RetryBudget,
-  TEST_RETRY_BUDGET,
-} from '../../shared/config/budget.js';
-import type { SqlDatabase } from '../../shared/db/types.js';
-import type { Envelope } from '../../shared/envelope/envelope.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { Envelope, RunningConsumer, SqlDatabase } from '../../shared/index.js';
+import { DEFAULT_RETENTION, type RetryBudget } from '../../shared/index.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { RunningConsumer } from '../../shared/port/types.js';
 import type { SqsBackendConfig } from '../../shared/transport/sqs/config.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import type { SqsBackend } from '../../shared/transport/sqs/index.js';

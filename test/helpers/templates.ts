@@ -1,7 +1,7 @@
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { type PipelineConfig, pipelineConfig } from '../../infra/config.js';
-import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
+import { dataApiAccess } from '../../infra/constructs/index.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';

@@ -7,7 +7,7 @@ import { CONSUMER_METRICS, CONSUMER_METRICS_SERVICE } from '../../shared/consume
 import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { OUTBOX_TABLES } from '../../shared/pipeline/constants.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
-import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
+import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 import { synthPipelines } from '../helpers/templates.js';
 
 /**

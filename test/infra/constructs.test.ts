@@ -19,8 +19,7 @@ import {
 } from '../../infra/constructs/index.js';
 import { MIGRATIONS_SOURCE } from '../../infra/paths.js';
 import { SIDE_LOGINS } from '../../infra/stacks/DataStack.js';
-import { DEFAULT_RETRY_BUDGET } from '../../shared/config/env.js';
-import { ConfigError } from '../../shared/config/errors.js';
+import { ConfigError, DEFAULT_RETRY_BUDGET } from '../../shared/index.js';
 
 /**
  * The package's CDK constructs (`reliable-messaging-serverless/cdk`) as another team uses them:

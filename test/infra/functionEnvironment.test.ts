@@ -2,26 +2,23 @@ import { App, type Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { type PipelineConfig, pipelineConfig, validatePipelineConfig } from '../../infra/config.js';
-import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
+import { dataApiAccess } from '../../infra/constructs/index.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
+import { budgetOf, ENV_NAMES } from '../../shared/config/env.js';
 import {
-  DEFAULT_REDRIVE_WINDOW_MS,
-  type Retention,
-  type RetryBudget,
-} from '../../shared/config/budget.js';
-import {
-  budgetOf,
   ConfigError,
   DEFAULT_REDRIVE_LIMIT,
-  ENV_NAMES,
+  DEFAULT_REDRIVE_WINDOW_MS,
   type Env,
   loadEnv,
   RETENTION_ENV,
+  type Retention,
+  type RetryBudget,
   retentionOf,
   transactionTimeoutsOf,
-} from '../../shared/config/env.js';
+} from '../../shared/index.js';
 import { DB_ROLES, DB_SIDES } from '../../shared/pipeline/appRole.js';
 
 /**

@@ -9,7 +9,7 @@ import {
   pipelineConfig,
   pipelineConfigFromContext,
 } from '../../infra/config.js';
-import { type DatabaseAccess, dataApiAccess } from '../../infra/constructs/databaseAccess.js';
+import { type DatabaseAccess, dataApiAccess } from '../../infra/constructs/index.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
 import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';

@@ -1,11 +1,13 @@
 import { Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
-import { rabbitRetryDelays } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { QUEUE_BOUNDS } from '../../shared/transport/rabbitmq/constants.js';
-import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import {
+  declaredTopology,
+  QUEUE_BOUNDS,
+  rabbitRetryDelays,
+} from '../../shared/transport/rabbitmq/index.js';
 import { synthPipelines } from '../helpers/templates.js';
 
 const config = pipelineConfig();

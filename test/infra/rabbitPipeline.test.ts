@@ -12,14 +12,12 @@ import {
   mqBatchingWindowSeconds,
   pipelineConfig,
 } from '../../infra/config.js';
-import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
+import { dataApiAccess, functionEnvironment } from '../../infra/constructs/index.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { RabbitPipelineStack } from '../../infra/stacks/RabbitPipelineStack.js';
-import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { AMAZON_MQ_TRIGGER } from '../../shared/transport/rabbitmq/constants.js';
-import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import { AMAZON_MQ_TRIGGER, declaredTopology } from '../../shared/transport/rabbitmq/index.js';
 
 const config = pipelineConfig();
 

@@ -7,10 +7,9 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pipelineConfig } from '../../infra/config.js';
-import { dataApiAccess } from '../../infra/constructs/databaseAccess.js';
+import { dataApiAccess, functionEnvironment } from '../../infra/constructs/index.js';
 import { DataStack } from '../../infra/stacks/DataStack.js';
 import { SqsPipelineStack } from '../../infra/stacks/SqsPipelineStack.js';
-import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
 
 const config = pipelineConfig();
 

@@ -3,17 +3,12 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import type { CloudFormationCustomResourceEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import {
-  DEFAULT_RETENTION,
-  DEFAULT_RETRY_BUDGET,
-  rabbitRetryDelays,
-} from '../../shared/config/budget.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET, newEnvelope } from '../../shared/index.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { parseBrokerSecret } from '../../shared/transport/rabbitmq/brokerSecret.js';
 import { pipelinePermissions } from '../../shared/transport/rabbitmq/brokerUsers.js';
-import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';
+import { declaredTopology, rabbitRetryDelays } from '../../shared/transport/rabbitmq/index.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { createTestVhost, type TestVhost } from '../helpers/rabbit.js';
 import { AMQP_URL, RABBITMQ_MANAGEMENT_URL, uniqueName } from '../helpers/services.js';

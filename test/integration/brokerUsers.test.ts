@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET, newEnvelope } from '../../shared/index.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import {

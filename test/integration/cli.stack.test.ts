@@ -16,7 +16,7 @@ import {
 } from '../../devkit/lambda/localStack.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { STACK_OUTPUTS } from '../../infra/stackOutputs.js';
-import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { encodeEnvelope, newEnvelope } from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { createSqsClient, envelopeAttributes } from '../../shared/transport/sqs/index.js';
 import { type BundleRig, bundleRig } from '../helpers/bundles.js';

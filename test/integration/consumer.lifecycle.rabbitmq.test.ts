@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from '../../devkit/consumers.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { rabbitRetryDelays } from '../../shared/config/budget.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
-import { QUEUE_BOUNDS } from '../../shared/transport/rabbitmq/constants.js';
+import { QUEUE_BOUNDS, rabbitRetryDelays } from '../../shared/transport/rabbitmq/index.js';
 import { InventoryRig } from '../helpers/inventory.js';
 
 describe('RabbitMQ consumer: topology, policies, lifecycle', () => {

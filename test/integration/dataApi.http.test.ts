@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
 import { createPlaceOrderHandler } from '../../functions/place-order/handler.js';
 import { RESUMING_RETRY_AFTER_S } from '../../shared/http/errors.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger } from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';

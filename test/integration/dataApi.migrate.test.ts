@@ -9,9 +9,8 @@ import {
   DataApiDatabase,
   migrationsLambdaHandler,
 } from '../../shared/db/data-api/DataApiDatabase.js';
-import { libraryMigrations } from '../../shared/db/libraryMigrations.js';
-import type { SqlExecutor } from '../../shared/db/types.js';
-import { createLogger } from '../../shared/logger.js';
+import type { SqlExecutor } from '../../shared/index.js';
+import { createLogger, libraryMigrations } from '../../shared/index.js';
 import { DB_ROLES, DB_SIDES } from '../../shared/pipeline/appRole.js';
 import { ensureDatabase, serviceMigrations } from '../../shared/pipeline/schema.js';
 import { localDataApi } from '../helpers/dataApi.js';

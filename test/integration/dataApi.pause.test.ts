@@ -12,7 +12,7 @@ import {
   type ResumeEvent,
   type ResumeWait,
 } from '../../shared/db/data-api/DataApiDatabase.js';
-import { DatabaseResumingError } from '../../shared/db/errors.js';
+import { DatabaseResumingError } from '../../shared/index.js';
 import { sleep } from '../../shared/util/async.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';

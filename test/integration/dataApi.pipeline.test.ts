@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from '../../devkit/consumers.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import type { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
+import { OutboxRelay } from '../../shared/index.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { InventoryRig } from '../helpers/inventory.js';
 

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpApi } from '../../devkit/emulators/httpApi.js';
 import { createPlaceOrderHandler, MAX_BODY_BYTES } from '../../functions/place-order/handler.js';
 import { setFaults } from '../../shared/config/faults.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger } from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 

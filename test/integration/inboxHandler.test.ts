@@ -4,15 +4,25 @@ import { z } from 'zod';
 import { freePort } from '../../devkit/freePort.js';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { PermanentMessageError } from '../../shared/consumer/errors.js';
-import { type InboxHandlerOptions, inboxHandler } from '../../shared/consumer/inboxHandler.js';
-import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
-import { TransientDbError } from '../../shared/db/errors.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import type { SqlDatabase, SqlExecutor } from '../../shared/db/types.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import type { Logger } from '../../shared/logger.js';
-import type { InboundMessage, Outcome } from '../../shared/port/types.js';
+import type {
+  InboundMessage,
+  Logger,
+  Outcome,
+  SqlDatabase,
+  SqlExecutor,
+} from '../../shared/index.js';
+import {
+  type Envelope,
+  encodeEnvelope,
+  type InboxHandlerOptions,
+  inboxHandler,
+  Journal,
+  type JournalEntry,
+  newEnvelope,
+  PermanentMessageError,
+  TransientDbError,
+} from '../../shared/index.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 

@@ -2,13 +2,17 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { INBOX_TABLE, Inbox } from '../../shared/consumer/inbox.js';
-import { libraryMigrations } from '../../shared/db/libraryMigrations.js';
-import { type Migration, migrate } from '../../shared/db/migrate.js';
-import type { SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/types.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import type { SqlDatabase, SqlExecutor, SqlParam } from '../../shared/index.js';
+import {
+  INBOX_TABLE,
+  Inbox,
+  libraryMigrations,
+  type Migration,
+  migrate,
+  newEnvelope,
+  OutboxRelay,
+  OutboxStore,
+} from '../../shared/index.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { uniqueName } from '../helpers/services.js';

@@ -3,9 +3,8 @@ import { Command } from 'commander';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createMaintenanceHandler } from '../../functions/maintenance/handler.js';
-import { type Retention, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { ConfigError } from '../../shared/config/env.js';
-import { createLogger } from '../../shared/logger.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { ConfigError, createLogger, type Retention } from '../../shared/index.js';
 import {
   loadRetention,
   type MaintenanceResult,

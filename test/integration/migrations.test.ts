@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConstraintViolationError, UniqueViolationError } from '../../shared/db/errors.js';
-import { migrate } from '../../shared/db/migrate.js';
+import { ConstraintViolationError, migrate, UniqueViolationError } from '../../shared/index.js';
 import { bothServicesMigrations, migrateService } from '../../shared/pipeline/schema.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 

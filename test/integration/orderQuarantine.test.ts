@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import type { Diagnosis, InboundMessage } from '../../shared/index.js';
+import { encodeEnvelope, newEnvelope } from '../../shared/index.js';
 import {
   quarantineNoticeId,
   reservationQuarantineNotice,
 } from '../../shared/inventory/quarantine.js';
 import { OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import type { Diagnosis, InboundMessage } from '../../shared/port/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 /**

@@ -7,15 +7,19 @@ import type { ScheduledEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { loadEnv } from '../../shared/config/env.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import { FaultScope } from '../../shared/config/faults.js';
-import { createLogger } from '../../shared/logger.js';
+import {
+  createLogger,
+  DEFAULT_RETENTION,
+  loadEnv,
+  MemoryRelayStateStore,
+  publishOutboxMetrics,
+  relayLambdaHandler,
+} from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
 import { DRAIN_SOURCE, KICK_SOURCE } from '../../shared/outbox/kick.js';
-import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
-import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
-import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
+import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { createRelays } from '../../shared/pipeline/relays.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';

@@ -5,7 +5,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { encodeEnvelope } from '../../shared/envelope/envelope.js';
+import { encodeEnvelope } from '../../shared/index.js';
 import { SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryRig } from '../helpers/sqsInventory.js';
 

@@ -19,8 +19,13 @@ import type {
   PeerInput,
   RunningPeer,
 } from '../../peers/types.js';
-import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import {
+  type Envelope,
+  encodeEnvelope,
+  Journal,
+  type JournalEntry,
+  newEnvelope,
+} from '../../shared/index.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { testConnection } from '../helpers/amqp.js';

@@ -16,8 +16,7 @@ import {
   trxSchema,
 } from '../../peers/pgTransactionalOutbox.js';
 import type { PeerContext, RunningPeer } from '../../peers/types.js';
-import { Journal } from '../../shared/consumer/journal.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { type Envelope, encodeEnvelope, Journal, newEnvelope } from '../../shared/index.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import { SERVICES } from '../helpers/services.js';

@@ -18,8 +18,7 @@ import {
 import { powertoolsPeer, powertoolsPeerWith } from '../../peers/powertools.js';
 import { sqsConsumerPeer, sqsConsumerPeerWith } from '../../peers/sqsConsumer.js';
 import type { PeerConsumer, PeerDelivery, RunningPeer } from '../../peers/types.js';
-import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
-import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { type Envelope, Journal, type JournalEntry, newEnvelope } from '../../shared/index.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { createSqsClient } from '../../shared/transport/sqs/index.js';
 import { SERVICES } from '../helpers/services.js';

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION } from '../../shared/index.js';
 import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/constants.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import { QUEUE_METRICS } from '../../shared/transport/rabbitmq/index.js';
 import { reportQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { captureEmf } from '../helpers/emf.js';
 import { amqpUrlVia } from '../helpers/rabbit.js';

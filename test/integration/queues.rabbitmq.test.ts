@@ -3,14 +3,17 @@ import type { ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION, newEnvelope, OutboxRelay } from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { QUEUE_BOUNDS, RABBITMQ_DEFAULTS } from '../../shared/transport/rabbitmq/constants.js';
-import { declaredTopology, type RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
+import { RABBITMQ_DEFAULTS } from '../../shared/transport/rabbitmq/constants.js';
+import {
+  declaredTopology,
+  QUEUE_BOUNDS,
+  type RabbitMqBackend,
+} from '../../shared/transport/rabbitmq/index.js';
 import { publishQueueMetrics } from '../../shared/transport/rabbitmq/queueMetrics.js';
 import { requiredRoutes, topicMatches } from '../../shared/transport/rabbitmq/routes.js';
 import { applyPolicies } from '../../shared/transport/rabbitmq/topology.js';

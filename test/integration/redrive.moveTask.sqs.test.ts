@@ -2,7 +2,7 @@ import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import type { Envelope } from '../../shared/envelope/envelope.js';
+import type { Envelope } from '../../shared/index.js';
 import { inOrder, SQS_RIGS } from '../helpers/consumerRigs.js';
 import { MoveTaskShim } from '../helpers/moveTaskShim.js';
 import { redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';

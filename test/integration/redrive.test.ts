@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import type { Envelope } from '../../shared/envelope/envelope.js';
+import type { Envelope } from '../../shared/index.js';
 import { CONSUMER_RIGS, inOrder } from '../helpers/consumerRigs.js';
 import type { ConsumerRig } from '../helpers/inventory.js';
 import { type CliRun, redriveRefusedAtTheLimit, runCli } from '../helpers/redriveLimit.js';

@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
+import type { Publisher } from '../../shared/index.js';
+import { newEnvelope, OutboxRelay, OutboxStore } from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/port/types.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import {
   createSqsRig,

@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/types.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
-import { OutboxRelay, type OutboxRelayOptions } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/port/types.js';
+import type { Publisher, Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/index.js';
+import {
+  newEnvelope,
+  OutboxRelay,
+  type OutboxRelayOptions,
+  OutboxStore,
+} from '../../shared/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 /**

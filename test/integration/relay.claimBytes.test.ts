@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/types.js';
-import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore, SET_ASIDE_PREFIX } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/port/types.js';
+import type { Publisher, Row, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/index.js';
+import { type Envelope, newEnvelope, OutboxRelay, OutboxStore } from '../../shared/index.js';
+import { SET_ASIDE_PREFIX } from '../../shared/outbox/OutboxStore.js';
 import { localDataApi } from '../helpers/dataApi.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 

@@ -4,13 +4,12 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createScratch, type ScratchEnvironment } from '../../devkit/scratch.js';
 import { TcpProxy } from '../../devkit/TcpProxy.js';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { Publisher } from '../../shared/index.js';
+import { DEFAULT_RETENTION, newEnvelope, OutboxRelay } from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { Publisher } from '../../shared/port/types.js';
 import type { RabbitMqBackend } from '../../shared/transport/rabbitmq/index.js';
 import { queueDepth, readMessages, testConnection } from '../helpers/amqp.js';
 import type { TestDatabase } from '../helpers/db.js';

@@ -4,10 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callLog, startCountingProxy } from '../../devkit/emulators/countingProxy.js';
 import { startDataApiServer } from '../../devkit/emulators/dataApiServer.js';
 import { DataApiDatabase } from '../../shared/db/data-api/DataApiDatabase.js';
-import { newEnvelope } from '../../shared/envelope/envelope.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/port/types.js';
+import type { Publisher } from '../../shared/index.js';
+import { newEnvelope, OutboxRelay, OutboxStore } from '../../shared/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 
 /**

@@ -1,15 +1,18 @@
 import type { ScheduledEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
-import { loadEnv } from '../../shared/config/env.js';
-import { createLogger } from '../../shared/logger.js';
+import type { RouteLoss } from '../../shared/index.js';
+import {
+  createLogger,
+  loadEnv,
+  MemoryRelayStateStore,
+  publishOutboxMetrics,
+  relayLambdaHandler,
+} from '../../shared/index.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { relayLambdaHandler } from '../../shared/outbox/lambdaHandler.js';
-import { OUTBOX_METRICS, publishOutboxMetrics } from '../../shared/outbox/metrics.js';
-import { MemoryRelayStateStore } from '../../shared/outbox/relayState.js';
+import { OUTBOX_METRICS } from '../../shared/outbox/metrics.js';
 import { createRelays } from '../../shared/pipeline/relays.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { RouteLoss } from '../../shared/port/types.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { captureEmf } from '../helpers/emf.js';

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION, OutboxRelay } from '../../shared/index.js';
 import { INVENTORY_CONSUMER } from '../../shared/inventory/ReserveInventory.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import { REPUBLISH_PREFIX } from '../../shared/outbox/OutboxStore.js';
 import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { Envelope } from '../../shared/envelope/envelope.js';
+import type { Envelope } from '../../shared/index.js';
 import { InventoryRig } from '../helpers/inventory.js';
 
 describe('reserve inventory on RabbitMQ under load', () => {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { DEFAULT_RETENTION } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION } from '../../shared/index.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, retryQueueName } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';

@@ -6,7 +6,7 @@ import { SqsTriggerConfigError, validateVisibility } from '../../devkit/triggers
 import { waitFor } from '../../devkit/waitFor.js';
 import { setFaults } from '../../shared/config/faults.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
-import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { type Envelope, newEnvelope } from '../../shared/index.js';
 import { DEV_TEMPLATES_TIMEOUT_MS, devTemplates } from '../helpers/child.js';
 import { receiveAll, SQS_FEATURES, SQS_SERVERS } from '../helpers/sqs.js';
 import { SqsInventoryRig } from '../helpers/sqsInventory.js';

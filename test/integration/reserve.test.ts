@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import { encodeEnvelope, newEnvelope } from '../../shared/index.js';
 import { CONSUMER_RIGS, inOrder } from '../helpers/consumerRigs.js';
 import type { ConsumerRig } from '../helpers/inventory.js';
 

@@ -2,25 +2,28 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withDatabase } from '../../devkit/scratch.js';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { Inbox } from '../../shared/consumer/inbox.js';
-import { retireLogin } from '../../shared/db/logins.js';
 import { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
 import { scramSha256Verifier } from '../../shared/db/scram.js';
-import type { SqlDatabase, SqlExecutor, SqlParam } from '../../shared/db/types.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import type { InboundMessage, SqlDatabase, SqlExecutor, SqlParam } from '../../shared/index.js';
+import {
+  type Envelope,
+  encodeEnvelope,
+  Inbox,
+  newEnvelope,
+  OutboxRelay,
+  retireLogin,
+} from '../../shared/index.js';
 import { INVENTORY_CONSUMER, ReserveInventory } from '../../shared/inventory/ReserveInventory.js';
 import { setStock } from '../../shared/inventory/stock.js';
 import { runMaintenance } from '../../shared/maintenance/retention.js';
 import { ORDER_RESULTS_CONSUMER, OrderResults } from '../../shared/orders/OrderResults.js';
 import { OrderService } from '../../shared/orders/OrderService.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
 import {
   DB_ROLES,
   DB_SIDES,
   type DbSide,
   ensureServiceLogins,
 } from '../../shared/pipeline/appRole.js';
-import type { InboundMessage } from '../../shared/port/types.js';
 import { memoryBackend } from '../../shared/transport/memory/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { DATABASE_URL, uniqueName } from '../helpers/services.js';

@@ -5,12 +5,16 @@ import {
   UnsubscribeCommand,
 } from '@aws-sdk/client-sns';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { type Envelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { Topology } from '../../shared/index.js';
+import {
+  DEFAULT_RETENTION,
+  type Envelope,
+  newEnvelope,
+  OutboxRelay,
+  OutboxStore,
+} from '../../shared/index.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { Topology } from '../../shared/port/types.js';
 import { createSnsClient, type SqsBackend, sqsModule } from '../../shared/transport/sqs/index.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/db.js';
 import { uniqueName } from '../helpers/services.js';

@@ -7,8 +7,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../../devkit/waitFor.js';
-import type { RetryBudget } from '../../shared/config/budget.js';
-import type { Outcome } from '../../shared/port/types.js';
+import type { Outcome, RetryBudget } from '../../shared/index.js';
 import type { SqsRetryMode } from '../../shared/transport/sqs/constants.js';
 import { sqsDelivery, toSqsRecord } from '../../shared/transport/sqs/index.js';
 import { sqsBackend } from '../../shared/transport/sqs/SqsBackend.js';

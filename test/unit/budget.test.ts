@@ -1,22 +1,20 @@
 import { describe, expect, it } from 'vitest';
+import { rabbitRetryBucket, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
 import {
+  classifyError,
   DEFAULT_RETENTION,
   DEFAULT_RETRY_BUDGET,
   decideRetry,
-  loadBudget,
-  rabbitRetryBucket,
-  rabbitRetryDelays,
-  TEST_RETRY_BUDGET,
-  validateBudget,
-} from '../../shared/config/budget.js';
-import {
-  classifyError,
+  EnvelopeError,
   isInfrastructureError,
+  loadBudget,
   shortError,
-} from '../../shared/consumer/classify.js';
-import { TransientDbError, UniqueViolationError } from '../../shared/db/errors.js';
-import { EnvelopeError } from '../../shared/envelope/errors.js';
-import { uuidV5 } from '../../shared/util/uuid.js';
+  TransientDbError,
+  UniqueViolationError,
+  uuidV5,
+  validateBudget,
+} from '../../shared/index.js';
+import { rabbitRetryDelays } from '../../shared/transport/rabbitmq/index.js';
 
 describe('retry budget', () => {
   it('walks the ladder, then parks as exhausted', () => {

@@ -3,21 +3,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SqsTriggerConfigError, validateVisibility } from '../../devkit/triggers/sqsTrigger.js';
+import { type FunctionSettings, functionEnvironment } from '../../infra/constructs/index.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { budgetOf, ENV_NAMES } from '../../shared/config/env.js';
+import { parseFaults } from '../../shared/config/faults.js';
 import {
+  ConfigError,
   DEFAULT_REDRIVE_WINDOW_MS,
   DEFAULT_RETENTION,
   DEFAULT_RETRY_BUDGET,
+  inboxRetentionRule,
   loadBudget,
-  TEST_RETRY_BUDGET,
-} from '../../shared/config/budget.js';
-import { budgetOf, ConfigError, ENV_NAMES, loadEnv, retentionOf } from '../../shared/config/env.js';
-import { parseFaults } from '../../shared/config/faults.js';
-import {
-  type FunctionSettings,
-  functionEnvironment,
-} from '../../shared/config/functionEnvironment.js';
-import { inboxRetentionRule, visibilityTimeoutRule } from '../../shared/config/rules.js';
-import { loadMigrations } from '../../shared/db/migrate.js';
+  loadEnv,
+  loadMigrations,
+  retentionOf,
+  visibilityTimeoutRule,
+} from '../../shared/index.js';
 import { loadRetention } from '../../shared/maintenance/retention.js';
 import { SERVICE_MIGRATIONS_DIR, serviceMigrations } from '../../shared/pipeline/schema.js';
 

@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { FaultScope } from '../../shared/config/faults.js';
-import { ConsumerDriver } from '../../shared/consumer/driver.js';
-import { Journal, type JournalEntry } from '../../shared/consumer/journal.js';
 import type {
   Delivery,
   Diagnosis,
@@ -12,7 +10,8 @@ import type {
   RetryRequest,
   Settle,
   Settled,
-} from '../../shared/port/types.js';
+} from '../../shared/index.js';
+import { ConsumerDriver, Journal, type JournalEntry } from '../../shared/index.js';
 
 const NOW = new Date('2026-03-01T12:00:00.000Z');
 

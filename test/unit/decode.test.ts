@@ -1,11 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { classifyError } from '../../shared/consumer/classify.js';
-import { decodeMessage } from '../../shared/consumer/decode.js';
-import { type Envelope, encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
+import type { InboundMessage } from '../../shared/index.js';
+import {
+  classifyError,
+  decodeMessage,
+  type Envelope,
+  encodeEnvelope,
+  newEnvelope,
+} from '../../shared/index.js';
 import { dataSchemaFor } from '../../shared/pipeline/events.js';
-import type { InboundMessage } from '../../shared/port/types.js';
 
 const event = (type = 'audit.noted', data: Record<string, unknown> = { note: 'hello' }) =>
   newEnvelope({

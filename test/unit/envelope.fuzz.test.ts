@@ -3,10 +3,10 @@ import { describe, expect, it } from 'vitest';
 import {
   decodeEnvelope,
   type Envelope,
+  EnvelopeError,
   encodeEnvelope,
   parseEnvelope,
-} from '../../shared/envelope/envelope.js';
-import { EnvelopeError } from '../../shared/envelope/errors.js';
+} from '../../shared/index.js';
 
 /**
  * Property-based tests of the envelope parser: whatever bytes or JSON arrive, the

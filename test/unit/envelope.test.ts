@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { decodeEnvelope, newEnvelope, parseEnvelope } from '../../shared/envelope/envelope.js';
-import { EnvelopeError } from '../../shared/envelope/errors.js';
+import { decodeEnvelope, EnvelopeError, newEnvelope, parseEnvelope } from '../../shared/index.js';
 
 const valid = () =>
   newEnvelope({

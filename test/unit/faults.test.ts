@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { InjectedFaultError } from '../../shared/config/errors.js';
-import { FaultScope, fault, parseFaults, setFaults } from '../../shared/config/faults.js';
+import { FaultScope, parseFaults, setFaults } from '../../shared/config/faults.js';
+import { fault, InjectedFaultError } from '../../shared/index.js';
 
 describe('Fault points', () => {
   afterEach(() => setFaults(''));

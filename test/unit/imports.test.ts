@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -21,6 +21,9 @@ import { describe, expect, it } from 'vitest';
  *   imports the library (the rest of `shared/`, and `infra/constructs/`) only through the
  *   package's entry points (the sources of `exports`): it uses nothing a user of the package
  *   could not import;
+ * - the tests (`test/`) import through the package's entry points whatever an entry point exports
+ *   (the same declaration, not a namesake): past the entry points, they import from the library
+ *   only what no entry point exports (a white-box test of an internal, such as `splitStatements`);
  * - no stack (`infra/stacks/`) imports another: what two stacks share is in `infra/constructs/`
  *   (the library's) or `infra/pipeline/` (the example's);
  * - the package's CDK entry (`infra/constructs/index.ts`) reaches only `infra/constructs/` and
@@ -86,6 +89,8 @@ interface Import {
   target: string;
   typeOnly: boolean;
   line: number;
+  /** The names it takes from the target (`default`, `*` for a namespace or the whole module). */
+  names: string[];
 }
 
 function trackedFiles(): string[] {
@@ -95,19 +100,57 @@ function trackedFiles(): string[] {
 }
 
 const IMPORT_RE =
-  /(?:^|\n)\s*(import|export)\s+(type\s+)?(?:[^'";]*?\s+from\s+)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+  /(?:^|\n)\s*(import|export)\s+(type\s+)?(?:([^'";]*?)\s+from\s+)?['"]([^'"]+)['"]|(?:\{([^}]*)\}\s*=\s*(?:await\s+)?)?import\(\s*['"]([^'"]+)['"]\s*\)/g;
+
+/** A relative specifier as a repository path: `../c.js` from `shared/a/b.ts` is `shared/c.ts`. */
+const resolved = (file: string, spec: string) =>
+  spec.startsWith('.') ? normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts') : spec;
+
+/** The names of an import or export list (`a, type b, c as d`): what each takes, and as what. */
+function listOf(list: string): { name: string; as: string }[] {
+  return list
+    .replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*/g, '')
+    .split(',')
+    .map((s) => s.trim().replace(/^type\s+/, ''))
+    .filter(Boolean)
+    .map((s) => {
+      const [name, as] = s.split(/\s+as\s+/) as [string, string | undefined];
+      return { name, as: as ?? name };
+    });
+}
+
+/** The names an import clause takes (`x, { a, b as c }` → `default`, `a`, `b`; `* as ns` → `*`). */
+function clauseNames(clause: string): string[] {
+  const braces = /\{([^}]*)\}/.exec(clause);
+  const rest = clause
+    .replace(/\{[^}]*\}/, '')
+    .replace(/,/g, ' ')
+    .trim();
+  return [
+    ...(rest.startsWith('*') ? ['*'] : rest ? ['default'] : []),
+    ...(braces ? listOf(braces[1] as string).map((n) => n.name) : []),
+  ];
+}
 
 function importsOf(file: string, source: string): Import[] {
   const out: Import[] = [];
   for (const m of source.matchAll(IMPORT_RE)) {
-    const spec = m[3] ?? m[4];
+    const spec = m[4] ?? m[6];
     if (!spec) continue;
     // `export { … } from` without a source is not an import; `export const` does not match.
     const line = source.slice(0, m.index).split('\n').length + (m[0].startsWith('\n') ? 1 : 0);
-    const target = spec.startsWith('.')
-      ? normalize(join(dirname(file), spec)).replace(/\.js$/, '.ts')
-      : spec;
-    out.push({ file, target, typeOnly: Boolean(m[2]), line });
+    const names =
+      m[4] !== undefined
+        ? m[3] === undefined
+          ? [] // `import './x.js'`: for its effects
+          : clauseNames(m[3])
+        : m[5] === undefined
+          ? ['*'] // `await import(…)`: the whole module
+          : m[5]
+              .split(',')
+              .map((s) => (s.split(':')[0] as string).trim())
+              .filter(Boolean);
+    out.push({ file, target: resolved(file, spec), typeOnly: Boolean(m[2]), line, names });
   }
   return out;
 }
@@ -132,6 +175,101 @@ const EXPORTED = new Set(
   Object.values(pkg.exports).flatMap((t) => (typeof t === 'string' ? [] : [source(t.default)])),
 );
 
+/**
+ * The names each entry point exports, by its source: read from its committed API report
+ * (`api/<entry>.api.md`, `index` for `.`), which the API report's own test keeps equal to the code.
+ */
+const REPORTED = new Map(
+  Object.entries(pkg.exports).flatMap(([subpath, t]) => {
+    if (typeof t === 'string') return [];
+    const report = `${subpath === '.' ? 'index' : subpath.slice(2)}.api.md`;
+    return [[source(t.default), reportNames(readFileSync(join(ROOT, 'api', report), 'utf8'))]];
+  }),
+);
+
+/** The names an API report exports: its `export <declaration> <name>`, and its `export { … }`. */
+function reportNames(report: string): string[] {
+  const declared =
+    /^export\s+(?:declare\s+)?(?:abstract\s+)?(?:function|const\s+enum|enum|const|let|var|class|interface|type|namespace)\s+([\w$]+)|^export\s+\{([^}]*)\}/gm;
+  return [...report.matchAll(declared)].flatMap((m) =>
+    m[1] ? [m[1]] : listOf(m[2] as string).map((n) => n.as),
+  );
+}
+
+const sources = new Map<string, string | undefined>();
+const sourceOf = (file: string): string | undefined => {
+  if (!sources.has(file)) {
+    const path = join(ROOT, file);
+    sources.set(file, existsSync(path) ? readFileSync(path, 'utf8') : undefined);
+  }
+  return sources.get(file);
+};
+/** A declaration at the top of a module, exported (`export` captured) or not, and its name. */
+const DECLARATION =
+  /^(export\s+)?(?:declare\s+)?(?:async\s+)?(?:abstract\s+)?(?:function\*?|const\s+enum|enum|const|let|var|class|interface|type|namespace)\s+([\w$]+)/gm;
+/** An import or export list, and the module it is from (none for a module's own `export { … }`). */
+const LIST = /^(import|export)\s+(?:type\s+)?\{([^}]*)\}(?:\s*from\s*['"]([^'"]+)['"])?/gm;
+const STAR = /^export\s+(?:type\s+)?\*\s+from\s+['"]([^'"]+)['"]/gm;
+
+/**
+ * Where the export `name` of a module is declared (`shared/port/types.ts#Outcome`, or a package's
+ * `pkg#Name`), following the re-exports; undefined when the reader cannot tell.
+ */
+function originOf(file: string, name: string, seen = new Set<string>()): string | undefined {
+  const key = `${file}#${name}`;
+  if (!file.endsWith('.ts')) return key;
+  const src = sourceOf(file);
+  if (src === undefined || seen.has(key)) return undefined;
+  seen.add(key);
+  const declarations = [...src.matchAll(DECLARATION)];
+  if (declarations.some((m) => m[1] && m[2] === name)) return key;
+  const lists = [...src.matchAll(LIST)];
+  for (const [, kind, list, from] of lists) {
+    const hit = kind === 'export' ? listOf(list as string).find((n) => n.as === name) : undefined;
+    if (!hit) continue;
+    if (from) return originOf(resolved(file, from), hit.name, seen);
+    // `export { x }`: of a declaration of the module, or of what it imports
+    if (declarations.some((m) => m[2] === hit.name)) return `${file}#${hit.name}`;
+    for (const [, k, l, f] of lists) {
+      const imported = k === 'import' && f && listOf(l as string).find((n) => n.as === hit.name);
+      if (imported) return originOf(resolved(file, f as string), imported.name, seen);
+    }
+    return undefined;
+  }
+  for (const [, from] of src.matchAll(STAR)) {
+    const origin = originOf(resolved(file, from as string), name, seen);
+    if (origin) return origin;
+  }
+  return undefined;
+}
+
+/** The declarations the entry points export (by origin), and the names the reader did not trace. */
+const PUBLIC = new Set<string>();
+const PUBLIC_NAMES = new Set<string>();
+const UNREAD: string[] = [];
+for (const [entry, names] of REPORTED) {
+  for (const name of names) {
+    const origin = originOf(entry, name);
+    PUBLIC_NAMES.add(name);
+    if (origin) PUBLIC.add(origin);
+    else UNREAD.push(`${entry}#${name}`);
+  }
+}
+
+/**
+ * The names a test takes from the library past its entry points that an entry point exports: the
+ * same declaration (the name alone when the reader cannot tell where it is declared).
+ */
+const publicPastTheEntryPoints = (imports: readonly Import[]) =>
+  imports.flatMap((i) => {
+    if (top(i.file) !== 'test' || !isLibrary(i.target) || EXPORTED.has(i.target)) return [];
+    const names = i.names.filter((n) => {
+      const origin = originOf(i.target, n);
+      return origin ? PUBLIC.has(origin) : PUBLIC_NAMES.has(n);
+    });
+    return names.length > 0 ? [`${i.file}:${i.line} → ${i.target}: ${names.join(', ')}`] : [];
+  });
+
 /** Imports of a file of the example that reach into the library past its entry points. */
 const pastTheEntryPoints = (imports: readonly Import[]) =>
   imports.filter((i) => isExample(i.file) && isLibrary(i.target) && !EXPORTED.has(i.target));
@@ -143,9 +281,20 @@ describe('the import rules', () => {
     expect(
       importsOf('shared/a/b.ts', "import { x } from '../c.js';\nexport * from './d.js';"),
     ).toEqual([
-      { file: 'shared/a/b.ts', target: 'shared/c.ts', typeOnly: false, line: 1 },
-      { file: 'shared/a/b.ts', target: 'shared/a/d.ts', typeOnly: false, line: 2 },
+      { file: 'shared/a/b.ts', target: 'shared/c.ts', typeOnly: false, line: 1, names: ['x'] },
+      { file: 'shared/a/b.ts', target: 'shared/a/d.ts', typeOnly: false, line: 2, names: ['*'] },
     ]);
+    expect(
+      importsOf(
+        'x.ts',
+        [
+          "import y, { type A, b as c } from 'y';",
+          "import * as z from 'z';",
+          "import './w.js';",
+          "const { p, q: r } = await import('./v.js');",
+        ].join('\n'),
+      ).map((i) => i.names),
+    ).toEqual([['default', 'A', 'b'], ['*'], [], ['p', 'q']]);
     expect(importsOf('x.ts', "import type { T } from 'aws-lambda';")[0]?.typeOnly).toBe(true);
     expect(importsOf('x.ts', "const m = await import('fauxqs');")[0]?.target).toBe('fauxqs');
     expect(all.length).toBeGreaterThan(500);
@@ -255,6 +404,49 @@ describe('the import rules', () => {
     // the rule sees the example's imports of the library (its entry points, then)
     expect(all.filter((i) => isExample(i.file) && isLibrary(i.target)).length).toBeGreaterThan(30);
     expect(show(pastTheEntryPoints(all))).toEqual([]);
+  });
+
+  it('the tests import through the entry points everything the entry points export', () => {
+    // the reports are read: every entry point has one, each of its names is found in the code
+    expect([...REPORTED.keys()].sort()).toEqual([...EXPORTED].sort());
+    expect(REPORTED.get('shared/index.ts')).toContain('OutboxStore');
+    expect(REPORTED.get('shared/index.ts')).not.toContain('splitStatements');
+    expect(reportNames('export function f(): void;\nexport { Logger_2 as Logger }\n')).toEqual([
+      'f',
+      'Logger',
+    ]);
+    expect(UNREAD).toEqual([]);
+    expect(PUBLIC.size).toBeGreaterThan(250);
+    expect(originOf('shared/index.ts', 'RetryOutcome')).toBe('shared/port/types.ts#RetryOutcome');
+    // the rule: a public declaration past the entry points is caught; an internal one (even a
+    // namesake of a public one), an entry point, or the example's own is not
+    // (from a file at the top of test/: this file's text is read too, and from here these paths
+    // reach no library file)
+    const probe = importsOf(
+      'test/x.test.ts',
+      [
+        "import { OutboxStore, REPUBLISH_PREFIX } from '../shared/outbox/OutboxStore.js';",
+        "import type { Outcome } from '../shared/port/types.js';",
+        "import type { RetryOutcome } from '../shared/consumer/retryPolicy.js';",
+        "import { splitStatements } from '../shared/db/statements.js';",
+        "import { OutboxStore as Store } from '../shared/index.js';",
+        "import { HttpError } from '../shared/http/errors.js';",
+        "import { NodeFunction } from '../infra/constructs/NodeFunction.js';",
+        "const { toSqsRecord: record } = await import('../shared/transport/sqs/record.js');",
+      ].join('\n'),
+    );
+    expect(publicPastTheEntryPoints(probe)).toEqual([
+      'test/x.test.ts:1 → shared/outbox/OutboxStore.ts: OutboxStore',
+      'test/x.test.ts:2 → shared/port/types.ts: Outcome',
+      'test/x.test.ts:7 → infra/constructs/NodeFunction.ts: NodeFunction',
+      'test/x.test.ts:8 → shared/transport/sqs/record.ts: toSqsRecord',
+    ]);
+    // the rule sees the tests' imports of the library's internals (the white-box tests', then)
+    expect(
+      all.filter((i) => top(i.file) === 'test' && isLibrary(i.target) && !EXPORTED.has(i.target))
+        .length,
+    ).toBeGreaterThan(50);
+    expect(publicPastTheEntryPoints(all)).toEqual([]);
   });
 
   it('no stack imports another stack', () => {

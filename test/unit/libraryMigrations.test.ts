@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../shared/config/errors.js';
-import { INBOX_TABLE } from '../../shared/consumer/inbox.js';
-import { libraryMigrations } from '../../shared/db/libraryMigrations.js';
 import { splitStatements } from '../../shared/db/statements.js';
+import { ConfigError, INBOX_TABLE, libraryMigrations } from '../../shared/index.js';
 
 describe('libraryMigrations', () => {
   it('accepts plain lower-case identifiers up to 43 characters', () => {

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { localLambdaContext } from '../../devkit/triggers/lambdaContext.js';
 import { createPlaceOrderHandler, MAX_BODY_BYTES } from '../../functions/place-order/handler.js';
-import { createLogger } from '../../shared/logger.js';
+import { createLogger } from '../../shared/index.js';
 import type { OrderService, PlaceOrderCommand } from '../../shared/orders/OrderService.js';
 
 /**

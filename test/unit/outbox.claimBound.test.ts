@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
-import { OutboxStore } from '../../shared/outbox/OutboxStore.js';
-import type { Publisher } from '../../shared/port/types.js';
+import type { Publisher } from '../../shared/index.js';
+import { OutboxRelay, OutboxStore } from '../../shared/index.js';
 import { sqlRecorder } from '../helpers/sqlRecorder.js';
 
 describe('the claim bound (OutboxStore, OutboxRelay)', () => {

@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { encodeEnvelope, newEnvelope } from '../../shared/envelope/envelope.js';
-import { currentTraceId, newTraceId } from '../../shared/envelope/trace.js';
+import type { Diagnosis } from '../../shared/index.js';
+import { currentTraceId, encodeEnvelope, newEnvelope, newTraceId } from '../../shared/index.js';
 import {
   quarantineNoticeId,
   reservationQuarantineNotice,
 } from '../../shared/inventory/quarantine.js';
-import type { Diagnosis } from '../../shared/port/types.js';
 
 describe('trace ids', () => {
   it('are the X-Ray trace id of the producing Lambda invocation (_X_AMZN_TRACE_ID Root)', () => {

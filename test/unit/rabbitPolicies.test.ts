@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/config/budget.js';
+import { DEFAULT_RETENTION, DEFAULT_RETRY_BUDGET } from '../../shared/index.js';
 import { RABBITMQ_NAMES, RETRY_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
 import { declaredTopology } from '../../shared/transport/rabbitmq/index.js';

@@ -5,13 +5,9 @@ import {
   type LambdaInvokeServer,
   startLambdaInvokeServer,
 } from '../../devkit/emulators/lambdaInvoke.js';
-import {
-  isKickEvent,
-  KICK_SOURCE,
-  LambdaOutboxKick,
-  outboxKick,
-} from '../../shared/outbox/kick.js';
-import { parseRelayState, sweepDue } from '../../shared/outbox/relayState.js';
+import { isKickEvent, LambdaOutboxKick, outboxKick, sweepDue } from '../../shared/index.js';
+import { KICK_SOURCE } from '../../shared/outbox/kick.js';
+import { parseRelayState } from '../../shared/outbox/relayState.js';
 
 const MIN = 60_000;
 const policy = { quietMs: 10 * MIN, intervalMs: 60 * MIN };

@@ -1,9 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { PermanentMessageError } from '../../shared/consumer/errors.js';
-import { DEFERRED_ERROR, RetryPolicy } from '../../shared/consumer/retryPolicy.js';
-import { DbError, TransientDbError } from '../../shared/db/errors.js';
-import { EnvelopeError } from '../../shared/envelope/errors.js';
+import {
+  DbError,
+  DEFERRED_ERROR,
+  EnvelopeError,
+  PermanentMessageError,
+  RetryPolicy,
+  TransientDbError,
+} from '../../shared/index.js';
 
 // TEST_RETRY_BUDGET: ladder 1 s, 2 s, 3 s; 3 retries; 60 s maximum age; no jitter.
 const NOW = Date.parse('2026-03-01T12:00:00.000Z');

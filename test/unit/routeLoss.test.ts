@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DEFAULT_RETENTION, TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
-import { OutboxRelay } from '../../shared/outbox/OutboxRelay.js';
+import { TEST_RETRY_BUDGET } from '../../shared/config/budget.js';
+import type { Publisher } from '../../shared/index.js';
+import { DEFAULT_RETENTION, OutboxRelay } from '../../shared/index.js';
 import { RABBITMQ_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import type { Publisher } from '../../shared/port/types.js';
 import { declaredTopology, type RabbitManagement } from '../../shared/transport/rabbitmq/index.js';
 import { RouteCheck } from '../../shared/transport/rabbitmq/routes.js';
 import { sqlRecorder } from '../helpers/sqlRecorder.js';

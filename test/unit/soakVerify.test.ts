@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { PgDatabase } from '../../shared/db/pg/PgDatabase.js';
+import type { Diagnosis } from '../../shared/index.js';
 import { ORDER_RESULTS_CONSUMER } from '../../shared/orders/OrderResults.js';
-import type { Diagnosis } from '../../shared/port/types.js';
 import type { BadRow } from '../../soak/chaos.js';
 import { makePlan, type Plan } from '../../soak/plan.js';
 import { readJournals, verify } from '../../soak/verify.js';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadEnv } from '../../shared/config/env.js';
-import { functionEnvironment } from '../../shared/config/functionEnvironment.js';
-import { snsFilterPolicy, snsTopicName } from '../../shared/transport/sqs/constants.js';
+import { functionEnvironment } from '../../infra/constructs/index.js';
+import { ConfigError, loadEnv } from '../../shared/index.js';
+import { snsFilterPolicy } from '../../shared/transport/sqs/constants.js';
+import { snsTopicName } from '../../shared/transport/sqs/index.js';
 
 describe('fan-out on SQS: names, filters and settings', () => {
   it("a subscription's event types become an SNS filter policy on event_type where SNS can say them", () => {

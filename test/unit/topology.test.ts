@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { topologySchema } from '../../shared/index.js';
 import { RABBITMQ_NAMES, RETRY_NAMES, SQS_NAMES } from '../../shared/pipeline/names.js';
 import { PIPELINE_TOPOLOGY } from '../../shared/pipeline/topology.js';
-import { topologySchema } from '../../shared/transport/module.js';
 import { natsNames } from '../../shared/transport/nats/index.js';
 import { rabbitNames } from '../../shared/transport/rabbitmq/topology.js';
 import { sqsQueueNames } from '../../shared/transport/sqs/constants.js';

@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import {
-  DEFAULT_TRANSACTION_TIMEOUTS,
-  loadEnv,
-  transactionTimeoutsOf,
-} from '../../shared/config/env.js';
-import { TransientDbError } from '../../shared/db/errors.js';
-import {
   effectiveTimeouts,
   setConfigStatement,
   setLocalStatements,
 } from '../../shared/db/transactionBounds.js';
+import {
+  DEFAULT_TRANSACTION_TIMEOUTS,
+  loadEnv,
+  TransientDbError,
+  transactionTimeoutsOf,
+} from '../../shared/index.js';
 
 describe('transaction bounds: configuration', () => {
   it('defaults: lock 2 s ≤ statement 4 s < function timeout 5 s; idle 15 s > publish timeout 10 s', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadEnv } from '../../shared/config/env.js';
 import { HttpError } from '../../shared/http/errors.js';
+import { loadEnv } from '../../shared/index.js';
 import { parsePlaceOrderBody } from '../../shared/orders/validation.js';
 import { backoffDelay } from '../../shared/util/async.js';
 
