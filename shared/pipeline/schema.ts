@@ -51,8 +51,9 @@ export async function serviceMigrations(
 
 /**
  * Both services' migrations for one database, each once (their inbox is one table, keyed by
- * consumer name): the layout of tests that exercise both sides on one scratch database. The
- * services never share a database when they run (`npm run dev`, the lab, the soak, a deployment).
+ * consumer name): the layout of tests that exercise both sides on one scratch database, and of
+ * the end-to-end benchmark (it reads both sides' timestamps in one query). The services run each
+ * on its own database in `npm run dev`, the lab, the soak and a deployment.
  */
 export async function bothServicesMigrations(dir?: string): Promise<Migration[]> {
   const all = (await Promise.all(SERVICES.map((s) => serviceMigrations(s, dir)))).flat();
